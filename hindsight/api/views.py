@@ -1,0 +1,29 @@
+"""Unauthenticated service endpoints: /health and /version."""
+
+from __future__ import annotations
+
+from django.db import connection
+from rest_framework.decorators import api_view, permission_classes
+from rest_framework.permissions import AllowAny
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+import hindsight
+
+
+@api_view(["GET"])
+@permission_classes([AllowAny])
+def health(request: Request) -> Response:
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT 1")
+        database = "connected"
+    except Exception as exc:  # the health endpoint reports, it does not raise
+        return Response({"status": "unhealthy", "database": f"error: {exc}"}, status=503)
+    return Response({"status": "healthy", "database": database})
+
+
+@api_view(["GET"])
+@permission_classes([AllowAny])
+def version(request: Request) -> Response:
+    return Response({"api_version": hindsight.__version__, "features": {"mental_models": True}})

@@ -1,0 +1,1 @@
+"""Banks and memories: retain, consolidation, recall, stats, tags, and their API."""

@@ -1,0 +1,238 @@
+"""The one environment reader: every ``HINDSIGHT_API_*`` setting, typed, in one place.
+
+Names follow upstream Hindsight where upstream has one, so a deployment's environment carries
+over. Reading never raises: problems are collected in ``Config.errors`` and reported by the
+Django system checks (``hindsight.checks``), which stop start-up naming the variable.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Mapping
+
+LLM_PROVIDERS = ("openai", "none")
+EMBEDDINGS_PROVIDERS = ("local", "openai")
+LOCAL_EMBEDDING_MODEL = "all-MiniLM-L6-v2"
+LOCAL_EMBEDDING_DIMENSIONS = 384
+
+
+@dataclass(frozen=True)
+class Config:
+    host: str = "127.0.0.1"
+    port: int = 8888
+    database_url: str = ""
+    redis_url: str = ""
+    tenant_api_key: str = ""
+    secret_key: str = ""
+    debug: bool = False
+    max_request_bytes: int = 10 * 1024 * 1024
+
+    llm_provider: str = "none"
+    llm_base_url: str = ""
+    llm_api_key: str = ""
+    llm_model: str = ""
+    llm_timeout_seconds: float = 120.0
+    llm_max_retries: int = 2
+
+    embeddings_provider: str = "local"
+    embeddings_base_url: str = ""
+    embeddings_api_key: str = ""
+    embeddings_model: str = LOCAL_EMBEDDING_MODEL
+    embeddings_dimensions: int = LOCAL_EMBEDDING_DIMENSIONS
+
+    worker_max_retries: int = 3
+    worker_retry_backoff_seconds: float = 30.0
+    worker_retry_backoff_max_seconds: float = 600.0
+    lock_ttl_seconds: float = 30.0
+    heartbeat_seconds: float = 10.0
+    recovery_threshold_seconds: float = 60.0
+    redispatch_after_seconds: float = 120.0
+    recovery_interval_seconds: float = 30.0
+    release_interval_seconds: float = 5.0
+    recovery_batch_size: int = 100
+    reflect_wall_timeout_seconds: float = 300.0
+    task_soft_time_limit_seconds: float = 330.0
+    task_time_limit_seconds: float = 360.0
+    broker_visibility_timeout_seconds: float = 3600.0
+
+    mental_model_refresh_tick_seconds: float = 60.0
+    mental_model_min_refresh_interval_seconds: float = 0.0
+    mental_model_history_max_entries: int = 50
+    enable_mental_model_history: bool = True
+
+    errors: tuple[tuple[str, str], ...] = field(default=())
+
+    @property
+    def llm_configured(self) -> bool:
+        return self.llm_provider != "none" and bool(self.llm_model)
+
+
+class _Reader:
+    def __init__(self, env: Mapping[str, str]):
+        self.env = env
+        self.errors: list[tuple[str, str]] = []
+
+    def raw(self, name: str) -> str | None:
+        value = self.env.get(name)
+        return None if value is None or value.strip() == "" else value.strip()
+
+    def str(self, name: str, default: str = "") -> str:
+        value = self.raw(name)
+        return default if value is None else value
+
+    def choice(self, name: str, choices: tuple[str, ...], default: str) -> str:
+        value = self.str(name, default).lower()
+        if value not in choices:
+            self.errors.append((name, f"must be one of {', '.join(choices)}; got {value!r}"))
+            return default
+        return value
+
+    def int(self, name: str, default: int, *, minimum: int | None = None) -> int:
+        value = self.raw(name)
+        if value is None:
+            return default
+        try:
+            parsed = int(value)
+        except ValueError:
+            self.errors.append((name, f"must be an integer; got {value!r}"))
+            return default
+        if minimum is not None and parsed < minimum:
+            self.errors.append((name, f"must be >= {minimum}; got {parsed}"))
+            return default
+        return parsed
+
+    def float(self, name: str, default: float, *, minimum: float = 0.0) -> float:
+        value = self.raw(name)
+        if value is None:
+            return default
+        try:
+            parsed = float(value)
+        except ValueError:
+            self.errors.append((name, f"must be a number; got {value!r}"))
+            return default
+        if parsed < minimum:
+            self.errors.append((name, f"must be >= {minimum}; got {parsed}"))
+            return default
+        return parsed
+
+    def bool(self, name: str, default: bool) -> bool:
+        value = self.raw(name)
+        if value is None:
+            return default
+        lowered = value.lower()
+        if lowered in ("1", "true", "yes", "on"):
+            return True
+        if lowered in ("0", "false", "no", "off"):
+            return False
+        self.errors.append((name, f"must be true or false; got {value!r}"))
+        return default
+
+
+def read_config(env: Mapping[str, str] | None = None) -> Config:
+    """Read the whole configuration from ``env`` (the process environment by default)."""
+    r = _Reader(os.environ if env is None else env)
+    p = "HINDSIGHT_API_"
+
+    llm_provider = r.choice(p + "LLM_PROVIDER", LLM_PROVIDERS, "none")
+    llm_base_url = r.str(p + "LLM_BASE_URL")
+    llm_model = r.str(p + "LLM_MODEL")
+    if llm_provider == "openai" and not llm_model:
+        r.errors.append((p + "LLM_MODEL", "must be set when HINDSIGHT_API_LLM_PROVIDER=openai"))
+
+    emb_provider = r.choice(p + "EMBEDDINGS_PROVIDER", EMBEDDINGS_PROVIDERS, "local")
+    if emb_provider == "local":
+        emb_model = r.str(p + "EMBEDDINGS_LOCAL_MODEL", LOCAL_EMBEDDING_MODEL)
+        if emb_model != LOCAL_EMBEDDING_MODEL:
+            r.errors.append(
+                (p + "EMBEDDINGS_LOCAL_MODEL", f"only {LOCAL_EMBEDDING_MODEL} ships offline")
+            )
+            emb_model = LOCAL_EMBEDDING_MODEL
+        emb_dims = LOCAL_EMBEDDING_DIMENSIONS
+        dims_raw = r.raw(p + "EMBEDDINGS_OPENAI_DIMENSIONS")
+        del dims_raw  # the OpenAI dimension setting does not apply to the local model
+    else:
+        emb_model = r.str(p + "EMBEDDINGS_OPENAI_MODEL")
+        if not emb_model:
+            r.errors.append(
+                (p + "EMBEDDINGS_OPENAI_MODEL", "must be set when EMBEDDINGS_PROVIDER=openai")
+            )
+        emb_dims = r.int(p + "EMBEDDINGS_OPENAI_DIMENSIONS", 0, minimum=1)
+        if emb_dims == 0:
+            r.errors.append(
+                (p + "EMBEDDINGS_OPENAI_DIMENSIONS", "must be set when EMBEDDINGS_PROVIDER=openai")
+            )
+            emb_dims = LOCAL_EMBEDDING_DIMENSIONS
+        elif emb_dims > 2000:
+            r.errors.append(
+                (p + "EMBEDDINGS_OPENAI_DIMENSIONS", "must be <= 2000 (pgvector HNSW limit)")
+            )
+
+    database_url = r.str(p + "DATABASE_URL")
+    if database_url and not database_url.startswith(("postgres://", "postgresql://")):
+        r.errors.append((p + "DATABASE_URL", "must be a postgresql:// URL"))
+    redis_url = r.str(p + "REDIS_URL")
+    if redis_url and not redis_url.startswith(("redis://", "rediss://", "unix://")):
+        r.errors.append((p + "REDIS_URL", "must be a redis:// URL"))
+
+    cfg = Config(
+        host=r.str(p + "HOST", "127.0.0.1"),
+        port=r.int(p + "PORT", 8888, minimum=1),
+        database_url=database_url,
+        redis_url=redis_url,
+        tenant_api_key=r.str(p + "TENANT_API_KEY"),
+        secret_key=r.str(p + "SECRET_KEY"),
+        debug=r.bool(p + "DEBUG", False),
+        max_request_bytes=r.int(p + "MAX_REQUEST_BYTES", 10 * 1024 * 1024, minimum=1024),
+        llm_provider=llm_provider,
+        llm_base_url=llm_base_url,
+        llm_api_key=r.str(p + "LLM_API_KEY"),
+        llm_model=llm_model,
+        llm_timeout_seconds=r.float(p + "LLM_TIMEOUT", 120.0, minimum=0.1),
+        llm_max_retries=r.int(p + "LLM_MAX_RETRIES", 2, minimum=0),
+        embeddings_provider=emb_provider,
+        embeddings_base_url=r.str(p + "EMBEDDINGS_OPENAI_BASE_URL"),
+        embeddings_api_key=r.str(p + "EMBEDDINGS_OPENAI_API_KEY"),
+        embeddings_model=emb_model,
+        embeddings_dimensions=emb_dims,
+        worker_max_retries=r.int(p + "WORKER_MAX_RETRIES", 3, minimum=0),
+        worker_retry_backoff_seconds=r.float(p + "WORKER_TASK_RETRY_BACKOFF_SECONDS", 30.0),
+        worker_retry_backoff_max_seconds=r.float(p + "WORKER_TASK_RETRY_BACKOFF_MAX_SECONDS", 600.0),
+        lock_ttl_seconds=r.float(p + "WORKER_LOCK_TTL_SECONDS", 30.0, minimum=1.0),
+        heartbeat_seconds=r.float(p + "WORKER_HEARTBEAT_SECONDS", 10.0, minimum=0.1),
+        recovery_threshold_seconds=r.float(p + "WORKER_RECOVERY_THRESHOLD_SECONDS", 60.0, minimum=1.0),
+        redispatch_after_seconds=r.float(p + "WORKER_REDISPATCH_AFTER_SECONDS", 120.0, minimum=1.0),
+        recovery_interval_seconds=r.float(p + "WORKER_RECOVERY_INTERVAL_SECONDS", 30.0, minimum=0.5),
+        release_interval_seconds=r.float(p + "WORKER_RELEASE_INTERVAL_SECONDS", 5.0, minimum=0.5),
+        recovery_batch_size=r.int(p + "WORKER_RECOVERY_BATCH_SIZE", 100, minimum=1),
+        reflect_wall_timeout_seconds=r.float(p + "REFLECT_WALL_TIMEOUT", 300.0, minimum=0.1),
+        task_soft_time_limit_seconds=r.float(p + "WORKER_TASK_SOFT_TIME_LIMIT", 330.0, minimum=1.0),
+        task_time_limit_seconds=r.float(p + "WORKER_TASK_TIME_LIMIT", 360.0, minimum=1.0),
+        broker_visibility_timeout_seconds=r.float(
+            p + "BROKER_VISIBILITY_TIMEOUT", 3600.0, minimum=1.0
+        ),
+        mental_model_refresh_tick_seconds=r.float(
+            p + "MENTAL_MODEL_REFRESH_TICK_SECONDS", 60.0, minimum=1.0
+        ),
+        mental_model_min_refresh_interval_seconds=r.float(
+            p + "MENTAL_MODEL_MIN_REFRESH_INTERVAL_SECONDS", 0.0
+        ),
+        mental_model_history_max_entries=r.int(
+            p + "MENTAL_MODEL_HISTORY_MAX_ENTRIES", 50, minimum=1
+        ),
+        enable_mental_model_history=r.bool(p + "ENABLE_MENTAL_MODEL_HISTORY", True),
+        errors=(),
+    )
+    # DESIGN: reflect wall timeout < soft limit < hard limit < broker visibility timeout.
+    order = [
+        (p + "REFLECT_WALL_TIMEOUT", cfg.reflect_wall_timeout_seconds),
+        (p + "WORKER_TASK_SOFT_TIME_LIMIT", cfg.task_soft_time_limit_seconds),
+        (p + "WORKER_TASK_TIME_LIMIT", cfg.task_time_limit_seconds),
+        (p + "BROKER_VISIBILITY_TIMEOUT", cfg.broker_visibility_timeout_seconds),
+    ]
+    for (lower_name, lower), (upper_name, upper) in zip(order, order[1:]):
+        if not lower < upper:
+            r.errors.append((upper_name, f"must be greater than {lower_name} ({lower} >= {upper})"))
+    if cfg.heartbeat_seconds >= cfg.lock_ttl_seconds:
+        r.errors.append((p + "WORKER_HEARTBEAT_SECONDS", "must be shorter than WORKER_LOCK_TTL_SECONDS"))
+    return Config(**{**cfg.__dict__, "errors": tuple(r.errors)})

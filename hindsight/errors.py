@@ -1,0 +1,51 @@
+"""Domain errors of our own; ``hindsight.api.errors`` maps them to HTTP in one place."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+
+class DomainError(Exception):
+    status_code = 400
+
+    def __init__(self, detail: str):
+        super().__init__(detail)
+        self.detail = detail
+
+
+class BadRequest(DomainError):
+    status_code = 400
+
+
+class NotFound(DomainError):
+    status_code = 404
+
+
+class Conflict(DomainError):
+    status_code = 409
+
+
+class LLMNotConfigured(BadRequest):
+    def __init__(self, what: str = "this call"):
+        super().__init__(
+            f"{what} needs an LLM: set HINDSIGHT_API_LLM_PROVIDER=openai, "
+            "HINDSIGHT_API_LLM_BASE_URL, HINDSIGHT_API_LLM_API_KEY and HINDSIGHT_API_LLM_MODEL"
+        )
+
+
+class FieldError(DomainError):
+    """A 422 naming the field (``loc``) and the rule (``msg``), in FastAPI's shape."""
+
+    status_code = 422
+
+    def __init__(self, loc: Sequence[str | int], msg: str, type_: str = "value_error"):
+        super().__init__(msg)
+        self.errors = [{"loc": list(loc), "msg": msg, "type": type_}]
+
+
+class FieldErrors(DomainError):
+    status_code = 422
+
+    def __init__(self, errors: list[dict[str, object]]):
+        super().__init__("; ".join(str(e["msg"]) for e in errors))
+        self.errors = errors

@@ -1,0 +1,8 @@
+from __future__ import annotations
+
+from django.apps import AppConfig
+
+
+class MentalModelsConfig(AppConfig):
+    name = "mentalmodels"
+    verbose_name = "Mental models"
