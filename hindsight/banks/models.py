@@ -1,0 +1,107 @@
+"""Banks and memory units: the substrate a mental-model refresh reads.
+
+``MemoryUnit.updated_at`` is the one clock for staleness, refresh windows and watermarks. It is
+stamped with ``clock_timestamp()`` by the database inside a transaction that holds the bank's
+shared write lock (``hindsight.banks.writeclock``), so no write can commit with a stamp at or
+below a cutoff a refresh has already taken.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from django.conf import settings
+from django.contrib.postgres.fields import ArrayField
+from django.contrib.postgres.indexes import GinIndex
+from django.contrib.postgres.search import SearchVector, SearchVectorField
+from django.db import models
+from django.db.models import Func
+from pgvector.django import HnswIndex, VectorField
+
+FACT_TYPES = ("world", "experience", "observation", "opinion")
+READ_FACT_TYPES = ("world", "experience", "observation")
+
+
+class ClockTimestamp(Func):
+    """``clock_timestamp()``: the wall clock now, not the transaction's start like ``now()``."""
+
+    function = "clock_timestamp"
+    template = "clock_timestamp()"
+    output_field = models.DateTimeField()
+
+
+class Bank(models.Model):
+    id = models.CharField(primary_key=True, max_length=255)
+    name = models.CharField(max_length=255, blank=True, default="")
+    mission = models.TextField(blank=True, default="")
+    disposition = models.JSONField(default=dict, blank=True)
+    # Per-bank overrides (GET/PATCH …/config), e.g. mental_model_min_refresh_interval_seconds.
+    config = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(db_default=ClockTimestamp())
+    updated_at = models.DateTimeField(db_default=ClockTimestamp())
+
+    class Meta:
+        ordering = ["id"]
+
+    def __str__(self) -> str:
+        return self.id
+
+
+class MemoryUnit(models.Model):
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    bank = models.ForeignKey(Bank, on_delete=models.CASCADE, related_name="memories")
+    text = models.TextField()
+    context = models.TextField(blank=True, default="")
+    fact_type = models.CharField(
+        max_length=16, choices=[(t, t) for t in FACT_TYPES], default="world"
+    )
+    tags = ArrayField(models.TextField(), default=list, blank=True)
+    document_id = models.CharField(max_length=255, null=True, blank=True)
+    metadata = models.JSONField(default=dict, blank=True)
+    entities = ArrayField(models.TextField(), default=list, blank=True)
+    occurred_start = models.DateTimeField(null=True, blank=True)
+    occurred_end = models.DateTimeField(null=True, blank=True)
+    mentioned_at = models.DateTimeField(null=True, blank=True)
+    # Observations: the facts they were consolidated from.
+    source_memory_ids = ArrayField(models.UUIDField(), default=list, blank=True)
+    # Null = waiting for consolidation. Marking a fact consolidated does not touch updated_at.
+    consolidated_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(db_default=ClockTimestamp())
+    updated_at = models.DateTimeField(db_default=ClockTimestamp())
+    embedding = VectorField(dimensions=settings.HINDSIGHT.embeddings_dimensions, null=True)
+    search_vector = models.GeneratedField(
+        expression=SearchVector("text", "context", config="english"),
+        output_field=SearchVectorField(),
+        db_persist=True,
+    )
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["bank", "updated_at"], name="memory_bank_updated_idx"),
+            models.Index(fields=["bank", "fact_type", "updated_at"], name="memory_bank_type_upd_idx"),
+            GinIndex(fields=["tags"], name="memory_tags_gin"),
+            GinIndex(fields=["search_vector"], name="memory_fts_gin"),
+            HnswIndex(
+                name="memory_embedding_hnsw",
+                fields=["embedding"],
+                m=16,
+                ef_construction=64,
+                opclasses=["vector_cosine_ops"],
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.fact_type}: {self.text[:60]}"
+
+
+class EmbeddingProfile(models.Model):
+    """The deployment's embedding profile (one row): vectors are only comparable within it."""
+
+    id = models.PositiveSmallIntegerField(primary_key=True, default=1)
+    provider = models.CharField(max_length=32)
+    model = models.CharField(max_length=255)
+    dimensions = models.PositiveIntegerField()
+    recorded_at = models.DateTimeField(db_default=ClockTimestamp())
+
+    def __str__(self) -> str:
+        return f"{self.provider}/{self.model} ({self.dimensions} dims)"

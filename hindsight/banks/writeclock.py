@@ -1,0 +1,39 @@
+"""The write clock (RF-1): memory writes and refresh cutoffs, ordered by a per-bank advisory lock.
+
+``now()`` in PostgreSQL is the transaction's start, so a memory stamped before a refresh's cutoff
+could commit after it and never be read. Every memory-writing transaction therefore holds the
+bank's advisory lock in *shared* mode and stamps ``updated_at = clock_timestamp()``; a refresh
+takes its cutoff holding the same lock *exclusively*, which waits for writers in flight and
+holds new ones back for the instant it reads ``clock_timestamp()``. Writers never block each
+other. A stamp taken after the cutoff is therefore later than it, and every stamp at or before
+the cutoff belongs to a transaction that had already committed.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from django.db import connection, transaction
+
+# First key of the two-int advisory lock: namespaces our locks away from anyone else's.
+_LOCK_CLASS = 0x48534D  # "HSM"
+
+
+def hold_bank_write_lock(bank_id: str) -> None:
+    """Take the bank's shared write lock for the rest of the current transaction."""
+    if not connection.in_atomic_block:
+        raise RuntimeError("hold_bank_write_lock must run inside transaction.atomic()")
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pg_advisory_xact_lock_shared(%s, hashtext(%s))", [_LOCK_CLASS, bank_id]
+        )
+
+
+def take_cutoff(bank_id: str) -> datetime:
+    """A cutoff no later write of ``bank_id`` can commit at or below (a short own transaction)."""
+    with transaction.atomic():
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", [_LOCK_CLASS, bank_id])
+            cursor.execute("SELECT clock_timestamp()")
+            (cutoff,) = cursor.fetchone()
+    return cutoff
