@@ -1,0 +1,1 @@
+"""Fixtures that run real Celery workers as subprocesses (owned by the operations tests)."""
