@@ -1,28 +1,38 @@
-"""Tenant API key: with ``HINDSIGHT_API_TENANT_API_KEY`` set, every /v1 call needs the bearer."""
+"""Tenant API key: with ``HINDSIGHT_API_TENANT_API_KEY`` set, every /v1 request needs the bearer.
+
+A middleware, not a DRF permission, so it covers every /v1 path (unknown routes included) before
+any view runs. ``/health``, ``/version``, the API docs and the admin (Django's own login) stay
+open. The key is compared in constant time.
+"""
 
 from __future__ import annotations
 
 import hmac
-from typing import TYPE_CHECKING
+from collections.abc import Callable
 
 from django.conf import settings
-from rest_framework.exceptions import NotAuthenticated
-from rest_framework.permissions import BasePermission
-
-if TYPE_CHECKING:
-    from rest_framework.request import Request
-    from rest_framework.views import APIView
+from django.http import HttpRequest, HttpResponse, JsonResponse
 
 
-class TenantApiKey(BasePermission):
-    def has_permission(self, request: Request, view: APIView) -> bool:
+def bearer_matches(header: str, expected: str) -> bool:
+    scheme, _, token = header.partition(" ")
+    return scheme.lower() == "bearer" and hmac.compare_digest(
+        token.strip().encode(), expected.encode()
+    )
+
+
+class TenantApiKeyMiddleware:
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]):
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
         expected = settings.HINDSIGHT.tenant_api_key
-        if not expected or not request.path.startswith("/v1/"):
-            return True
-        header = request.META.get("HTTP_AUTHORIZATION", "")
-        scheme, _, token = header.partition(" ")
-        if scheme.lower() != "bearer" or not hmac.compare_digest(
-            token.strip().encode(), expected.encode()
-        ):
-            raise NotAuthenticated("missing or invalid API key (Authorization: Bearer <key>)")
-        return True
+        if expected and request.path.startswith("/v1/"):
+            if not bearer_matches(request.META.get("HTTP_AUTHORIZATION", ""), expected):
+                response = JsonResponse(
+                    {"detail": "missing or invalid API key (Authorization: Bearer <key>)"},
+                    status=401,
+                )
+                response["WWW-Authenticate"] = "Bearer"
+                return response
+        return self.get_response(request)

@@ -8,6 +8,7 @@ the API (gunicorn), a Celery worker and celery-beat. Ctrl-C stops all of it, ser
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import signal
 import subprocess
@@ -40,7 +41,8 @@ def run(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGINT, stop)
     signal.signal(signal.SIGTERM, stop)
     env = dict(os.environ)
-    base = reachable_base(PROJECT_DIR / ".devdata")
+    data_dir = Path(os.environ.get("HINDSIGHT_DEVSTACK_DATA_DIR") or PROJECT_DIR / ".devdata")
+    base = reachable_base(data_dir)
     try:
         if not config.database_url:
             pg = EmbeddedPostgres(base / "pg", free_port(PREFERRED_PG_PORT))
@@ -54,6 +56,13 @@ def run(args: argparse.Namespace) -> int:
             valkey.start()
             servers.append(valkey)
             env["HINDSIGHT_API_REDIS_URL"] = valkey.url
+        # Where other shells (manage.py, the CLI, tests) find the servers this run started.
+        data_dir.mkdir(parents=True, exist_ok=True)
+        (data_dir / "servers.json").write_text(json.dumps({
+            "database_url": env.get("HINDSIGHT_API_DATABASE_URL", ""),
+            "redis_url": env.get("HINDSIGHT_API_REDIS_URL", ""),
+            "api_url": f"http://{config.host}:{config.port}",
+        }, indent=2))
         python = sys.executable
         subprocess.run([python, "manage.py", "migrate", "--noinput"], check=True, env=env,
                        cwd=PROJECT_DIR)
