@@ -1,0 +1,104 @@
+"""Mental models and their history: the rows the API, the refresh pipeline and reflect share.
+
+``MentalModel`` holds one user-curated document per (bank, id): its configuration (name,
+source query, tags, trigger), the document itself (``content`` markdown and the structured
+``document`` delta mode edits), the two clocks of MM-9 (``last_refreshed_at`` wall clock,
+``last_memory_seen_at`` watermark in the memories' ``updated_at`` clock), the failure flag that
+pauses automatic refreshes, the last ``reflect_response`` and the lazily computed embedding
+that reflect ranks models by. ``MentalModelHistory`` is the change log: a ``version`` entry per
+content change and a ``failure`` entry per failed refresh attempt (MM-7).
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.contrib.postgres.fields import ArrayField
+from django.contrib.postgres.indexes import GinIndex
+from django.db import models
+from pgvector.django import VectorField
+
+from hindsight.banks.models import Bank, ClockTimestamp
+
+HISTORY_KINDS = ("version", "failure")
+
+
+class MentalModel(models.Model):
+    uid = models.BigAutoField(primary_key=True)
+    bank = models.ForeignKey(Bank, on_delete=models.CASCADE, related_name="mental_models")
+    # The wire ``id``: unique within its bank, ``^[a-z0-9][a-z0-9-]{0,63}$``.
+    mental_model_id = models.CharField(max_length=64)
+    name = models.TextField()
+    source_query = models.TextField()
+    content = models.TextField(default="", blank=True)
+    # Structured document (sections of verbatim markdown blocks); ``content`` renders it.
+    document = models.JSONField(null=True, blank=True)
+    tags = ArrayField(models.TextField(), default=list, blank=True)
+    max_tokens = models.IntegerField(default=2048)
+    # Normalised trigger: every key present, defaults filled (mentalmodels.triggers).
+    trigger = models.JSONField(default=dict, blank=True)
+
+    last_refreshed_at = models.DateTimeField(null=True, blank=True)
+    # Watermark: the newest in-scope memory ``updated_at`` the last refresh read (never now()).
+    last_memory_seen_at = models.DateTimeField(null=True, blank=True)
+    # Set after a refresh's final failed attempt; while set, automatic triggers skip the model.
+    last_refresh_failed_at = models.DateTimeField(null=True, blank=True)
+    last_full_refreshed_at = models.DateTimeField(null=True, blank=True)
+    # The source query the last refresh ran with (delta falls back to full when it changed).
+    last_refresh_source_query = models.TextField(null=True, blank=True)
+    created_at = models.DateTimeField(db_default=ClockTimestamp())
+    updated_at = models.DateTimeField(db_default=ClockTimestamp())
+
+    # text, outcome, based_on, mental_models, structured_output?, trace?
+    reflect_response = models.JSONField(null=True, blank=True)
+
+    # Filled lazily by reflect's mental-model search (seed 004): re-embedded when the content
+    # hash or the embedding profile no longer matches.
+    embedding = VectorField(dimensions=settings.HINDSIGHT.embeddings_dimensions, null=True, blank=True)
+    embedding_model = models.CharField(max_length=255, default="", blank=True)
+    embedding_dimensions = models.IntegerField(null=True, blank=True)
+    embedding_content_hash = models.CharField(max_length=64, default="", blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["bank", "mental_model_id"], name="mental_model_bank_id_uniq"
+            ),
+        ]
+        indexes = [
+            # The list order: last_refreshed_at DESC, id DESC within a bank.
+            models.Index(
+                "bank",
+                models.F("last_refreshed_at").desc(),
+                models.F("mental_model_id").desc(),
+                name="mental_model_list_idx",
+            ),
+            GinIndex(fields=["tags"], name="mental_model_tags_gin"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.bank_id}/{self.mental_model_id}"
+
+
+class MentalModelHistory(models.Model):
+    model = models.ForeignKey(MentalModel, on_delete=models.CASCADE, related_name="history")
+    kind = models.CharField(max_length=16, choices=[(k, k) for k in HISTORY_KINDS])
+    changed_at = models.DateTimeField(db_default=ClockTimestamp())
+    # Version entries: the content before the change ("" for the first refresh).
+    previous_content = models.TextField(null=True, blank=True)
+    # Slim: only based_on and trace of the replaced reflect_response.
+    previous_reflect_response = models.JSONField(null=True, blank=True)
+    # Failure entries: why the attempt failed (a failure_reason) and the exception text.
+    reason = models.TextField(null=True, blank=True)
+    exception = models.TextField(null=True, blank=True)
+    operation_id = models.UUIDField(null=True, blank=True)
+
+    class Meta:
+        indexes = [
+            models.Index(
+                "model", "kind", models.F("changed_at").desc(), name="mm_history_model_kind_idx"
+            ),
+        ]
+        verbose_name_plural = "mental model history"
+
+    def __str__(self) -> str:
+        return f"{self.kind} of {self.model_id} at {self.changed_at}"
