@@ -1,0 +1,31 @@
+"""docker-compose.yml stays consistent with the settings (no compose tool runs in CI)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+
+from hindsight.config import read_config
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_compose_declares_the_production_stack_with_health_checks() -> None:
+    compose = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+    services = compose["services"]
+    assert {"postgres", "redis", "web", "worker", "beat", "migrate"} <= set(services)
+    for name in ("postgres", "redis", "web", "worker"):
+        assert "healthcheck" in services[name], name
+    assert "pgvector" in services["postgres"]["image"]
+
+
+def test_compose_environment_is_valid_configuration() -> None:
+    compose = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+    env = {
+        key: ("x" if str(value).startswith("${") else str(value))
+        for key, value in compose["services"]["web"]["environment"].items()
+    }
+    env["HINDSIGHT_API_LLM_PROVIDER"] = "none"
+    assert all(key.startswith("HINDSIGHT_API_") for key in env)
+    assert read_config(env).errors == ()
