@@ -40,6 +40,8 @@ class Config:
     embeddings_api_key: str = ""
     embeddings_model: str = LOCAL_EMBEDDING_MODEL
     embeddings_dimensions: int = LOCAL_EMBEDDING_DIMENSIONS
+    embeddings_timeout_seconds: float = 60.0
+    embeddings_max_retries: int = 2
 
     worker_max_retries: int = 3
     worker_retry_backoff_seconds: float = 30.0
@@ -195,6 +197,8 @@ def read_config(env: Mapping[str, str] | None = None) -> Config:
         embeddings_api_key=r.str(p + "EMBEDDINGS_OPENAI_API_KEY"),
         embeddings_model=emb_model,
         embeddings_dimensions=emb_dims,
+        embeddings_timeout_seconds=r.float(p + "EMBEDDINGS_TIMEOUT", 60.0, minimum=0.1),
+        embeddings_max_retries=r.int(p + "EMBEDDINGS_MAX_RETRIES", 2, minimum=0),
         worker_max_retries=r.int(p + "WORKER_MAX_RETRIES", 3, minimum=0),
         worker_retry_backoff_seconds=r.float(p + "WORKER_TASK_RETRY_BACKOFF_SECONDS", 30.0),
         worker_retry_backoff_max_seconds=r.float(p + "WORKER_TASK_RETRY_BACKOFF_MAX_SECONDS", 600.0),
