@@ -57,6 +57,12 @@ class Config:
     task_soft_time_limit_seconds: float = 330.0
     task_time_limit_seconds: float = 360.0
     broker_visibility_timeout_seconds: float = 3600.0
+    # Celery queue the API publishes to and workers consume (tests use one per session).
+    task_queue: str = "hindsight"
+    # Extra modules whose import registers operation handlers (test-only handlers, plugins).
+    extra_handler_modules: tuple[str, ...] = ()
+    # Short retry of one publish to the broker; a publish that still fails is re-sent by recovery.
+    publish_retries: int = 2
 
     mental_model_refresh_tick_seconds: float = 60.0
     mental_model_min_refresh_interval_seconds: float = 0.0
@@ -212,6 +218,11 @@ def read_config(env: Mapping[str, str] | None = None) -> Config:
         reflect_wall_timeout_seconds=r.float(p + "REFLECT_WALL_TIMEOUT", 300.0, minimum=0.1),
         task_soft_time_limit_seconds=r.float(p + "WORKER_TASK_SOFT_TIME_LIMIT", 330.0, minimum=1.0),
         task_time_limit_seconds=r.float(p + "WORKER_TASK_TIME_LIMIT", 360.0, minimum=1.0),
+        task_queue=r.str(p + "TASK_QUEUE", "hindsight"),
+        extra_handler_modules=tuple(
+            m.strip() for m in r.str(p + "EXTRA_HANDLER_MODULES").split(",") if m.strip()
+        ),
+        publish_retries=r.int(p + "WORKER_PUBLISH_RETRIES", 2, minimum=0),
         broker_visibility_timeout_seconds=r.float(
             p + "BROKER_VISIBILITY_TIMEOUT", 3600.0, minimum=1.0
         ),
