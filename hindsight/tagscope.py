@@ -1,0 +1,447 @@
+"""The one tag-scope compiler: ``tags``/``tags_match``/``tag_groups``/``fact_types`` → SQL.
+
+Recall, reflect, staleness, refresh and the triggers all resolve "which memories are in scope"
+here and nowhere else. This module owns:
+
+* ``TagScope``: a validated, hashable scope (``TagScope.parse`` checks raw request input and
+  raises ``FieldError`` naming the field and the rule);
+* ``scope_sql``: the scope as a WHERE fragment over ``banks_memoryunit`` columns;
+* ``any_newer_batch``: "does scope S hold a memory newer than W" for many (S, W) pairs in one
+  query (the staleness check of a whole list page).
+
+Semantics (SPEC section 1, "Tag matching"), for a memory with tag set ``M`` and requested ``T``:
+
+==============  ======================  ==================
+mode            memory matches when     untagged memories
+==============  ======================  ==================
+``any``         ``M ∩ T ≠ ∅``           included
+``all``         ``T ⊆ M``               included
+``any_strict``  ``M ∩ T ≠ ∅``           excluded
+``all_strict``  ``T ⊆ M``               excluded
+``exact``       ``M = T``               excluded; ``T = ∅`` selects untagged only
+==============  ======================  ==================
+
+No tags requested means no filter, except under ``exact`` (the same holds for a leaf of
+``tag_groups`` whose ``tags`` is empty). ``tag_groups`` is a list of groups AND-ed together; a
+group is a leaf ``{tags, match}`` (match default ``any_strict``) or ``{and: [...]}``,
+``{or: [...]}``, ``{not: {...}}``; ``{and: []}`` is true and ``{or: []}`` is false. Non-empty
+groups override the flat tags.
+
+The **staleness** variant: untagged memories never count under ``any``/``all`` (flat, or in a
+leaf), unless the scope selects them explicitly — an ``exact`` leaf with no tags, or a ``not``
+over a strict leaf. Precisely: a memory counts for staleness when it is in the recall scope AND
+in the scope obtained by replacing every ``any``/``all`` with ``any_strict``/``all_strict``. On
+a tagged memory both are the same, so the variant only ever drops untagged memories, and it
+never counts a memory the refresh itself would not read.
+
+How it compiles: on a tagged memory ``any`` ≡ ``any_strict`` and ``all`` ≡ ``all_strict``, and on
+an untagged memory every leaf is a constant. So a scope compiles to one tag expression over
+tagged memories (array operators ``&&``, ``@>``, ``<@`` the GIN index on ``tags`` serves) plus a
+boolean computed in Python saying whether untagged memories are in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, TypeVar, Union
+
+from hindsight.errors import FieldError
+
+TAGS_MATCH_MODES = ("any", "all", "any_strict", "all_strict", "exact")
+SCOPE_FACT_TYPES = ("world", "experience", "observation")
+# Accepted as input for old clients; never required.
+LEGACY_FACT_TYPES = ("opinion",)
+MAX_GROUP_DEPTH = 12
+MAX_GROUP_NODES = 256
+MAX_TAGS = 256
+
+_STRICT = {"any": "any_strict", "all": "all_strict"}
+
+Loc = tuple[Union[str, int], ...]
+K = TypeVar("K", bound=Hashable)
+
+
+@dataclass(frozen=True)
+class Leaf:
+    tags: tuple[str, ...]
+    match: str = "any_strict"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"tags": list(self.tags), "match": self.match}
+
+
+@dataclass(frozen=True)
+class And:
+    children: tuple[Group, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"and": [c.to_json() for c in self.children]}
+
+
+@dataclass(frozen=True)
+class Or:
+    children: tuple[Group, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"or": [c.to_json() for c in self.children]}
+
+
+@dataclass(frozen=True)
+class Not:
+    child: Group
+
+    def to_json(self) -> dict[str, Any]:
+        return {"not": self.child.to_json()}
+
+
+Group = Union[Leaf, And, Or, Not]
+
+
+@dataclass(frozen=True)
+class TagScope:
+    """A resolved memory scope. Hashable, so identical scopes can share one query."""
+
+    tags: tuple[str, ...] = ()
+    tags_match: str = "any"
+    tag_groups: tuple[Group, ...] | None = None
+    fact_types: tuple[str, ...] | None = None
+
+    def __post_init__(self) -> None:
+        # Accept lists from callers that build scopes directly; keep the dataclass hashable.
+        object.__setattr__(self, "tags", tuple(self.tags))
+        if self.tags_match not in TAGS_MATCH_MODES:
+            raise ValueError(f"tags_match must be one of {', '.join(TAGS_MATCH_MODES)}")
+        if self.tag_groups is not None:
+            groups = tuple(self.tag_groups)
+            object.__setattr__(self, "tag_groups", groups or None)
+        if self.fact_types is not None:
+            object.__setattr__(self, "fact_types", tuple(self.fact_types))
+
+    @classmethod
+    def parse(
+        cls,
+        *,
+        tags: Any = None,
+        tags_match: Any = None,
+        tag_groups: Any = None,
+        fact_types: Any = None,
+        loc: Loc = ("body",),
+        default_tags_match: str = "any",
+    ) -> TagScope:
+        """Validate raw (JSON) input; every problem is a ``FieldError`` naming field and rule."""
+        return cls(
+            tags=parse_tags(tags, loc=(*loc, "tags")),
+            tags_match=parse_tags_match(
+                tags_match, loc=(*loc, "tags_match"), default=default_tags_match
+            ),
+            tag_groups=parse_tag_groups(tag_groups, loc=(*loc, "tag_groups")),
+            fact_types=parse_fact_types(fact_types, loc=(*loc, "fact_types")),
+        )
+
+    @property
+    def uses_groups(self) -> bool:
+        return self.tag_groups is not None
+
+    def tag_groups_json(self) -> list[dict[str, Any]] | None:
+        return None if self.tag_groups is None else [g.to_json() for g in self.tag_groups]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "tags": list(self.tags),
+            "tags_match": self.tags_match,
+            "tag_groups": self.tag_groups_json(),
+            "fact_types": None if self.fact_types is None else list(self.fact_types),
+        }
+
+
+# ---------------------------------------------------------------------------------------------
+# Input validation
+
+
+def parse_tags(value: Any, *, loc: Loc) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if not isinstance(value, list):
+        raise FieldError(loc, "must be a list of strings or null", "list_type")
+    if len(value) > MAX_TAGS:
+        raise FieldError(loc, f"at most {MAX_TAGS} tags", "too_long")
+    for index, tag in enumerate(value):
+        if not isinstance(tag, str):
+            raise FieldError((*loc, index), "a tag must be a string", "string_type")
+    # Order and duplicates carry no meaning: tags are a set.
+    return tuple(dict.fromkeys(value))
+
+
+def parse_tags_match(value: Any, *, loc: Loc, default: str = "any") -> str:
+    if value is None:
+        return default
+    if not isinstance(value, str) or value not in TAGS_MATCH_MODES:
+        raise FieldError(
+            loc, f"must be one of {', '.join(TAGS_MATCH_MODES)}; got {value!r}", "literal_error"
+        )
+    return value
+
+
+def parse_fact_types(value: Any, *, loc: Loc) -> tuple[str, ...] | None:
+    if value is None:
+        return None
+    if not isinstance(value, list):
+        raise FieldError(loc, "must be a list of fact types or null", "list_type")
+    if not value:
+        raise FieldError(
+            loc, f"must not be empty: omit it or name some of {', '.join(SCOPE_FACT_TYPES)}"
+        )
+    allowed = SCOPE_FACT_TYPES + LEGACY_FACT_TYPES
+    for index, item in enumerate(value):
+        if not isinstance(item, str) or item not in allowed:
+            raise FieldError(
+                (*loc, index),
+                f"must be one of {', '.join(SCOPE_FACT_TYPES)}; got {item!r}",
+                "literal_error",
+            )
+    return tuple(dict.fromkeys(value))
+
+
+def parse_tag_groups(value: Any, *, loc: Loc) -> tuple[Group, ...] | None:
+    if value is None:
+        return None
+    if not isinstance(value, list):
+        raise FieldError(loc, "must be a list of tag groups or null", "list_type")
+    counter = [0]
+    groups = tuple(
+        _parse_group(item, loc=(*loc, index), depth=1, counter=counter)
+        for index, item in enumerate(value)
+    )
+    return groups or None
+
+
+def _parse_group(value: Any, *, loc: Loc, depth: int, counter: list[int]) -> Group:
+    counter[0] += 1
+    if counter[0] > MAX_GROUP_NODES:
+        raise FieldError(loc, f"tag_groups may hold at most {MAX_GROUP_NODES} groups in all")
+    if depth > MAX_GROUP_DEPTH:
+        raise FieldError(loc, f"tag_groups may nest at most {MAX_GROUP_DEPTH} levels")
+    if not isinstance(value, Mapping):
+        raise FieldError(
+            loc, "a tag group must be an object: {tags, match}, {and: [...]}, {or: [...]} "
+            "or {not: {...}}", "dict_type"
+        )
+    keys = set(value)
+    compound = keys & {"and", "or", "not"}
+    if compound:
+        if len(keys) != 1:
+            raise FieldError(
+                loc, f"a compound group has exactly one key (and, or, not); got {sorted(keys)}"
+            )
+        (key,) = compound
+        inner = value[key]
+        if key == "not":
+            return Not(_parse_group(inner, loc=(*loc, "not"), depth=depth + 1, counter=counter))
+        if not isinstance(inner, list):
+            raise FieldError((*loc, key), f"'{key}' must be a list of tag groups", "list_type")
+        children = tuple(
+            _parse_group(item, loc=(*loc, key, index), depth=depth + 1, counter=counter)
+            for index, item in enumerate(inner)
+        )
+        return And(children) if key == "and" else Or(children)
+    unknown = keys - {"tags", "match", "resolve"}
+    if unknown:
+        raise FieldError(
+            (*loc, sorted(unknown)[0]),
+            f"unknown field(s) {sorted(unknown)} in a tag group leaf (allowed: tags, match, "
+            "resolve)", "extra_forbidden",
+        )
+    if "tags" not in value:
+        raise FieldError((*loc, "tags"), "Field required", "missing")
+    if value["tags"] is None:
+        raise FieldError((*loc, "tags"), "must be a list of strings", "list_type")
+    tags = parse_tags(value["tags"], loc=(*loc, "tags"))
+    match = parse_tags_match(value.get("match"), loc=(*loc, "match"), default="any_strict")
+    resolve = value.get("resolve")
+    if resolve not in (None, "exact"):
+        if resolve == "fuzzy":
+            raise FieldError(
+                (*loc, "resolve"), "resolve 'fuzzy' is not supported here: use 'exact'"
+            )
+        raise FieldError((*loc, "resolve"), "must be 'exact'", "literal_error")
+    return Leaf(tags=tags, match=match)
+
+
+# ---------------------------------------------------------------------------------------------
+# Compilation
+
+
+@dataclass
+class _Sql:
+    parts: list[str] = field(default_factory=list)
+    params: list[Any] = field(default_factory=list)
+
+
+def _untagged_leaf(leaf: Leaf, *, strict: bool) -> bool:
+    """Whether an untagged memory matches ``leaf`` (a constant: its tag set is empty)."""
+    match = _STRICT.get(leaf.match, leaf.match) if strict else leaf.match
+    if not leaf.tags:
+        # Either no filter at all, or exact-empty, which selects exactly the untagged.
+        return True
+    return match in ("any", "all")
+
+
+def _untagged(group: Group, *, strict: bool) -> bool:
+    if isinstance(group, Leaf):
+        return _untagged_leaf(group, strict=strict)
+    if isinstance(group, And):
+        return all(_untagged(c, strict=strict) for c in group.children)
+    if isinstance(group, Or):
+        return any(_untagged(c, strict=strict) for c in group.children)
+    return not _untagged(group.child, strict=strict)
+
+
+def _tagged_leaf_sql(leaf: Leaf, col: str) -> tuple[str, list[Any]]:
+    """The leaf over a memory known to carry at least one tag (any ≡ any_strict there)."""
+    if not leaf.tags:
+        # No filter, except exact-empty, which selects untagged memories only.
+        return ("FALSE", []) if leaf.match == "exact" else ("TRUE", [])
+    tags = list(leaf.tags)
+    if leaf.match in ("any", "any_strict"):
+        return f"{col} && %s::text[]", [tags]
+    if leaf.match in ("all", "all_strict"):
+        return f"{col} @> %s::text[]", [tags]
+    return f"({col} @> %s::text[] AND {col} <@ %s::text[])", [tags, tags]
+
+
+def _tagged_sql(group: Group, col: str) -> tuple[str, list[Any]]:
+    if isinstance(group, Leaf):
+        return _tagged_leaf_sql(group, col)
+    if isinstance(group, Not):
+        sql, params = _tagged_sql(group.child, col)
+        return f"(NOT {sql})", params
+    pieces = [_tagged_sql(c, col) for c in group.children]
+    if not pieces:
+        return ("TRUE", []) if isinstance(group, And) else ("FALSE", [])
+    joiner = " AND " if isinstance(group, And) else " OR "
+    return (
+        "(" + joiner.join(sql for sql, _ in pieces) + ")",
+        [p for _, params in pieces for p in params],
+    )
+
+
+def _groups(scope: TagScope) -> tuple[Group, ...]:
+    """The scope's tag filter as groups: explicit groups, else the flat tags as one leaf."""
+    if scope.tag_groups is not None:
+        return scope.tag_groups
+    if not scope.tags and scope.tags_match != "exact":
+        return ()
+    return (Leaf(tags=scope.tags, match=scope.tags_match),)
+
+
+def includes_untagged(scope: TagScope, *, staleness: bool = False) -> bool:
+    """Whether untagged memories (of the right fact type) are in ``scope``."""
+    groups = _groups(scope)
+    recall = all(_untagged(g, strict=False) for g in groups)
+    if not staleness:
+        return recall
+    return recall and all(_untagged(g, strict=True) for g in groups)
+
+
+def scope_sql(scope: TagScope, *, alias: str = "m", staleness: bool = False) -> tuple[str, list[Any]]:
+    """``scope`` as a WHERE fragment over memory-unit columns of table alias ``alias``.
+
+    Returns ``(sql, params)`` with ``%s`` placeholders (psycopg/Django cursor style). The
+    fragment never mentions ``bank_id``: callers add their own bank and time conditions.
+    """
+    col = f"{alias}.tags"
+    parts: list[str] = []
+    params: list[Any] = []
+    groups = _groups(scope)
+    if groups:
+        pieces = [_tagged_sql(g, col) for g in groups]
+        tagged = " AND ".join(sql for sql, _ in pieces)
+        tagged_params = [p for _, ps in pieces for p in ps]
+        if includes_untagged(scope, staleness=staleness):
+            parts.append(f"(cardinality({col}) = 0 OR ({tagged}))")
+        else:
+            parts.append(f"(cardinality({col}) > 0 AND ({tagged}))")
+        params.extend(tagged_params)
+    if scope.fact_types is not None:
+        parts.append(f"{alias}.fact_type = ANY(%s::text[])")
+        params.append(list(scope.fact_types))
+    return (" AND ".join(parts) if parts else "TRUE"), params
+
+
+def any_newer_batch(
+    items: Sequence[tuple[K, str, TagScope, datetime | None]],
+    *,
+    cutoff: datetime | None = None,
+    using: str = "default",
+) -> set[K]:
+    """Keys whose scope holds a memory with ``updated_at`` later than their watermark.
+
+    ``items`` are ``(key, bank_id, scope, watermark)``; a null watermark is earlier than
+    everything. Uses the staleness variant of the scope. ``cutoff`` (optional) ignores memories
+    stamped after it. One SQL statement for the whole batch: one ``EXISTS`` probe per distinct
+    (bank, scope, watermark), each served by the ``(bank_id, updated_at)`` index.
+    """
+    from django.db import connections
+
+    distinct: dict[tuple[str, TagScope, datetime | None], int] = {}
+    for _, bank_id, scope, watermark in items:
+        distinct.setdefault((bank_id, scope, watermark), len(distinct))
+    if not distinct:
+        return set()
+    branches: list[str] = []
+    params: list[Any] = []
+    for (bank_id, scope, watermark), index in distinct.items():
+        where, where_params = scope_sql(scope, alias="m", staleness=True)
+        conditions = ["m.bank_id = %s"]
+        branch_params: list[Any] = [bank_id]
+        if watermark is not None:
+            conditions.append("m.updated_at > %s")
+            branch_params.append(watermark)
+        if cutoff is not None:
+            conditions.append("m.updated_at <= %s")
+            branch_params.append(cutoff)
+        conditions.append(where)
+        branch_params.extend(where_params)
+        branches.append(
+            f"SELECT {int(index)} AS i WHERE EXISTS (SELECT 1 FROM banks_memoryunit m "
+            f"WHERE {' AND '.join(conditions)})"
+        )
+        params.extend(branch_params)
+    with connections[using].cursor() as cursor:
+        cursor.execute(" UNION ALL ".join(branches), params)
+        hits = {row[0] for row in cursor.fetchall()}
+    return {
+        key
+        for key, bank_id, scope, watermark in items
+        if distinct[(bank_id, scope, watermark)] in hits
+    }
+
+
+def matches(scope: TagScope, tags: Iterable[str], fact_type: str, *, staleness: bool = False) -> bool:
+    """Evaluate ``scope`` on one memory in Python (same rule as ``scope_sql``)."""
+    tag_set = frozenset(tags)
+    if scope.fact_types is not None and fact_type not in scope.fact_types:
+        return False
+    groups = _groups(scope)
+    if not tag_set:
+        return includes_untagged(scope, staleness=staleness)
+    return all(_eval_tagged(g, tag_set) for g in groups)
+
+
+def _eval_tagged(group: Group, tags: frozenset[str]) -> bool:
+    if isinstance(group, Leaf):
+        if not group.tags:
+            return group.match != "exact"
+        wanted = frozenset(group.tags)
+        if group.match in ("any", "any_strict"):
+            return bool(tags & wanted)
+        if group.match in ("all", "all_strict"):
+            return wanted <= tags
+        return tags == wanted
+    if isinstance(group, Not):
+        return not _eval_tagged(group.child, tags)
+    if isinstance(group, And):
+        return all(_eval_tagged(c, tags) for c in group.children)
+    return any(_eval_tagged(c, tags) for c in group.children)
