@@ -1,0 +1,471 @@
+"""A scripted OpenAI-compatible HTTP server for tests: each test says what the "model" answers.
+
+It is a real server on 127.0.0.1 (a ``ThreadingHTTPServer`` in a daemon thread), so the code under
+test talks to it through the openai SDK exactly as it would to a provider, from the test process
+or from worker subprocesses.
+
+Endpoints
+  ``POST /v1/chat/completions``  non-streaming; answers with the next scripted ``Reply``, else the
+                                 ``respond_with`` function, else a 500 "no scripted reply".
+  ``POST /v1/embeddings``        deterministic pseudo-embeddings (see ``pseudo_embedding``).
+  ``GET  /v1/models``            one model, ``scripted``.
+
+Test-facing API (see tests/fakes/fixtures.py for the fixtures)::
+
+    server.script(Reply.tool_calls([("recall", {"query": "x"})]), Reply.text("done"))
+    server.script(Reply.json({"ok": True}), Reply.error(503, "overloaded"))
+    reply, handle = Reply.hold(Reply.text("late")); server.script(reply)
+    ...; assert handle.wait_received(5); handle.release()
+    server.respond_with(lambda body: Reply.text("always this"))
+    server.refuse_strict_schema = True       # 400 to response_format json_schema
+    server.fail_embeddings(2, status=500)    # the next two embedding requests fail
+    server.embedding_dimensions = 10         # force a wrong dimension
+    server.refuse_embedding_dimensions = True  # 400 to a request carrying ``dimensions``
+    server.requests / server.embedding_requests   # bodies received, in order
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import re
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import lru_cache
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import numpy as np
+
+DEFAULT_EMBEDDING_DIMENSIONS = 384
+# A held request never blocks a server thread forever, even if a test forgets to release it.
+MAX_HOLD_SECONDS = 120.0
+STRICT_SCHEMA_REFUSAL = (
+    "response_format of type 'json_schema' is not supported by this model; "
+    "use response_format {'type': 'json_object'}"
+)
+
+
+# --------------------------------------------------------------------------------------------
+# Replies
+
+
+class Hold:
+    """The test's handle on a held request: it blocks until ``release()``."""
+
+    def __init__(self) -> None:
+        self._received = threading.Event()
+        self._released = threading.Event()
+
+    def wait_received(self, timeout: float = 5.0) -> bool:
+        """True once the request has arrived at the server (within ``timeout`` seconds)."""
+        return self._received.wait(timeout)
+
+    @property
+    def received(self) -> bool:
+        return self._received.is_set()
+
+    def release(self) -> None:
+        self._released.set()
+
+
+@dataclass(frozen=True)
+class Reply:
+    """One scripted answer. Build with the class methods, not the constructor."""
+
+    kind: str
+    content: str | None = None
+    calls: tuple[tuple[str, Any], ...] = ()
+    status: int = 200
+    message: str = ""
+    finish_reason: str | None = None
+    usage: dict[str, int] | None = None
+    seconds: float = 0.0
+    inner: Reply | None = None
+    handle: Hold | None = field(default=None, compare=False)
+
+    @classmethod
+    def text(
+        cls, content: str, *, finish_reason: str = "stop", usage: dict[str, int] | None = None
+    ) -> Reply:
+        return cls("message", content=content, finish_reason=finish_reason, usage=usage)
+
+    @classmethod
+    def json(cls, obj: Any, *, usage: dict[str, int] | None = None) -> Reply:
+        return cls("message", content=json.dumps(obj), finish_reason="stop", usage=usage)
+
+    @classmethod
+    def tool_calls(
+        cls,
+        calls: list[tuple[str, Any]],
+        *,
+        content: str | None = None,
+        usage: dict[str, int] | None = None,
+    ) -> Reply:
+        """``calls`` are ``(name, arguments)``; a dict is JSON-encoded, a str is sent as is
+        (to script malformed arguments)."""
+        return cls(
+            "message",
+            content=content,
+            calls=tuple((name, args) for name, args in calls),
+            finish_reason="tool_calls",
+            usage=usage,
+        )
+
+    @classmethod
+    def error(cls, status: int, message: str = "scripted error") -> Reply:
+        return cls("error", status=status, message=message)
+
+    @classmethod
+    def disconnect(cls) -> Reply:
+        """Close the connection without answering (a connection error for the client)."""
+        return cls("disconnect")
+
+    @classmethod
+    def delay(cls, seconds: float, reply: Reply) -> Reply:
+        return cls("delay", seconds=seconds, inner=reply)
+
+    @classmethod
+    def hold(cls, reply: Reply) -> tuple[Reply, Hold]:
+        handle = Hold()
+        return cls("hold", inner=reply, handle=handle), handle
+
+
+Responder = Callable[[dict[str, Any]], Reply]
+
+
+# --------------------------------------------------------------------------------------------
+# Pseudo-embeddings
+
+_WORD = re.compile(r"[a-z0-9]+")
+
+
+@lru_cache(maxsize=65536)
+def _word_vector(word: str, dims: int) -> np.ndarray:
+    seed = int.from_bytes(hashlib.sha256(word.encode()).digest()[:8], "big")
+    return np.random.default_rng(seed).standard_normal(dims)
+
+
+def pseudo_embedding(text: str, dims: int) -> list[float]:
+    """Sum of per-word random vectors (seeded by a hash of the word), L2-normalised.
+
+    Deterministic across processes, and texts sharing words are closer than texts that do not:
+    the cosine of two texts grows with the fraction of words they share. A text without words
+    gets the vector of the empty word, so it is still a valid unit vector.
+    """
+    words = _WORD.findall(text.lower()) or [""]
+    total = np.zeros(dims)
+    for word in words:
+        total += _word_vector(word, dims)
+    norm = float(np.linalg.norm(total))
+    return (total / norm).tolist() if norm else _word_vector("", dims).tolist()
+
+
+# --------------------------------------------------------------------------------------------
+# The server
+
+
+class ScriptedLLMServer:
+    def __init__(self, host: str = "127.0.0.1", port: int = 0) -> None:
+        self._lock = threading.Lock()
+        self._replies: deque[Reply] = deque()
+        self._responder: Responder | None = None
+        self._embedding_failures: deque[int] = deque()
+        self._holds: list[Hold] = []
+        self._ids = itertools.count(1)
+        self.requests: list[dict[str, Any]] = []
+        self.embedding_requests: list[dict[str, Any]] = []
+        self.refuse_strict_schema = False
+        self.embedding_dimensions: int | None = None
+        self.refuse_embedding_dimensions = False
+        self._httpd = ThreadingHTTPServer((host, port), _handler_for(self))
+        self._httpd.daemon_threads = True
+        self._thread: threading.Thread | None = None
+
+    # lifecycle -----------------------------------------------------------------------------
+
+    @property
+    def base_url(self) -> str:
+        host, port = self._httpd.server_address[:2]
+        return f"http://{host}:{port}/v1"
+
+    def start(self) -> ScriptedLLMServer:
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever, name="scripted-llm-server", daemon=True
+        )
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._release_holds()
+        self._httpd.shutdown()
+        self._httpd.server_close()
+
+    def reset(self) -> None:
+        """Forget scripts, responders, failures and records; release anything still held."""
+        self._release_holds()
+        with self._lock:
+            self._replies.clear()
+            self._responder = None
+            self.requests.clear()
+            self.refuse_strict_schema = False
+        self.reset_embeddings()
+
+    def reset_embeddings(self) -> None:
+        """Forget only the embedding side: failures, forced dimension, records."""
+        with self._lock:
+            self._embedding_failures.clear()
+            self.embedding_requests.clear()
+            self.embedding_dimensions = None
+            self.refuse_embedding_dimensions = False
+
+    # scripting -----------------------------------------------------------------------------
+
+    def script(self, *replies: Reply) -> None:
+        """Queue replies; chat requests consume them in order."""
+        with self._lock:
+            self._replies.extend(replies)
+
+    def respond_with(self, fn: Responder | None) -> None:
+        """Answer with ``fn(request_body)`` whenever the queue is empty (None removes it)."""
+        with self._lock:
+            self._responder = fn
+
+    def fail_embeddings(self, n: int, status: int = 500) -> None:
+        with self._lock:
+            self._embedding_failures.extend([status] * n)
+
+    @property
+    def pending(self) -> int:
+        """Scripted replies not consumed yet."""
+        with self._lock:
+            return len(self._replies)
+
+    @property
+    def env(self) -> dict[str, str]:
+        """``HINDSIGHT_API_*`` variables pointing a worker subprocess at this server, mirroring
+        the current ``settings.HINDSIGHT`` (so a test's overrides carry over)."""
+        from django.conf import settings
+
+        cfg = settings.HINDSIGHT
+        env = {
+            "HINDSIGHT_API_LLM_PROVIDER": "openai",
+            "HINDSIGHT_API_LLM_BASE_URL": self.base_url,
+            "HINDSIGHT_API_LLM_API_KEY": "test",
+            "HINDSIGHT_API_LLM_MODEL": cfg.llm_model or "scripted",
+            "HINDSIGHT_API_LLM_MAX_RETRIES": str(cfg.llm_max_retries),
+            "HINDSIGHT_API_LLM_TIMEOUT": str(cfg.llm_timeout_seconds),
+        }
+        if cfg.embeddings_provider == "openai" and cfg.embeddings_base_url == self.base_url:
+            env.update(
+                {
+                    "HINDSIGHT_API_EMBEDDINGS_PROVIDER": "openai",
+                    "HINDSIGHT_API_EMBEDDINGS_OPENAI_BASE_URL": self.base_url,
+                    "HINDSIGHT_API_EMBEDDINGS_OPENAI_API_KEY": "test",
+                    "HINDSIGHT_API_EMBEDDINGS_OPENAI_MODEL": cfg.embeddings_model,
+                    "HINDSIGHT_API_EMBEDDINGS_OPENAI_DIMENSIONS": str(cfg.embeddings_dimensions),
+                    "HINDSIGHT_API_EMBEDDINGS_MAX_RETRIES": str(cfg.embeddings_max_retries),
+                }
+            )
+        return env
+
+    # request handling (called from server threads) -----------------------------------------
+
+    def _release_holds(self) -> None:
+        with self._lock:
+            holds, self._holds = self._holds, []
+        for hold in holds:
+            hold.release()
+
+    def _next_chat_reply(self, body: dict[str, Any]) -> Reply | None:
+        with self._lock:
+            self.requests.append(body)
+            if self.refuse_strict_schema and _asks_strict_schema(body):
+                return Reply.error(400, STRICT_SCHEMA_REFUSAL)
+            if body.get("stream"):
+                return Reply.error(400, "the scripted server does not stream; send stream=false")
+            if self._replies:
+                return self._replies.popleft()
+            responder = self._responder
+        if responder is not None:
+            return responder(body)
+        return None
+
+    def _completion(self, body: dict[str, Any], reply: Reply) -> dict[str, Any]:
+        message: dict[str, Any] = {"role": "assistant", "content": reply.content}
+        if reply.calls:
+            message["tool_calls"] = [
+                {
+                    "id": f"call_{next(self._ids)}",
+                    "type": "function",
+                    "function": {
+                        "name": name,
+                        "arguments": args if isinstance(args, str) else json.dumps(args),
+                    },
+                }
+                for name, args in reply.calls
+            ]
+        usage = reply.usage or _estimate_usage(body, reply)
+        usage = {**usage, "total_tokens": usage["prompt_tokens"] + usage["completion_tokens"]}
+        return {
+            "id": f"chatcmpl-{next(self._ids)}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": body.get("model", "scripted"),
+            "choices": [{"index": 0, "message": message, "finish_reason": reply.finish_reason}],
+            "usage": usage,
+        }
+
+    def _embeddings(self, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        with self._lock:
+            self.embedding_requests.append(body)
+            failure = self._embedding_failures.popleft() if self._embedding_failures else None
+            forced_dims = self.embedding_dimensions
+            refuse_dimensions = self.refuse_embedding_dimensions
+        if failure is not None:
+            return failure, _error_body(failure, "scripted embedding failure")
+        if refuse_dimensions and "dimensions" in body:
+            return 400, _error_body(
+                400, "This model does not support specifying dimensions.", "dimensions"
+            )
+        inputs = body.get("input")
+        if isinstance(inputs, str):
+            inputs = [inputs]
+        if not isinstance(inputs, list) or not all(isinstance(t, str) for t in inputs):
+            return 400, _error_body(400, "input must be a string or a list of strings", "input")
+        if any(t == "" for t in inputs):
+            return 400, _error_body(400, "input cannot contain empty strings", "input")
+        dims = forced_dims or int(body.get("dimensions") or DEFAULT_EMBEDDING_DIMENSIONS)
+        tokens = sum(len(t.split()) for t in inputs)
+        return 200, {
+            "object": "list",
+            "model": body.get("model", "scripted-embed"),
+            "data": [
+                {"object": "embedding", "index": i, "embedding": pseudo_embedding(t, dims)}
+                for i, t in enumerate(inputs)
+            ],
+            "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
+        }
+
+    def _register_hold(self, hold: Hold) -> None:
+        with self._lock:
+            self._holds.append(hold)
+
+
+def _asks_strict_schema(body: dict[str, Any]) -> bool:
+    fmt = body.get("response_format")
+    return isinstance(fmt, dict) and fmt.get("type") == "json_schema"
+
+
+def _estimate_usage(body: dict[str, Any], reply: Reply) -> dict[str, int]:
+    """Whitespace-separated words stand in for tokens: deterministic and roughly proportional."""
+    prompt = 0
+    for message in body.get("messages", []):
+        content = message.get("content")
+        if isinstance(content, str):
+            prompt += len(content.split())
+        elif isinstance(content, list):
+            prompt += sum(len(str(part.get("text", "")).split()) for part in content)
+    completion = len((reply.content or "").split())
+    completion += sum(len(json.dumps(args).split()) for _, args in reply.calls)
+    return {"prompt_tokens": max(prompt, 1), "completion_tokens": max(completion, 1)}
+
+
+def _error_body(status: int, message: str, param: str | None = None) -> dict[str, Any]:
+    kind = "invalid_request_error" if status < 500 else "server_error"
+    if status == 429:
+        kind = "rate_limit_exceeded"
+    return {"error": {"message": message, "type": kind, "param": param, "code": None}}
+
+
+def _handler_for(server: ScriptedLLMServer) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        # HTTP/1.0: one request per connection, so a scripted disconnect never poisons a pool.
+        protocol_version = "HTTP/1.0"
+
+        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - quiet tests
+            return
+
+        def do_GET(self) -> None:  # noqa: N802
+            if self.path.rstrip("/") == "/v1/models":
+                self._send(
+                    200,
+                    {
+                        "object": "list",
+                        "data": [{"id": "scripted", "object": "model", "owned_by": "tests"}],
+                    },
+                )
+            else:
+                self._send(404, _error_body(404, f"no route {self.path}"))
+
+        def do_POST(self) -> None:  # noqa: N802
+            try:
+                length = int(self.headers.get("Content-Length") or 0)
+                body = json.loads(self.rfile.read(length) or b"{}")
+            except (ValueError, json.JSONDecodeError):
+                self._send(400, _error_body(400, "request body is not JSON"))
+                return
+            path = self.path.rstrip("/")
+            try:
+                if path == "/v1/chat/completions":
+                    self._chat(body)
+                elif path == "/v1/embeddings":
+                    self._send(*server._embeddings(body))
+                else:
+                    self._send(404, _error_body(404, f"no route {self.path}"))
+            except Exception as exc:  # a broken responder shows up in the test, not in stderr
+                self._send(500, _error_body(500, f"scripted server error: {exc!r}"))
+
+        def _chat(self, body: dict[str, Any]) -> None:
+            reply = server._next_chat_reply(body)
+            if reply is None:
+                self._send(
+                    500,
+                    _error_body(
+                        500,
+                        "no scripted reply: the test did not script() an answer for this "
+                        "chat request and set no respond_with()",
+                    ),
+                )
+                return
+            while reply.kind in ("delay", "hold"):
+                if reply.kind == "delay":
+                    time.sleep(reply.seconds)
+                else:
+                    assert reply.handle is not None
+                    server._register_hold(reply.handle)
+                    reply.handle._received.set()
+                    reply.handle._released.wait(MAX_HOLD_SECONDS)
+                assert reply.inner is not None
+                reply = reply.inner
+            if reply.kind == "disconnect":
+                self.close_connection = True
+                self.connection.close()
+                return
+            if reply.kind == "error":
+                self._send(reply.status, _error_body(reply.status, reply.message))
+                return
+            self._send(200, server._completion(body, reply))
+
+        def finish(self) -> None:
+            try:
+                super().finish()
+            except OSError:
+                pass  # a scripted disconnect already closed the socket
+
+        def _send(self, status: int, payload: dict[str, Any]) -> None:
+            data = json.dumps(payload).encode()
+            try:
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+            except (BrokenPipeError, ConnectionResetError):
+                pass  # the client gave up (its timeout) before the answer was ready
+
+    return Handler
