@@ -2,6 +2,17 @@
 
 from __future__ import annotations
 
-from django.urls import URLPattern
+from django.urls import URLPattern, path
 
-urlpatterns: list[URLPattern] = []
+from hindsight.banks import views
+
+urlpatterns: list[URLPattern] = [
+    path("banks", views.BankListView.as_view(), name="bank-list"),
+    path("banks/<str:bank_id>", views.BankView.as_view(), name="bank-detail"),
+    path("banks/<str:bank_id>/config", views.BankConfigView.as_view(), name="bank-config"),
+    path("banks/<str:bank_id>/stats", views.BankStatsView.as_view(), name="bank-stats"),
+    path("banks/<str:bank_id>/memories", views.MemoriesView.as_view(), name="memories"),
+    path("banks/<str:bank_id>/memories/recall", views.RecallView.as_view(), name="memories-recall"),
+    path("banks/<str:bank_id>/memories/list", views.MemoryListView.as_view(), name="memories-list"),
+    path("banks/<str:bank_id>/tags", views.TagsView.as_view(), name="bank-tags"),
+]

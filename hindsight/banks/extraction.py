@@ -1,0 +1,109 @@
+"""Fact extraction for retain: an item's content → facts, through the LLM's structured output.
+
+One ``structured`` call per item (an item is one source text; the facts keep its context and
+tags). Without an LLM, or for an item with ``strategy: "verbatim"``, the content is stored as
+one ``world`` fact, unchanged. The LLM never chooses tags: tags are visibility scopes the caller
+sets, and an invented tag would silently move a fact out of the scopes that should read it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from django.conf import settings
+
+from hindsight.banks.retaintypes import RetainItem, Usage
+
+FACT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["facts"],
+    "properties": {
+        "facts": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "additionalProperties": False,
+                "required": ["text", "fact_type", "occurred_start", "occurred_end"],
+                "properties": {
+                    "text": {"type": "string"},
+                    "fact_type": {"type": "string", "enum": ["world", "experience"]},
+                    "occurred_start": {"type": ["string", "null"]},
+                    "occurred_end": {"type": ["string", "null"]},
+                },
+            },
+        }
+    },
+}
+
+SYSTEM_PROMPT = (
+    "You extract durable facts from a text for a long-term memory. Return JSON matching the "
+    "schema. Each fact is one self-contained sentence that makes sense without the source "
+    "(resolve pronouns to names). fact_type is 'world' for facts about the world and other "
+    "people, 'experience' for what the speaker/agent itself did or experienced. "
+    "occurred_start/occurred_end are ISO 8601 date-times when the text says when it happened, "
+    "else null. Skip greetings and filler; return an empty list when there is nothing durable."
+)
+
+
+@dataclass(frozen=True)
+class ExtractedFact:
+    text: str
+    fact_type: str
+    occurred_start: datetime | None = None
+    occurred_end: datetime | None = None
+
+
+def _parse_when(value: Any) -> datetime | None:
+    if not isinstance(value, str) or not value.strip():
+        return None
+    from hindsight.banks.serializers import parse_datetime_value
+
+    try:
+        return parse_datetime_value(value)
+    except ValueError:
+        # A malformed date from the model costs the date, not the fact.
+        return None
+
+
+def uses_llm(item: RetainItem) -> bool:
+    return settings.HINDSIGHT.llm_configured and item.strategy != "verbatim"
+
+
+def facts_extract(*, item: RetainItem) -> tuple[list[ExtractedFact], Usage]:
+    """The facts of one item, and the LLM usage it cost (zero when verbatim)."""
+    if not uses_llm(item):
+        return [ExtractedFact(text=item.content, fact_type="world")], Usage()
+    from hindsight.llm import get_llm
+
+    user = item.content if not item.context else f"Context: {item.context}\n\n{item.content}"
+    if item.timestamp:
+        user = f"Written at: {item.timestamp}\n\n{user}"
+    result = get_llm().structured(
+        [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": user}],
+        schema=FACT_SCHEMA,
+        name="retain_facts",
+        purpose="retain",
+    )
+    facts = []
+    for raw in result.data.get("facts", []):
+        text = str(raw.get("text", "")).strip()
+        if not text:
+            continue
+        fact_type = raw.get("fact_type") if raw.get("fact_type") in ("world", "experience") else "world"
+        facts.append(
+            ExtractedFact(
+                text=text,
+                fact_type=fact_type,
+                occurred_start=_parse_when(raw.get("occurred_start")),
+                occurred_end=_parse_when(raw.get("occurred_end")),
+            )
+        )
+    usage = result.usage
+    return facts, Usage(
+        int(getattr(usage, "input_tokens", 0) or 0),
+        int(getattr(usage, "output_tokens", 0) or 0),
+        int(getattr(usage, "total_tokens", 0) or 0),
+    )

@@ -1,0 +1,371 @@
+"""Request parsing for the banks API: strict serializers (unknown fields and wrong types → 422).
+
+DRF's stock fields coerce (``CharField`` turns ``5`` into ``"5"``, ``BooleanField`` takes
+``"yes"``); a wire-compatible API that promises "wrong types are a 422 naming the field" cannot,
+so the fields here accept only the JSON type they name. ``StrictSerializer`` rejects keys it
+does not declare — the deliberate difference from upstream, which ignores them (SPEC 0).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Any
+
+from rest_framework import serializers
+from rest_framework.exceptions import ErrorDetail, ValidationError
+
+from hindsight.banks.retaintypes import RetainItem
+from hindsight.tagscope import TAGS_MATCH_MODES
+
+
+class StrictSerializer(serializers.Serializer):
+    def to_internal_value(self, data: Any) -> Any:
+        if isinstance(data, dict):
+            unknown = [key for key in data if key not in self.fields]
+            if unknown:
+                raise ValidationError(
+                    {
+                        key: [ErrorDetail(
+                            f"unknown field {key!r}: this server does not accept it "
+                            f"(allowed: {', '.join(sorted(self.fields))})",
+                            code="extra_forbidden",
+                        )]
+                        for key in unknown
+                    }
+                )
+        return super().to_internal_value(data)
+
+
+class StrictCharField(serializers.CharField):
+    default_error_messages = {"invalid": "must be a string"}
+
+    def to_internal_value(self, data: Any) -> str:
+        if not isinstance(data, str):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+class StrictBooleanField(serializers.BooleanField):
+    default_error_messages = {"invalid": "must be true or false"}
+
+    def to_internal_value(self, data: Any) -> bool:
+        if not isinstance(data, bool):
+            self.fail("invalid")
+        return data
+
+
+class StrictIntegerField(serializers.IntegerField):
+    default_error_messages = {"invalid": "must be an integer"}
+
+    def to_internal_value(self, data: Any) -> int:
+        if isinstance(data, bool) or not isinstance(data, int):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+class StrictFloatField(serializers.FloatField):
+    default_error_messages = {"invalid": "must be a number"}
+
+    def to_internal_value(self, data: Any) -> float:
+        if isinstance(data, bool) or not isinstance(data, (int, float)):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+class StrictListField(serializers.ListField):
+    default_error_messages = {"not_a_list": "must be a list"}
+
+
+class StrictDictField(serializers.DictField):
+    default_error_messages = {"not_a_dict": "must be an object"}
+
+
+class AnyJSONField(serializers.Field):
+    """A value validated later by the service (tag_groups: ``hindsight.tagscope`` owns it)."""
+
+    def to_internal_value(self, data: Any) -> Any:
+        return data
+
+    def to_representation(self, value: Any) -> Any:
+        return value
+
+
+def _str_list(**kwargs: Any) -> StrictListField:
+    return StrictListField(child=StrictCharField(allow_blank=True), **kwargs)
+
+
+def parse_datetime_value(value: str) -> datetime:
+    """ISO 8601 → aware datetime (naive values are taken as UTC)."""
+    text = value.strip()
+    if text.endswith(("z", "Z")):
+        text = text[:-1] + "+00:00"
+    parsed = datetime.fromisoformat(text)
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)
+
+
+class DateTimeStringField(StrictCharField):
+    default_error_messages = {"invalid": "must be an ISO 8601 date-time string"}
+
+    def to_internal_value(self, data: Any) -> datetime:
+        text = super().to_internal_value(data)
+        try:
+            return parse_datetime_value(text)
+        except ValueError:
+            self.fail("invalid")
+            raise  # unreachable: fail() raises
+
+
+# --- banks -----------------------------------------------------------------------------------
+
+
+class DispositionSerializer(StrictSerializer):
+    skepticism = StrictIntegerField(min_value=1, max_value=5)
+    literalism = StrictIntegerField(min_value=1, max_value=5)
+    empathy = StrictIntegerField(min_value=1, max_value=5)
+
+
+def _opt_str() -> StrictCharField:
+    return StrictCharField(required=False, allow_null=True, allow_blank=True)
+
+
+def _opt_int(**kwargs: Any) -> StrictIntegerField:
+    return StrictIntegerField(required=False, allow_null=True, **kwargs)
+
+
+def _opt_bool() -> StrictBooleanField:
+    return StrictBooleanField(required=False, allow_null=True)
+
+
+class BankWriteSerializer(StrictSerializer):
+    """Upstream's ``CreateBankRequest`` (PUT and PATCH); every field optional."""
+
+    name = StrictCharField(required=False, allow_null=True, allow_blank=True, max_length=255)
+    disposition = DispositionSerializer(required=False, allow_null=True)
+    disposition_skepticism = _opt_int(min_value=1, max_value=5)
+    disposition_literalism = _opt_int(min_value=1, max_value=5)
+    disposition_empathy = _opt_int(min_value=1, max_value=5)
+    mission = _opt_str()
+    background = _opt_str()
+    reflect_mission = _opt_str()
+    retain_mission = _opt_str()
+    retain_extraction_mode = _opt_str()
+    retain_custom_instructions = _opt_str()
+    retain_chunk_size = _opt_int(min_value=1)
+    retain_structured_chunk_size = _opt_int(min_value=1)
+    retain_max_attachments_per_chunk = _opt_int(min_value=0)
+    enable_observations = _opt_bool()
+    observations_mission = _opt_str()
+    enable_text_search = _opt_bool()
+    enable_temporal_retrieval = _opt_bool()
+    enable_graph_retrieval = _opt_bool()
+    enable_reranking = _opt_bool()
+
+
+class BankConfigUpdateSerializer(StrictSerializer):
+    updates = StrictDictField(child=AnyJSONField(allow_null=True))
+
+
+# --- retain ----------------------------------------------------------------------------------
+
+OBSERVATION_SCOPE_MODES = ("per_tag", "combined", "all_combinations", "shared")
+RETAIN_STRATEGIES = ("verbatim", "concise", "verbose")
+
+
+class EntityInputSerializer(StrictSerializer):
+    text = StrictCharField(allow_blank=False)
+    type = StrictCharField(required=False, allow_null=True, allow_blank=True)
+
+
+class ContentField(serializers.Field):
+    """A string, or a list of content blocks of which only ``text`` blocks are supported."""
+
+    default_error_messages = {
+        "invalid": "must be a string or a list of content blocks",
+        "blank": "must not be empty",
+    }
+
+    def to_internal_value(self, data: Any) -> str:
+        if isinstance(data, str):
+            text = data
+        elif isinstance(data, list):
+            parts = []
+            for index, block in enumerate(data):
+                if not isinstance(block, dict) or "type" not in block:
+                    raise ValidationError({index: ["a content block must be an object with a type"]})
+                if block["type"] != "text":
+                    raise ValidationError(
+                        {index: [f"content blocks of type {block['type']!r} are not supported "
+                                 "by this server: send text"]}
+                    )
+                extra = set(block) - {"type", "text"}
+                if extra:
+                    raise ValidationError({index: [f"unknown field(s) {sorted(extra)}"]})
+                if not isinstance(block.get("text"), str):
+                    raise ValidationError({index: ["a text block needs a string 'text'"]})
+                parts.append(block["text"])
+            text = "\n\n".join(parts)
+        else:
+            self.fail("invalid")
+        if not text.strip():
+            self.fail("blank")
+        return text
+
+    def to_representation(self, value: Any) -> Any:
+        return value
+
+
+class TimestampField(serializers.Field):
+    default_error_messages = {
+        "invalid": "must be an ISO 8601 date-time string, 'unset', or null",
+    }
+
+    def to_internal_value(self, data: Any) -> Any:
+        if data == "unset":
+            return "unset"
+        if not isinstance(data, str):
+            self.fail("invalid")
+        try:
+            return parse_datetime_value(data)
+        except ValueError:
+            self.fail("invalid")
+
+    def to_representation(self, value: Any) -> Any:
+        return value
+
+
+class ObservationScopesField(serializers.Field):
+    default_error_messages = {
+        "invalid": f"must be one of {', '.join(OBSERVATION_SCOPE_MODES)}, a list of tag lists, "
+                   "or null",
+    }
+
+    def to_internal_value(self, data: Any) -> Any:
+        if isinstance(data, str) and data in OBSERVATION_SCOPE_MODES:
+            return data
+        if isinstance(data, list) and all(
+            isinstance(scope, list) and all(isinstance(t, str) for t in scope) for scope in data
+        ):
+            return data
+        self.fail("invalid")
+
+    def to_representation(self, value: Any) -> Any:
+        return value
+
+
+class MemoryItemSerializer(StrictSerializer):
+    content = ContentField()
+    timestamp = TimestampField(required=False, allow_null=True)
+    context = StrictCharField(required=False, allow_null=True, allow_blank=True)
+    metadata = StrictDictField(
+        child=StrictCharField(allow_blank=True), required=False, allow_null=True
+    )
+    document_id = StrictCharField(
+        required=False, allow_null=True, allow_blank=False, max_length=255
+    )
+    entities = StrictListField(child=EntityInputSerializer(), required=False, allow_null=True)
+    resolve_entities = StrictBooleanField(required=False, default=True)
+    tags = _str_list(required=False, allow_null=True)
+    observation_scopes = ObservationScopesField(required=False, allow_null=True)
+    strategy = serializers.ChoiceField(
+        choices=RETAIN_STRATEGIES, required=False, allow_null=True,
+        error_messages={"invalid_choice": "unknown retain strategy {input!r}: this server knows "
+                        + ", ".join(RETAIN_STRATEGIES)},
+    )
+    update_mode = serializers.ChoiceField(
+        choices=("replace", "append"), required=False, allow_null=True
+    )
+
+    def to_item(self, data: dict[str, Any], *, document_tags: list[str] | None) -> RetainItem:
+        timestamp = data.get("timestamp")
+        tags = list(dict.fromkeys([*(data.get("tags") or []), *(document_tags or [])]))
+        return RetainItem(
+            content=data["content"],
+            context=data.get("context") or "",
+            tags=tags,
+            timestamp=None if timestamp in (None, "unset") else timestamp.isoformat(),
+            timestamp_unset=timestamp == "unset",
+            metadata=dict(data.get("metadata") or {}),
+            document_id=data.get("document_id"),
+            entities=[e["text"] for e in (data.get("entities") or [])],
+            strategy=data.get("strategy"),
+            update_mode=data.get("update_mode") or "replace",
+        )
+
+
+class RetainRequestSerializer(StrictSerializer):
+    items = StrictListField(child=MemoryItemSerializer(), min_length=1, max_length=1000)
+    document_tags = _str_list(required=False, allow_null=True)
+    operation_id = serializers.UUIDField(required=False, allow_null=True)
+
+    def get_fields(self) -> dict[str, serializers.Field]:
+        fields = super().get_fields()
+        # ``async`` is a Python keyword: declare it by name.
+        fields["async"] = StrictBooleanField(required=False, default=False)
+        return fields
+
+    def retain_items(self) -> list[RetainItem]:
+        data = self.validated_data
+        child = MemoryItemSerializer()
+        return [child.to_item(item, document_tags=data.get("document_tags")) for item in data["items"]]
+
+
+# --- recall ----------------------------------------------------------------------------------
+
+
+class EntityIncludeSerializer(StrictSerializer):
+    max_tokens = StrictIntegerField(required=False, min_value=0)
+
+
+class ChunkIncludeSerializer(StrictSerializer):
+    max_tokens = StrictIntegerField(required=False, min_value=0)
+
+
+class SourceFactsIncludeSerializer(StrictSerializer):
+    max_tokens = StrictIntegerField(required=False, min_value=-1)
+    max_tokens_per_observation = StrictIntegerField(required=False, min_value=-1)
+
+
+class IncludeSerializer(StrictSerializer):
+    entities = EntityIncludeSerializer(required=False, allow_null=True)
+    chunks = ChunkIncludeSerializer(required=False, allow_null=True)
+    source_facts = SourceFactsIncludeSerializer(required=False, allow_null=True)
+
+
+class MinScoresSerializer(StrictSerializer):
+    semantic = StrictFloatField(required=False, allow_null=True)
+    keyword = StrictFloatField(required=False, allow_null=True)
+    reranker = StrictFloatField(required=False, allow_null=True)
+    final = StrictFloatField(required=False, allow_null=True)
+
+
+class TemporalWindowSerializer(StrictSerializer):
+    start = DateTimeStringField()
+    end = DateTimeStringField()
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        if attrs["end"] < attrs["start"]:
+            raise ValidationError({"end": ["must not be before start"]})
+        return attrs
+
+
+class RecallRequestSerializer(StrictSerializer):
+    query = StrictCharField(allow_blank=False, max_length=20000)
+    types = _str_list(required=False, allow_null=True)
+    prefer_observations = _opt_bool()
+    budget = serializers.ChoiceField(choices=("low", "mid", "high"), required=False, default="mid")
+    max_tokens = StrictIntegerField(required=False, default=4096, min_value=1, max_value=1_000_000)
+    trace = StrictBooleanField(required=False, default=False)
+    query_timestamp = DateTimeStringField(required=False, allow_null=True)
+    include = IncludeSerializer(required=False, allow_null=True)
+    tags = _str_list(required=False, allow_null=True)
+    tags_match = serializers.ChoiceField(choices=TAGS_MATCH_MODES, required=False, default="any")
+    tag_groups = AnyJSONField(required=False, allow_null=True)
+    min_scores = MinScoresSerializer(required=False, allow_null=True)
+    temporal_window = TemporalWindowSerializer(required=False, allow_null=True)
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        if attrs.get("tag_groups") and attrs.get("tags"):
+            raise ValidationError(
+                {"tag_groups": ["send either tags (with tags_match) or tag_groups, not both"]}
+            )
+        return attrs

@@ -1,0 +1,277 @@
+"""Writes of the banks app: banks, their configuration, and retain.
+
+Every memory write holds the bank's shared write lock (``writeclock``) in the transaction that
+inserts, and lets the database stamp ``updated_at``/``created_at`` (``clock_timestamp()``), so
+no write commits at or below a refresh cutoff taken earlier. LLM and embedder calls happen
+before that transaction opens, never inside it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from typing import Any
+
+from django.db import connection, transaction
+from django.db.models import Q
+from django.utils import timezone
+from rest_framework.exceptions import APIException
+
+from hindsight.banks import bankconfig
+from hindsight.banks.extraction import ExtractedFact, facts_extract
+from hindsight.banks.models import Bank, ClockTimestamp, MemoryUnit
+from hindsight.banks.retaintypes import RetainItem, RetainResult, Usage
+from hindsight.banks.writeclock import hold_bank_write_lock
+from hindsight.errors import BadRequest, FieldError, NotFound
+
+BANK_ID_MAX = 255
+DEFAULT_DISPOSITION = {"skepticism": 3, "literalism": 3, "empathy": 3}
+# Bank fields that are configuration upstream (CreateBankRequest carries them for old clients).
+_CONFIG_FIELDS_IN_BANK_BODY = (
+    "retain_mission", "retain_extraction_mode", "retain_custom_instructions",
+    "retain_chunk_size", "retain_structured_chunk_size", "retain_max_attachments_per_chunk",
+    "enable_observations", "observations_mission", "enable_text_search",
+    "enable_temporal_retrieval", "enable_graph_retrieval", "enable_reranking",
+)
+
+
+class ExtractionFailed(APIException):
+    status_code = 502
+    default_detail = "fact extraction failed"
+
+
+class EmbeddingUnavailable(APIException):
+    status_code = 503
+    default_detail = "embedding failed"
+
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def bank_id_validate(bank_id: str, *, loc: tuple[str, ...] = ("path", "bank_id")) -> str:
+    if not bank_id or len(bank_id) > BANK_ID_MAX or _CONTROL.search(bank_id):
+        raise FieldError(loc, f"a bank id is 1..{BANK_ID_MAX} printable characters")
+    return bank_id
+
+
+def bank_ensure(*, bank_id: str) -> None:
+    """Create the bank if it does not exist (lazy creation by any bank-scoped write).
+
+    Race-free: ``INSERT … ON CONFLICT DO NOTHING``. Safe inside a caller's transaction.
+    """
+    bank_id_validate(bank_id)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "INSERT INTO banks_bank (id, name, mission, disposition, config) "
+            "VALUES (%s, '', '', %s::jsonb, '{}'::jsonb) ON CONFLICT (id) DO NOTHING",
+            [bank_id, '{"skepticism": 3, "literalism": 3, "empathy": 3}'],
+        )
+
+
+def _apply_bank_fields(bank: Bank, data: dict[str, Any]) -> None:
+    if data.get("name") is not None:
+        bank.name = data["name"]
+    # reflect_mission is the current name of mission; background an older one.
+    for key in ("background", "mission", "reflect_mission"):
+        if data.get(key) is not None:
+            bank.mission = data[key]
+    disposition = dict(DEFAULT_DISPOSITION | (bank.disposition or {}))
+    if data.get("disposition") is not None:
+        disposition.update(data["disposition"])
+    for trait in ("skepticism", "literalism", "empathy"):
+        value = data.get(f"disposition_{trait}")
+        if value is not None:
+            disposition[trait] = value
+    bank.disposition = disposition
+    config = dict(bank.config or {})
+    for key in _CONFIG_FIELDS_IN_BANK_BODY:
+        if data.get(key) is not None:
+            config[key] = data[key]
+    if config:
+        bankconfig.validate_updates(config, loc=("body",))
+    bank.config = config
+
+
+@transaction.atomic
+def bank_upsert(*, bank_id: str, data: dict[str, Any]) -> Bank:
+    """PUT and PATCH: create the bank if needed, then apply the fields that were sent."""
+    bank_ensure(bank_id=bank_id)
+    bank = Bank.objects.select_for_update().get(id=bank_id)
+    _apply_bank_fields(bank, data)
+    bank.updated_at = ClockTimestamp()
+    bank.save()
+    bank.refresh_from_db()
+    return bank
+
+
+@transaction.atomic
+def bank_delete(*, bank_id: str) -> int:
+    """Delete the bank and everything in it (memories, mental models, operations cascade)."""
+    bank = Bank.objects.select_for_update().filter(id=bank_id).first()
+    if bank is None:
+        raise NotFound(f"Bank '{bank_id}' not found")
+    count = MemoryUnit.objects.filter(bank_id=bank_id).count()
+    bank.delete()
+    return count
+
+
+@transaction.atomic
+def bank_config_update(*, bank_id: str, updates: dict[str, Any]) -> Bank:
+    clean = bankconfig.validate_updates(updates)
+    bank_ensure(bank_id=bank_id)
+    bank = Bank.objects.select_for_update().get(id=bank_id)
+    config = dict(bank.config or {})
+    for key, value in clean.items():
+        if value is None:
+            config.pop(key, None)
+        else:
+            config[key] = value
+    bank.config = config
+    bank.updated_at = ClockTimestamp()
+    bank.save(update_fields=["config", "updated_at"])
+    return bank
+
+
+@transaction.atomic
+def bank_config_reset(*, bank_id: str) -> Bank:
+    bank = Bank.objects.select_for_update().filter(id=bank_id).first()
+    if bank is None:
+        raise NotFound(f"Bank '{bank_id}' not found")
+    bank.config = {}
+    bank.updated_at = ClockTimestamp()
+    bank.save(update_fields=["config", "updated_at"])
+    return bank
+
+
+# --- retain ----------------------------------------------------------------------------------
+
+
+def _parse_iso(value: str | None) -> datetime | None:
+    if value is None:
+        return None
+    from hindsight.banks.serializers import parse_datetime_value
+
+    return parse_datetime_value(value)
+
+
+def memories_retain(
+    *,
+    bank_id: str,
+    items: Sequence[RetainItem],
+    document_tags: Sequence[str] | None = None,
+    before_commit: Callable[[], None] | None = None,
+) -> RetainResult:
+    """Store the facts of ``items`` — all of them or none.
+
+    Extraction (LLM) and embedding run first, outside any transaction; then one transaction
+    takes the bank's shared write lock, creates the bank if needed, replaces the documents
+    being re-sent (``update_mode: replace``), inserts every fact, and calls ``before_commit``
+    (the operations engine's fence check for async retain) before committing.
+    """
+    bank_id_validate(bank_id)
+    extra_tags = list(document_tags or [])
+    usage = Usage()
+    planned: list[tuple[RetainItem, ExtractedFact]] = []
+    for item in items:
+        try:
+            facts, item_usage = facts_extract(item=item)
+        except Exception as exc:
+            from hindsight.errors import DomainError
+
+            if isinstance(exc, DomainError):
+                raise
+            raise ExtractionFailed(f"fact extraction failed: {exc}") from exc
+        usage = usage + item_usage
+        planned.extend((item, fact) for fact in facts)
+
+    vectors: list[list[float]] = []
+    if planned:
+        from hindsight.embeddings import EmbeddingError, get_embedder
+
+        try:
+            vectors = get_embedder().embed([fact.text for _, fact in planned])
+        except EmbeddingError as exc:
+            raise EmbeddingUnavailable(f"embedding failed: {exc}") from exc
+
+    now = timezone.now()
+    units = []
+    for (item, fact), vector in zip(planned, vectors):
+        tags = list(dict.fromkeys([*item.tags, *extra_tags]))
+        # mentioned_at: when the content was said; "now" when not given, none when 'unset'.
+        mentioned = None if item.timestamp_unset else (_parse_iso(item.timestamp) or now)
+        units.append(
+            MemoryUnit(
+                bank_id=bank_id,
+                text=fact.text,
+                context=item.context,
+                fact_type=fact.fact_type,
+                tags=tags,
+                document_id=item.document_id,
+                metadata=dict(item.metadata),
+                entities=list(item.entities),
+                occurred_start=fact.occurred_start,
+                occurred_end=fact.occurred_end,
+                mentioned_at=mentioned,
+                embedding=vector,
+            )
+        )
+
+    replaced_documents = sorted(
+        {i.document_id for i in items if i.document_id and i.update_mode == "replace"}
+    )
+    with transaction.atomic():
+        bank_ensure(bank_id=bank_id)
+        hold_bank_write_lock(bank_id)
+        if replaced_documents:
+            # Re-sent documents replace what they stored before (observations are kept:
+            # consolidation owns them).
+            MemoryUnit.objects.filter(
+                Q(bank_id=bank_id) & Q(document_id__in=replaced_documents)
+                & ~Q(fact_type="observation")
+            ).delete()
+        created = MemoryUnit.objects.bulk_create(units)
+        if before_commit is not None:
+            before_commit()
+    return RetainResult(
+        bank_id=bank_id,
+        items_count=len(items),
+        memory_ids=[str(u.id) for u in created],
+        usage=usage,
+    )
+
+
+# --- async retain: filled in by the operations engine ------------------------------------------
+
+RetainAsyncSubmitter = Callable[..., str]
+_async_submitter: RetainAsyncSubmitter | None = None
+
+
+def retain_async_register(submitter: RetainAsyncSubmitter) -> None:
+    """The operations engine registers how an async retain is queued (in its ``ready()``).
+
+    ``submitter(bank_id=, items=[RetainItem.to_json()...], document_tags=, operation_id=)``
+    returns the operation id; the job later calls ``memories_retain`` with
+    ``before_commit=job.complete_in_transaction``.
+    """
+    global _async_submitter
+    _async_submitter = submitter
+
+
+def retain_submit_async(
+    *,
+    bank_id: str,
+    items: Sequence[RetainItem],
+    document_tags: Sequence[str] | None = None,
+    operation_id: str | None = None,
+) -> str:
+    """Queue a retain as an operation and return its id (400 until the engine registered)."""
+    bank_id_validate(bank_id)
+    if _async_submitter is None:
+        raise BadRequest("async retain is not available on this server: send async=false")
+    return _async_submitter(
+        bank_id=bank_id,
+        items=[item.to_json() for item in items],
+        document_tags=list(document_tags or []),
+        operation_id=operation_id,
+    )

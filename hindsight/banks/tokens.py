@@ -1,0 +1,62 @@
+"""Offline token counting for recall's token budget.
+
+Counts word pieces with the local MiniLM tokenizer (``tokenizer.json`` shipped in a pip package,
+see ``hindsight.embeddings.local``); nothing is downloaded. Where that tokenizer is not
+installed, a documented heuristic stands in: one token per four characters, rounded up, which
+over-counts English slightly (the safe side of a budget).
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from typing import Any
+
+_lock = threading.Lock()
+_tokenizer: Any = None
+_loaded = False
+
+
+def _get_tokenizer() -> Any:
+    global _tokenizer, _loaded
+    if _loaded:
+        return _tokenizer
+    with _lock:
+        if not _loaded:
+            try:
+                from tokenizers import Tokenizer
+
+                from hindsight.embeddings.local import tokenizer_path
+
+                tokenizer = Tokenizer.from_file(str(tokenizer_path()))
+                tokenizer.no_truncation()
+                tokenizer.no_padding()
+                _tokenizer = tokenizer
+            except Exception:  # a missing package only downgrades counting to the heuristic
+                _tokenizer = None
+            _loaded = True
+    return _tokenizer
+
+
+def heuristic_tokens(text: str) -> int:
+    return math.ceil(len(text) / 4)
+
+
+def count_tokens(text: str) -> int:
+    """Tokens in ``text`` (word pieces, no special tokens)."""
+    if not text:
+        return 0
+    tokenizer = _get_tokenizer()
+    if tokenizer is None:
+        return heuristic_tokens(text)
+    return len(tokenizer.encode(text, add_special_tokens=False).ids)
+
+
+def count_tokens_batch(texts: list[str]) -> list[int]:
+    tokenizer = _get_tokenizer()
+    if tokenizer is None:
+        return [heuristic_tokens(t) for t in texts]
+    if not texts:
+        return []
+    encodings = tokenizer.encode_batch(texts, add_special_tokens=False)
+    return [len(e.ids) for e in encodings]

@@ -1,0 +1,326 @@
+"""HTTP edge of the banks app (upstream's v1 wire format): parse, call one service/selector, render."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from hindsight.banks import selectors, services
+from hindsight.banks.models import Bank, MemoryUnit
+from hindsight.banks.serializers import (
+    BankConfigUpdateSerializer,
+    BankWriteSerializer,
+    RecallRequestSerializer,
+    RetainRequestSerializer,
+    parse_datetime_value,
+)
+from hindsight.errors import FieldError
+from hindsight.tagscope import TAGS_MATCH_MODES, TagScope
+
+
+def iso(value: datetime | None) -> str | None:
+    return value.isoformat() if value is not None else None
+
+
+def _validated(serializer_class: type, data: Any) -> Any:
+    serializer = serializer_class(data=data)
+    serializer.is_valid(raise_exception=True)
+    return serializer
+
+
+def _query_int(request: Request, name: str, default: int, *, minimum: int = 0,
+               maximum: int | None = None) -> int:
+    raw = request.query_params.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise FieldError(("query", name), "must be an integer", "int_parsing") from None
+    if value < minimum:
+        raise FieldError(("query", name), f"must be >= {minimum}", "greater_than_equal")
+    if maximum is not None and value > maximum:
+        raise FieldError(("query", name), f"must be <= {maximum}", "less_than_equal")
+    return value
+
+
+def _query_bool(request: Request, name: str) -> bool:
+    raw = request.query_params.get(name)
+    if raw is None:
+        return False
+    if raw.lower() in ("true", "1", "yes", "on"):
+        return True
+    if raw.lower() in ("false", "0", "no", "off", ""):
+        return False
+    raise FieldError(("query", name), "must be a boolean", "bool_parsing")
+
+
+def _query_datetime(request: Request, name: str) -> datetime | None:
+    raw = request.query_params.get(name)
+    if not raw:
+        return None
+    try:
+        return parse_datetime_value(raw)
+    except ValueError:
+        raise FieldError(("query", name), "must be an ISO 8601 date-time", "datetime_parsing") from None
+
+
+def bank_profile(bank: Bank) -> dict[str, Any]:
+    disposition = dict(services.DEFAULT_DISPOSITION | (bank.disposition or {}))
+    return {
+        "bank_id": bank.id,
+        "name": bank.name,
+        "disposition": disposition,
+        "mission": bank.mission,
+        "background": bank.mission,
+    }
+
+
+class BankListView(APIView):
+    def get(self, request: Request) -> Response:
+        limit = _query_int(request, "limit", 100, maximum=1000)
+        offset = _query_int(request, "offset", 0)
+        rows, total = selectors.bank_list(q=request.query_params.get("q"), limit=limit, offset=offset)
+        banks = [
+            {
+                **bank_profile(row["bank"]),
+                "created_at": iso(row["bank"].created_at),
+                "updated_at": iso(row["bank"].updated_at),
+                "fact_count": row["fact_count"],
+                "last_document_at": iso(row["last_document_at"]),
+                "last_write_at": iso(row["last_write_at"]),
+                "display_alias": None,
+                "matched_aliases": [],
+            }
+            for row in rows
+        ]
+        for item in banks:
+            item.pop("background")
+        return Response({"banks": banks, "total": total, "limit": limit, "offset": offset})
+
+
+class BankView(APIView):
+    def get(self, request: Request, bank_id: str) -> Response:
+        return Response(bank_profile(selectors.bank_get(bank_id=bank_id)))
+
+    def put(self, request: Request, bank_id: str) -> Response:
+        services.bank_id_validate(bank_id)
+        data = _validated(BankWriteSerializer, request.data).validated_data
+        return Response(bank_profile(services.bank_upsert(bank_id=bank_id, data=data)))
+
+    def patch(self, request: Request, bank_id: str) -> Response:
+        return self.put(request, bank_id)
+
+    def delete(self, request: Request, bank_id: str) -> Response:
+        deleted = services.bank_delete(bank_id=bank_id)
+        return Response(
+            {"success": True, "message": f"Bank '{bank_id}' deleted", "deleted_count": deleted}
+        )
+
+
+class BankConfigView(APIView):
+    def get(self, request: Request, bank_id: str) -> Response:
+        return Response(selectors.bank_config_get(bank_id=bank_id))
+
+    def patch(self, request: Request, bank_id: str) -> Response:
+        services.bank_id_validate(bank_id)
+        updates = _validated(BankConfigUpdateSerializer, request.data).validated_data["updates"]
+        services.bank_config_update(bank_id=bank_id, updates=updates)
+        return Response(selectors.bank_config_get(bank_id=bank_id))
+
+    def delete(self, request: Request, bank_id: str) -> Response:
+        services.bank_config_reset(bank_id=bank_id)
+        return Response(selectors.bank_config_get(bank_id=bank_id))
+
+
+class BankStatsView(APIView):
+    def get(self, request: Request, bank_id: str) -> Response:
+        # ``refresh`` is accepted for upstream's clients; stats are computed on every call anyway.
+        _query_bool(request, "refresh")
+        stats = selectors.bank_stats(bank_id=bank_id)
+        stats["last_consolidated_at"] = iso(stats["last_consolidated_at"])
+        stats["last_memory_write_at"] = iso(stats["last_memory_write_at"])
+        return Response(stats)
+
+
+class MemoriesView(APIView):
+    """``POST …/memories`` (retain)."""
+
+    def post(self, request: Request, bank_id: str) -> Response:
+        services.bank_id_validate(bank_id)
+        serializer = _validated(RetainRequestSerializer, request.data)
+        items = serializer.retain_items()
+        if serializer.validated_data.get("async"):
+            operation_id = services.retain_submit_async(
+                bank_id=bank_id,
+                items=items,
+                operation_id=(
+                    str(serializer.validated_data["operation_id"])
+                    if serializer.validated_data.get("operation_id") else None
+                ),
+            )
+            return Response(
+                {"success": True, "bank_id": bank_id, "items_count": len(items), "async": True,
+                 "operation_id": operation_id, "operation_ids": [operation_id], "usage": None}
+            )
+        # document_tags were merged into each item by the serializer.
+        result = services.memories_retain(bank_id=bank_id, items=items)
+        return Response(
+            {"success": True, "bank_id": bank_id, "items_count": result.items_count,
+             "async": False, "operation_id": None, "operation_ids": None,
+             "usage": result.usage.to_wire()}
+        )
+
+
+def recall_result(hit: selectors.RecallHit) -> dict[str, Any]:
+    return {
+        "id": hit.id,
+        "text": hit.text,
+        "type": hit.fact_type,
+        "entities": hit.entities or None,
+        "context": hit.context or None,
+        "occurred_start": iso(hit.occurred_start),
+        "occurred_end": iso(hit.occurred_end),
+        "mentioned_at": iso(hit.mentioned_at),
+        "document_id": hit.document_id,
+        "metadata": hit.metadata or None,
+        "chunk_id": None,
+        "tags": hit.tags,
+        "source_fact_ids": hit.source_memory_ids or None,
+        "scores": {"final": hit.score, "reranker": None, "semantic": hit.semantic,
+                   "keyword": hit.keyword},
+    }
+
+
+class RecallView(APIView):
+    def post(self, request: Request, bank_id: str) -> Response:
+        import time
+
+        started = time.monotonic()
+        data = _validated(RecallRequestSerializer, request.data).validated_data
+        scope = TagScope.parse(
+            tags=data.get("tags"), tags_match=data.get("tags_match"),
+            tag_groups=data.get("tag_groups"), fact_types=data.get("types"),
+        )
+        selectors.bank_get(bank_id=bank_id)
+        window = data.get("temporal_window")
+        floors = data.get("min_scores") or {}
+        types = set(data.get("types") or ())
+        hits = selectors.memory_recall(
+            bank_id=bank_id,
+            query=data["query"],
+            scope=scope,
+            max_tokens=data["max_tokens"],
+            budget=data["budget"],
+            temporal_window=(window["start"], window["end"]) if window else None,
+            floors=selectors.RecallFloors(
+                semantic=floors.get("semantic"), keyword=floors.get("keyword"),
+                final=floors.get("final"),
+            ),
+            prefer_observations=bool(data.get("prefer_observations"))
+            and "observation" in types and bool(types & {"world", "experience"}),
+        )
+        body: dict[str, Any] = {
+            "results": [recall_result(h) for h in hits],
+            "trace": None,
+            "entities": None,
+            "chunks": None,
+            "source_facts": None,
+            "source_facts_truncated": None,
+        }
+        if data.get("trace"):
+            body["trace"] = {
+                "query": data["query"],
+                "num_results": len(hits),
+                "time_seconds": round(time.monotonic() - started, 4),
+                "total_tokens": sum(h.tokens for h in hits),
+                "max_tokens": data["max_tokens"],
+                "arms": {h.id: h.arms for h in hits},
+            }
+        return Response(body)
+
+
+def memory_list_item(m: MemoryUnit) -> dict[str, Any]:
+    event = m.occurred_start or m.mentioned_at
+    return {
+        "id": str(m.id),
+        "text": m.text,
+        "context": m.context,
+        "date": iso(event) or "",
+        "fact_type": m.fact_type,
+        "document_id": m.document_id,
+        "mentioned_at": iso(m.mentioned_at),
+        "occurred_start": iso(m.occurred_start),
+        "occurred_end": iso(m.occurred_end),
+        "entities": ", ".join(m.entities),
+        "chunk_id": None,
+        "proof_count": 1,
+        "tags": list(m.tags),
+        "metadata": dict(m.metadata or {}),
+        "consolidated_at": iso(m.consolidated_at),
+        "consolidation_failed_at": None,
+        "state": "valid",
+        "invalidation_reason": None,
+        "invalidated_at": None,
+        "edited_at": None,
+        "updated_at": iso(m.updated_at),
+        "source_memory_ids": [str(s) for s in m.source_memory_ids],
+    }
+
+
+class MemoryListView(APIView):
+    def get(self, request: Request, bank_id: str) -> Response:
+        params = request.query_params
+        limit = _query_int(request, "limit", 100, maximum=1000)
+        offset = _query_int(request, "offset", 0)
+        time_field = params.get("time_field") or None
+        if time_field is not None and time_field not in selectors.TIME_FIELDS:
+            raise FieldError(("query", "time_field"),
+                             f"must be one of {', '.join(selectors.TIME_FIELDS)}", "literal_error")
+        tags_match = params.get("tags_match") or "any"
+        if tags_match not in TAGS_MATCH_MODES:
+            raise FieldError(("query", "tags_match"),
+                             f"must be one of {', '.join(TAGS_MATCH_MODES)}", "literal_error")
+        tags = params.getlist("tags")
+        scope = TagScope(tags=tuple(tags), tags_match=tags_match) if tags or tags_match == "exact" else None
+        fact_type = params.get("type") or None
+        if fact_type is not None and fact_type not in ("world", "experience", "observation", "opinion"):
+            raise FieldError(("query", "type"), "must be one of world, experience, observation",
+                             "literal_error")
+        page, total = selectors.memories_list(
+            bank_id=bank_id,
+            fact_type=fact_type,
+            q=params.get("q") or None,
+            document_id=params.get("document_id") or None,
+            scope=scope,
+            consolidation_state=params.get("consolidation_state") or None,
+            time_field=time_field,
+            start=_query_datetime(request, "start_date"),
+            end=_query_datetime(request, "end_date"),
+            limit=limit,
+            offset=offset,
+        )
+        return Response(
+            {"items": [memory_list_item(m) for m in page], "total": total, "limit": limit,
+             "offset": offset}
+        )
+
+
+class TagsView(APIView):
+    def get(self, request: Request, bank_id: str) -> Response:
+        source = request.query_params.get("source") or "memories"
+        if source not in ("memories", "mental_models"):
+            raise FieldError(("query", "source"), "must be one of memories, mental_models",
+                             "literal_error")
+        limit = _query_int(request, "limit", 100, maximum=1000)
+        offset = _query_int(request, "offset", 0)
+        return Response(
+            selectors.tags_list(
+                bank_id=bank_id, source=source, q=request.query_params.get("q") or None,
+                limit=limit, offset=offset,
+            )
+        )
