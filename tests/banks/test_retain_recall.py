@@ -1,0 +1,207 @@
+"""Retain (verbatim, all-or-nothing, document replace, write clock) and recall (fusion, filters,
+token budget)."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+import pytest
+from django.db import connection
+from rest_framework.test import APIClient
+
+from hindsight.banks import selectors, services
+from hindsight.banks.models import MemoryUnit
+from hindsight.banks.retaintypes import RetainItem
+from hindsight.banks.tokens import count_tokens
+from hindsight.tagscope import TagScope
+
+pytestmark = pytest.mark.django_db
+
+BASE = "/v1/default/banks"
+
+
+@pytest.fixture
+def api() -> APIClient:
+    return APIClient()
+
+
+def post(api: APIClient, path: str, body: Any) -> Any:
+    return api.post(f"{BASE}/{path}", body, format="json")
+
+
+def test_retain_without_llm_stores_each_item_verbatim_as_world_fact(api: APIClient) -> None:
+    response = post(api, "r/memories", {
+        "items": [
+            {"content": "Alice prefers async communication.", "context": "team chat",
+             "tags": ["team", "alice"], "metadata": {"k": "v"}, "document_id": "doc1",
+             "timestamp": "2026-01-02T03:04:05Z", "entities": [{"text": "Alice"}],
+             "resolve_entities": True, "observation_scopes": "per_tag", "strategy": None,
+             "update_mode": None},
+            {"content": "Bob likes tea."},
+        ],
+        "async": False, "document_tags": ["imported"],
+    })
+    assert response.status_code == 200, response.content
+    body = response.json()
+    assert body == {"success": True, "bank_id": "r", "items_count": 2, "async": False,
+                    "operation_id": None, "operation_ids": None,
+                    "usage": {"input_tokens": 0, "output_tokens": 0, "total_tokens": 0,
+                              "cached_tokens": 0, "thoughts_tokens": 0}}
+    alice = MemoryUnit.objects.get(bank_id="r", text="Alice prefers async communication.")
+    assert alice.fact_type == "world" and alice.context == "team chat"
+    assert alice.tags == ["team", "alice", "imported"] and alice.metadata == {"k": "v"}
+    assert alice.document_id == "doc1" and alice.entities == ["Alice"]
+    assert alice.mentioned_at == datetime(2026, 1, 2, 3, 4, 5, tzinfo=timezone.utc)
+    assert alice.embedding is not None and len(alice.embedding) == 384
+    assert alice.consolidated_at is None
+
+
+def test_retain_creates_the_bank_lazily(api: APIClient) -> None:
+    assert post(api, "lazy/memories", {"items": [{"content": "x"}]}).status_code == 200
+    assert api.get(f"{BASE}/lazy").status_code == 200
+
+
+def test_retain_same_document_replaces_its_facts_unless_append(api: APIClient) -> None:
+    post(api, "d/memories", {"items": [{"content": "v1", "document_id": "doc"}]})
+    post(api, "d/memories", {"items": [{"content": "v2", "document_id": "doc"}]})
+    assert list(MemoryUnit.objects.filter(bank_id="d").values_list("text", flat=True)) == ["v2"]
+    post(api, "d/memories", {"items": [{"content": "v3", "document_id": "doc",
+                                        "update_mode": "append"}]})
+    assert sorted(MemoryUnit.objects.filter(bank_id="d").values_list("text", flat=True)) == ["v2", "v3"]
+
+
+def test_retain_is_all_or_nothing_when_before_commit_raises(db: None) -> None:
+    def refuse() -> None:
+        raise RuntimeError("fence lost")
+
+    with pytest.raises(RuntimeError):
+        services.memories_retain(
+            bank_id="aon", items=[RetainItem(content="a"), RetainItem(content="b")],
+            before_commit=refuse,
+        )
+    assert not MemoryUnit.objects.filter(bank_id="aon").exists()
+
+
+def test_retain_stamps_from_the_database_clock_under_the_bank_write_lock(db: None) -> None:
+    calls: list[str] = []
+
+    def probe() -> None:
+        # Inside the write transaction: the shared advisory lock of the bank is held.
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND mode = 'ShareLock' "
+                "AND pid = pg_backend_pid()"
+            )
+            calls.append(str(cursor.fetchone()[0]))
+
+    before = datetime.now(timezone.utc) - timedelta(seconds=5)
+    result = services.memories_retain(bank_id="wc", items=[RetainItem(content="x")],
+                                      before_commit=probe)
+    assert calls == ["1"]
+    unit = MemoryUnit.objects.get(id=result.memory_ids[0])
+    assert unit.updated_at >= before and unit.created_at == unit.updated_at
+
+
+def test_async_retain_without_engine_is_a_400_and_stores_nothing(api: APIClient, monkeypatch: Any) -> None:
+    monkeypatch.setattr(services, "_async_submitter", None)
+    response = post(api, "as/memories", {"items": [{"content": "x"}], "async": True})
+    assert response.status_code == 400 and "async" in response.json()["detail"]
+    assert not MemoryUnit.objects.filter(bank_id="as").exists()
+
+
+def test_async_retain_hands_json_items_to_the_registered_submitter(api: APIClient, monkeypatch: Any) -> None:
+    seen: dict[str, Any] = {}
+
+    def submit(**kwargs: Any) -> str:
+        seen.update(kwargs)
+        return "11111111-1111-1111-1111-111111111111"
+
+    monkeypatch.setattr(services, "_async_submitter", submit)
+    response = post(api, "as2/memories", {"items": [{"content": "x", "tags": ["t"]}],
+                                          "async": True, "document_tags": ["d"]})
+    assert response.status_code == 200
+    assert response.json()["operation_id"] == "11111111-1111-1111-1111-111111111111"
+    assert response.json()["async"] is True
+    assert seen["bank_id"] == "as2"
+    assert RetainItem.from_json(seen["items"][0]) == RetainItem(content="x", tags=["t", "d"])
+
+
+def _seed(api: APIClient, bank: str) -> None:
+    post(api, f"{bank}/memories", {"items": [
+        # Lexical-only hit for the query below: shares the rare token, not the meaning.
+        {"content": "Invoice ZX-4411 was archived by the accounting robot.", "tags": ["ops"]},
+        # Semantic-only hit: same meaning, no shared word.
+        {"content": "Felines enjoy napping in warm sunlight.", "tags": ["pets"]},
+        {"content": "The quarterly budget meeting moved to Thursday.", "tags": ["ops"]},
+        {"content": "Untagged note about databases and indexes."},
+    ]})
+
+
+def test_recall_returns_both_a_lexical_only_and_a_semantic_only_hit(api: APIClient) -> None:
+    _seed(api, "rc")
+    # Enough near-synonym filler that the semantic arm (budget low: 30 candidates) is full of
+    # pets and never reaches the invoice, which only the lexical arm can find.
+    animals = ["kittens", "tomcats", "house pets", "tabby felines", "pet animals", "young cats"]
+    places = ["a sunny windowsill", "the afternoon sunshine", "a warm patch of light",
+              "a heated blanket", "the bright porch", "a sunbeam"]
+    post(api, "rc/memories", {"items": [
+        {"content": f"Our {a} doze on {p}."} for a in animals for p in places]})
+    hits = selectors.memory_recall(
+        bank_id="rc", query="cats sleeping in the sun zx-4411", scope=TagScope(),
+        max_tokens=100_000, budget="low",
+    )
+    by_text = {h.text: h for h in hits}
+    lexical = by_text["Invoice ZX-4411 was archived by the accounting robot."]
+    semantic = by_text["Felines enjoy napping in warm sunlight."]
+    assert lexical.semantic is None and lexical.keyword is not None
+    assert semantic.keyword is None and semantic.semantic is not None
+    assert lexical.arms == ["keyword"] and semantic.arms == ["semantic"]
+
+
+def test_recall_api_filters_by_tags_types_and_shape(api: APIClient) -> None:
+    _seed(api, "rf")
+    body = post(api, "rf/memories/recall", {"query": "budget meeting", "tags": ["ops"],
+                                            "tags_match": "any_strict"}).json()
+    texts = [r["text"] for r in body["results"]]
+    assert texts and all("Felines" not in t and "Untagged" not in t for t in texts)
+    first = body["results"][0]
+    assert first["text"] == "The quarterly budget meeting moved to Thursday."
+    assert first["type"] == "world" and first["tags"] == ["ops"]
+    assert set(first["scores"]) == {"final", "reranker", "semantic", "keyword"}
+    any_mode = post(api, "rf/memories/recall", {"query": "databases", "tags": ["ops"],
+                                                "tags_match": "any"}).json()
+    assert "Untagged note about databases and indexes." in [r["text"] for r in any_mode["results"]]
+    none = post(api, "rf/memories/recall", {"query": "budget", "types": ["experience"]}).json()
+    assert none["results"] == []
+    grouped = post(api, "rf/memories/recall", {
+        "query": "anything", "tag_groups": [{"not": {"tags": ["ops"]}}]}).json()
+    assert {r["text"] for r in grouped["results"]} == {
+        "Felines enjoy napping in warm sunlight.", "Untagged note about databases and indexes."}
+
+
+def test_recall_cuts_results_to_the_token_budget(api: APIClient) -> None:
+    _seed(api, "rb")
+    full = selectors.memory_recall(bank_id="rb", query="notes", scope=TagScope(), max_tokens=10_000)
+    assert len(full) == 4
+    budget = full[0].tokens + full[1].tokens
+    cut = selectors.memory_recall(bank_id="rb", query="notes", scope=TagScope(), max_tokens=budget)
+    assert [h.id for h in cut] == [h.id for h in full[:2]]
+    assert sum(count_tokens(h.text) for h in cut) <= budget
+
+
+def test_recall_snapshot_window_and_exclusions(api: APIClient) -> None:
+    _seed(api, "rw")
+    units = list(MemoryUnit.objects.filter(bank_id="rw").order_by("updated_at"))
+    cutoff = units[1].updated_at
+    before = selectors.memory_recall(bank_id="rw", query="x", scope=TagScope(), cutoff=cutoff)
+    assert {h.id for h in before} == {str(u.id) for u in units[:2]}
+    after = selectors.memory_recall(bank_id="rw", query="x", scope=TagScope(), updated_after=cutoff)
+    assert {h.id for h in after} == {str(u.id) for u in units[2:]}
+    excluded = selectors.memory_recall(bank_id="rw", query="x", scope=TagScope(),
+                                       exclude_ids=[str(units[0].id)])
+    assert str(units[0].id) not in {h.id for h in excluded} and len(excluded) == 3
+
+
+def test_recall_unknown_bank_is_404(api: APIClient) -> None:
+    assert post(api, "nobank/memories/recall", {"query": "x"}).status_code == 404
