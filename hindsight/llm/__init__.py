@@ -1,0 +1,34 @@
+"""The LLM gateway (``get_llm()``): chat with tools and structured output through the openai SDK,
+with deadlines, transient-error retries, usage and per-call records. See ``gateway``."""
+
+from __future__ import annotations
+
+from hindsight.llm.gateway import LLMGateway, collect_llm_calls, get_llm
+from hindsight.llm.types import (
+    ChatResult,
+    Deadline,
+    LLMCallRecord,
+    LLMError,
+    LLMOutputError,
+    LLMProviderError,
+    LLMTimeout,
+    StructuredResult,
+    ToolCall,
+    Usage,
+)
+
+__all__ = [
+    "ChatResult",
+    "Deadline",
+    "LLMCallRecord",
+    "LLMError",
+    "LLMGateway",
+    "LLMOutputError",
+    "LLMProviderError",
+    "LLMTimeout",
+    "StructuredResult",
+    "ToolCall",
+    "Usage",
+    "collect_llm_calls",
+    "get_llm",
+]
