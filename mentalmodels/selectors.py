@@ -1,0 +1,104 @@
+"""Reads of mental models: one model, a bank's page of models, a model's history.
+
+The list order is ``last_refreshed_at DESC, id DESC`` with PostgreSQL's default placement of
+nulls for ``DESC`` (first): a model no refresh has completed yet sits at the top, next to the
+most recently refreshed ones, which is where a user who just created it looks for it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from django.db.models import F, QuerySet
+
+from hindsight.banks.models import Bank
+from hindsight.errors import NotFound
+from mentalmodels.models import MentalModel, MentalModelHistory
+
+LIST_TAGS_MATCH = ("any", "all", "exact")
+
+
+def mental_model_get(*, bank_id: str, mental_model_id: str) -> MentalModel:
+    try:
+        return MentalModel.objects.get(bank_id=bank_id, mental_model_id=mental_model_id)
+    except MentalModel.DoesNotExist:
+        raise NotFound(f"Mental model '{mental_model_id}' not found") from None
+
+
+def _tags_filter(qs: QuerySet[MentalModel], tags: Sequence[str], tags_match: str) -> QuerySet[MentalModel]:
+    """Upstream's list semantics: the requested tags against the model's own tag array."""
+    tags = list(dict.fromkeys(tags))
+    if not tags:
+        return qs
+    if tags_match == "all":
+        return qs.filter(tags__contains=tags)
+    if tags_match == "exact":
+        return qs.filter(tags__contains=tags, tags__contained_by=tags)
+    return qs.filter(tags__overlap=tags)
+
+
+def mental_models_list(
+    *,
+    bank_id: str,
+    tags: Sequence[str] = (),
+    tags_match: str = "any",
+    limit: int = 100,
+    offset: int = 0,
+) -> tuple[list[MentalModel], int]:
+    """One page of a bank's models and the total matching the filter."""
+    if not Bank.objects.filter(id=bank_id).exists():
+        raise NotFound(f"Bank '{bank_id}' not found")
+    qs = _tags_filter(MentalModel.objects.filter(bank_id=bank_id), tags, tags_match)
+    total = qs.count()
+    page = list(
+        qs.order_by(
+            F("last_refreshed_at").desc(nulls_first=True), F("mental_model_id").desc()
+        )[offset : offset + limit]
+    )
+    return page, total
+
+
+def mental_model_history(*, bank_id: str, mental_model_id: str) -> list[MentalModelHistory]:
+    model = mental_model_get(bank_id=bank_id, mental_model_id=mental_model_id)
+    return list(model.history.order_by("-changed_at", "-id"))
+
+
+def mental_model_tags(
+    *, bank_id: str, q: str | None = None, limit: int = 100, offset: int = 0
+) -> tuple[list[dict[str, object]], int]:
+    """``GET …/tags?source=mental_models``: the tags on this bank's models with their counts.
+
+    ``q`` is a case-insensitive wildcard where ``*`` matches any run of characters.
+    """
+    from django.db import connection
+
+    params: list[object] = [bank_id]
+    where = ""
+    if q:
+        pattern = (
+            q.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_").replace("*", "%")
+        )
+        where = "WHERE t.tag ILIKE %s"
+        params.append(pattern)
+    sql = (
+        "SELECT t.tag, COUNT(*) AS n, COUNT(*) OVER () AS total "
+        "FROM mentalmodels_mentalmodel mm, unnest(mm.tags) AS t(tag) "
+        f"WHERE mm.bank_id = %s {('AND ' + where[6:]) if where else ''} "
+        "GROUP BY t.tag ORDER BY n DESC, t.tag ASC LIMIT %s OFFSET %s"
+    )
+    params.extend([limit, offset])
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        rows = cursor.fetchall()
+    if rows:
+        total = rows[0][2]
+    else:
+        count_sql = (
+            "SELECT COUNT(DISTINCT t.tag) FROM mentalmodels_mentalmodel mm, unnest(mm.tags) AS t(tag) "
+            f"WHERE mm.bank_id = %s {('AND ' + where[6:]) if where else ''}"
+        )
+        with connection.cursor() as cursor:
+            cursor.execute(count_sql, params[:-2])
+            total = cursor.fetchone()[0]
+    return [{"tag": tag, "count": n} for tag, n, _ in rows], int(total)
+

@@ -1,0 +1,368 @@
+"""Writes to mental models: create, update, delete, clear, refresh requests, history entries.
+
+Owns the write side of MM-2 (create), MM-6 (clear), MM-7 (history entries and their per-kind
+retention), MM-10 (edits that invalidate a running refresh bump its fence and queue a new one)
+and the refresh submission (operation ``refresh_mental_model``, coalesced by the operations
+engine on the key ``mm:{bank_id}:{mental_model_id}``). The refresh itself lives in
+``mentalmodels.pipeline``.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.db.models import Subquery
+
+from hindsight.banks.models import ClockTimestamp
+from hindsight.errors import Conflict, FieldError, NotFound
+from mentalmodels.models import MentalModel, MentalModelHistory
+from mentalmodels.triggers import trigger_normalize
+
+REFRESH_OPERATION = "refresh_mental_model"
+ID_PATTERN = r"^[a-z0-9][a-z0-9-]{0,63}$"
+_ID_RE = re.compile(ID_PATTERN)
+# The keys of a PATCH that change what a refresh reads or asks: editing one while a refresh
+# runs makes that refresh's result stale (MM-10).
+SCOPE_FIELDS = ("source_query", "tags", "trigger")
+
+
+def refresh_dedupe_key(*, bank_id: str, mental_model_id: str) -> str:
+    return f"mm:{bank_id}:{mental_model_id}"
+
+
+def mental_model_id_problem(value: Any) -> str | None:
+    if not isinstance(value, str):
+        return "must be a string"
+    if not _ID_RE.fullmatch(value):
+        return (
+            f"must match {ID_PATTERN}: lowercase letters, digits and hyphens, starting with a "
+            "letter or digit, at most 64 characters"
+        )
+    return None
+
+
+def _get_for_update(*, bank_id: str, mental_model_id: str) -> MentalModel:
+    try:
+        return MentalModel.objects.select_for_update().get(
+            bank_id=bank_id, mental_model_id=mental_model_id
+        )
+    except MentalModel.DoesNotExist:
+        raise NotFound(f"Mental model '{mental_model_id}' not found") from None
+
+
+def _refresh_running(*, key: str) -> bool:
+    from operations.models import PROCESSING, Operation
+
+    return Operation.objects.filter(dedupe_key=key, status=PROCESSING).exists()
+
+
+def mental_model_refresh_submit(
+    *,
+    model: MentalModel,
+    mode: str | None = None,
+    automatic: bool = False,
+    not_before: datetime | None = None,
+) -> Any:
+    """Queue a refresh of ``model`` (or join the one already queued); returns the operation."""
+    from operations.services import operation_submit
+
+    result = operation_submit(
+        bank_id=model.bank_id,
+        operation_type=REFRESH_OPERATION,
+        dedupe_key=refresh_dedupe_key(bank_id=model.bank_id, mental_model_id=model.mental_model_id),
+        mental_model_id=model.mental_model_id,
+        automatic=automatic,
+        payload={"mode": mode} if mode else {},
+        not_before=not_before,
+        result_metadata={"name": model.name, "mental_model_id": model.mental_model_id},
+    )
+    return result.operation
+
+
+@transaction.atomic
+def mental_model_create(
+    *,
+    bank_id: str,
+    name: str,
+    source_query: str,
+    tags: Sequence[str] = (),
+    max_tokens: int = 2048,
+    trigger: dict[str, Any] | None = None,
+    mental_model_id: str | None = None,
+) -> tuple[MentalModel, Any]:
+    """Create the row (``content: ""``) and queue its first refresh, in one transaction."""
+    from hindsight.banks.services import bank_ensure
+
+    if mental_model_id is None:
+        mental_model_id = f"mm-{uuid.uuid4().hex}"
+    else:
+        problem = mental_model_id_problem(mental_model_id)
+        if problem:
+            raise FieldError(("body", "id"), f"id {problem}", "string_pattern_mismatch")
+    bank_ensure(bank_id=bank_id)
+    model = MentalModel(
+        bank_id=bank_id,
+        mental_model_id=mental_model_id,
+        name=name,
+        source_query=source_query,
+        tags=list(dict.fromkeys(tags)),
+        max_tokens=max_tokens,
+        trigger=trigger_normalize(trigger or {}),
+    )
+    try:
+        with transaction.atomic():
+            model.save()
+    except IntegrityError:
+        raise Conflict(
+            f"Mental model '{mental_model_id}' already exists in bank '{bank_id}'"
+        ) from None
+    model.refresh_from_db()
+    operation = mental_model_refresh_submit(model=model)
+    return model, operation
+
+
+def mental_model_update(
+    *,
+    bank_id: str,
+    mental_model_id: str,
+    name: str | None = None,
+    source_query: str | None = None,
+    tags: Sequence[str] | None = None,
+    max_tokens: int | None = None,
+    trigger: dict[str, Any] | None = None,
+) -> MentalModel:
+    """PATCH: ``None`` leaves a field unchanged; ``trigger`` merges key by key (MM-3).
+
+    Changing ``source_query``, ``tags`` or ``trigger`` while a refresh of the model runs bumps
+    its fence, so that refresh cannot write, and queues one more (MM-10).
+    """
+    from operations.services import lease_bump
+
+    key = refresh_dedupe_key(bank_id=bank_id, mental_model_id=mental_model_id)
+    current = MentalModel.objects.filter(bank_id=bank_id, mental_model_id=mental_model_id).first()
+    if current is None:
+        raise NotFound(f"Mental model '{mental_model_id}' not found")
+    new_tags = list(dict.fromkeys(tags)) if tags is not None else None
+    scope_edit = (
+        (source_query is not None and source_query != current.source_query)
+        or (new_tags is not None and new_tags != list(current.tags))
+        or (trigger is not None and trigger_normalize(trigger, base=current.trigger) != current.trigger)
+    )
+    with transaction.atomic():
+        if scope_edit:
+            # Lease before rows: the same lock order as a finishing refresh.
+            lease_bump(key=key)
+        model = _get_for_update(bank_id=bank_id, mental_model_id=mental_model_id)
+        changed: list[str] = []
+        if name is not None and name != model.name:
+            model.name = name
+            changed.append("name")
+        if source_query is not None and source_query != model.source_query:
+            model.source_query = source_query
+            changed.append("source_query")
+        if new_tags is not None and new_tags != list(model.tags):
+            model.tags = new_tags
+            changed.append("tags")
+        if max_tokens is not None and max_tokens != model.max_tokens:
+            model.max_tokens = max_tokens
+            changed.append("max_tokens")
+        if trigger is not None:
+            new_trigger = trigger_normalize(trigger, base=model.trigger)
+            if new_trigger != model.trigger:
+                model.trigger = new_trigger
+                changed.append("trigger")
+        if changed:
+            model.updated_at = ClockTimestamp()
+            model.save(update_fields=[*changed, "updated_at"])
+        if scope_edit and _refresh_running(key=key):
+            mental_model_refresh_submit(model=model)
+    model.refresh_from_db()
+    return model
+
+
+def mental_model_delete(*, bank_id: str, mental_model_id: str) -> None:
+    """Delete the model and its history; a running refresh may no longer write (MM-10)."""
+    from operations.models import PENDING, Operation
+    from operations.services import lease_bump, operation_cancel
+
+    key = refresh_dedupe_key(bank_id=bank_id, mental_model_id=mental_model_id)
+    with transaction.atomic():
+        # Lease before rows: the same lock order as a finishing refresh.
+        lease_bump(key=key)
+        model = _get_for_update(bank_id=bank_id, mental_model_id=mental_model_id)
+        model.delete()
+        queued = list(
+            Operation.objects.filter(dedupe_key=key, status=PENDING).values_list("id", flat=True)
+        )
+    # Queued refreshes have nothing left to refresh.
+    for operation_id in queued:
+        try:
+            operation_cancel(bank_id=bank_id, operation_id=operation_id)
+        except Exception:  # already claimed or finished: the running job sees the fence
+            pass
+
+
+def mental_model_clear(*, bank_id: str, mental_model_id: str) -> MentalModel:
+    """MM-6: keep the content as a version, empty the document, reset the watermark.
+
+    ``reflect_response`` and the configuration stay. A refresh running meanwhile may no
+    longer write (its fence is bumped) and one refresh is queued behind it, so the model ends
+    rebuilt from empty under its current configuration.
+    """
+    from operations.services import lease_bump
+
+    key = refresh_dedupe_key(bank_id=bank_id, mental_model_id=mental_model_id)
+    with transaction.atomic():
+        # Lease before rows (a finishing refresh's lock order); a refresh that runs now can no
+        # longer write, and one claimed after this commits reads the cleared model.
+        lease_bump(key=key)
+        model = _get_for_update(bank_id=bank_id, mental_model_id=mental_model_id)
+        if model.content:
+            history_record_version(
+                model=model,
+                previous_content=model.content,
+                previous_reflect_response=model.reflect_response,
+                reason="cleared",
+            )
+        model.content = ""
+        model.document = None
+        model.last_memory_seen_at = None
+        model.last_refresh_source_query = None
+        model.updated_at = ClockTimestamp()
+        model.save(
+            update_fields=[
+                "content", "document", "last_memory_seen_at", "last_refresh_source_query",
+                "updated_at",
+            ]
+        )
+        if _refresh_running(key=key):
+            mental_model_refresh_submit(model=model)
+    model.refresh_from_db()
+    return model
+
+
+def mental_model_refresh_request(
+    *, bank_id: str, mental_model_id: str, mode: str | None = None
+) -> Any:
+    """A manual refresh (API, admin): returns the queued operation (coalesced, OP-1)."""
+    with transaction.atomic():
+        try:
+            model = MentalModel.objects.get(bank_id=bank_id, mental_model_id=mental_model_id)
+        except MentalModel.DoesNotExist:
+            raise NotFound(f"Mental model {mental_model_id} not found in bank {bank_id}") from None
+        return mental_model_refresh_submit(model=model, mode=mode)
+
+
+# ---------------------------------------------------------------------------------------------
+# History (MM-7)
+
+
+def slim_reflect_response(reflect_response: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The part of a replaced reflect_response a version keeps: ``based_on`` and ``trace``."""
+    if not reflect_response:
+        return None
+    slim: dict[str, Any] = {"based_on": reflect_response.get("based_on") or {}}
+    if reflect_response.get("trace") is not None:
+        slim["trace"] = reflect_response["trace"]
+    return slim
+
+
+def _history_trim(*, model_uid: int, kind: str) -> None:
+    """Keep the newest N entries of ``kind``: failures never evict versions (and vice versa)."""
+    keep = settings.HINDSIGHT.mental_model_history_max_entries
+    newest = (
+        MentalModelHistory.objects.filter(model_id=model_uid, kind=kind)
+        .order_by("-changed_at", "-id")
+        .values("id")[:keep]
+    )
+    MentalModelHistory.objects.filter(model_id=model_uid, kind=kind).exclude(
+        id__in=Subquery(newest)
+    ).delete()
+
+
+def history_record_version(
+    *,
+    model: MentalModel,
+    previous_content: str,
+    previous_reflect_response: dict[str, Any] | None,
+    operation_id: uuid.UUID | str | None = None,
+    reason: str | None = None,
+) -> MentalModelHistory | None:
+    if not settings.HINDSIGHT.enable_mental_model_history:
+        return None
+    entry = MentalModelHistory.objects.create(
+        model=model,
+        kind="version",
+        previous_content=previous_content,
+        previous_reflect_response=slim_reflect_response(previous_reflect_response),
+        reason=reason,
+        operation_id=operation_id,
+    )
+    _history_trim(model_uid=model.uid, kind="version")
+    return entry
+
+
+def history_record_failure(
+    *,
+    model_uid: int,
+    reason: str,
+    exception: str,
+    operation_id: uuid.UUID | str | None,
+) -> MentalModelHistory | None:
+    """One entry per failed attempt (a retried refresh records one per attempt)."""
+    if not settings.HINDSIGHT.enable_mental_model_history:
+        return None
+    with transaction.atomic():
+        if not MentalModel.objects.filter(uid=model_uid).exists():
+            return None
+        entry = MentalModelHistory.objects.create(
+            model_id=model_uid,
+            kind="failure",
+            reason=reason,
+            exception=exception[:4000],
+            operation_id=operation_id,
+        )
+        _history_trim(model_uid=model_uid, kind="failure")
+    return entry
+
+
+def mental_model_record_failure(
+    *,
+    model_uid: int,
+    reason: str,
+    exception: str,
+    operation_id: uuid.UUID | str | None,
+    final: bool,
+    trace: dict[str, Any] | None = None,
+) -> None:
+    """After a failed attempt: a failure entry, the trace (keep_trace), and on the last
+    attempt the pause flag plus cancelling the model's parked automatic refreshes (OP-7)."""
+    from operations.services import operations_cancel_parked
+
+    history_record_failure(
+        model_uid=model_uid, reason=reason, exception=exception, operation_id=operation_id
+    )
+    with transaction.atomic():
+        model = MentalModel.objects.select_for_update().filter(uid=model_uid).first()
+        if model is None:
+            return
+        fields: list[str] = []
+        if trace is not None and (model.trigger or {}).get("keep_trace"):
+            # Failures keep their trace: it is the only record a failed run leaves behind.
+            model.reflect_response = {**(model.reflect_response or {}), "trace": trace}
+            fields.append("reflect_response")
+        if final:
+            model.last_refresh_failed_at = ClockTimestamp()
+            fields.append("last_refresh_failed_at")
+        if fields:
+            model.save(update_fields=fields)
+    if final:
+        operations_cancel_parked(
+            dedupe_key=refresh_dedupe_key(bank_id=model.bank_id, mental_model_id=model.mental_model_id)
+        )

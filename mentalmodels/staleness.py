@@ -1,0 +1,81 @@
+"""MM-8, the one staleness rule, and MM-5, the scope a mental model reads.
+
+A model is stale when a memory in its resolved scope has ``updated_at`` later than its
+``last_memory_seen_at`` (a null watermark is earlier than everything). The scope comes from
+``model_scope`` and the check from ``hindsight.tagscope.any_newer_batch`` (its staleness
+variant: untagged memories never count under ``any``/``all``). GET, list, reflect, the
+automatic triggers and the refresh's own start check all call ``stale_flags``.
+
+``stale_flags`` answers a whole page in a constant number of queries: one
+``bank_last_memory_write_at`` per distinct bank (a page is one bank) and one batched scope query
+for the models the bank-watermark shortcut cannot settle (a watermark at or after the bank's
+last write is fresh without looking at its scope).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from hindsight.tagscope import TagScope, any_newer_batch, parse_tag_groups
+
+if TYPE_CHECKING:
+    from mentalmodels.models import MentalModel
+
+
+def resolve_scope(*, tags: Iterable[str], trigger: dict[str, Any]) -> TagScope:
+    """The memories a model with ``tags`` and ``trigger`` reads (MM-5).
+
+    ``trigger.tag_groups`` replaces the flat tags; otherwise a tagged model matches
+    ``all_strict`` unless ``trigger.tags_match`` says otherwise, and an untagged one reads the
+    whole bank. ``trigger.fact_types`` narrows either.
+    """
+    tags = tuple(tags)
+    groups = trigger.get("tag_groups")
+    fact_types = trigger.get("fact_types") or None
+    parsed_groups = parse_tag_groups(groups, loc=("trigger", "tag_groups")) if groups else None
+    if parsed_groups:
+        return TagScope(
+            tags=(), tags_match="any", tag_groups=parsed_groups, fact_types=fact_types
+        )
+    if tags:
+        return TagScope(
+            tags=tags,
+            tags_match=trigger.get("tags_match") or "all_strict",
+            fact_types=fact_types,
+        )
+    # No tags: the whole bank (an explicit ``exact`` still means "untagged only").
+    return TagScope(tags=(), tags_match=trigger.get("tags_match") or "any", fact_types=fact_types)
+
+
+def model_scope(model: MentalModel) -> TagScope:
+    return resolve_scope(tags=model.tags, trigger=model.trigger or {})
+
+
+def stale_flags(models: Iterable[MentalModel]) -> dict[int, bool]:
+    """``{model.uid: is_stale}`` for every model given, in a constant number of queries."""
+    from hindsight.banks.selectors import bank_last_memory_write_at
+
+    models = list(models)
+    last_write: dict[str, datetime | None] = {}
+    for bank_id in {m.bank_id for m in models}:
+        last_write[bank_id] = bank_last_memory_write_at(bank_id=bank_id)
+    flags: dict[int, bool] = {}
+    pending: list[tuple[int, str, TagScope, datetime | None]] = []
+    for model in models:
+        bank_write = last_write[model.bank_id]
+        watermark = model.last_memory_seen_at
+        if bank_write is None or (watermark is not None and watermark >= bank_write):
+            # Nothing in the bank was written after the watermark, so nothing in scope was.
+            flags[model.uid] = False
+            continue
+        pending.append((model.uid, model.bank_id, model_scope(model), watermark))
+    stale = any_newer_batch(pending) if pending else set()
+    for uid, *_ in pending:
+        flags[uid] = uid in stale
+    return flags
+
+
+def is_stale(model: MentalModel) -> bool:
+    return stale_flags([model])[model.uid]

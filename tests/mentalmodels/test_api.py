@@ -1,0 +1,384 @@
+"""The mental-models HTTP API: paths, defaults, detail levels, ordering, validation (SPEC 2)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from mentalmodels.models import MentalModel, MentalModelHistory
+from mentalmodels.triggers import TRIGGER_DEFAULTS
+from operations.models import Operation
+from tests.mentalmodels.conftest import add_memory, add_model
+
+pytestmark = pytest.mark.django_db
+
+BASE = "/v1/default/banks/{bank}/mental-models"
+WIRE_KEYS = [
+    "id", "bank_id", "name", "source_query", "content", "tags", "max_tokens", "trigger",
+    "last_refreshed_at", "last_memory_seen_at", "last_refresh_failed_at",
+    "last_full_refreshed_at", "created_at", "is_knowledge_page", "reflect_response", "is_stale",
+]
+
+
+def url(bank: str = "mm-bank", *parts: str) -> str:
+    return "/".join([BASE.format(bank=bank), *parts])
+
+
+def create(api, bank="mm-bank", **body):
+    body.setdefault("name", "Team")
+    body.setdefault("source_query", "How does the team work?")
+    return api.post(url(bank), body, format="json")
+
+
+def locs(response) -> list[list]:
+    return [e["loc"] for e in response.json()["detail"]]
+
+
+def test_create_returns_ids_and_row_exists_at_once_with_empty_content(api, db):
+    response = create(api, bank="fresh-bank", id="team-comms", tags=["team"])
+    assert response.status_code == 200
+    body = response.json()
+    assert body["mental_model_id"] == "team-comms"
+    operation = Operation.objects.get(id=body["operation_id"])
+    assert operation.operation_type == "refresh_mental_model"
+    assert operation.dedupe_key == "mm:fresh-bank:team-comms"
+    assert operation.mental_model_id == "team-comms"
+    assert operation.status == "pending"
+    model = MentalModel.objects.get(bank_id="fresh-bank", mental_model_id="team-comms")
+    assert model.content == "" and model.tags == ["team"] and model.max_tokens == 2048
+    assert model.trigger == TRIGGER_DEFAULTS
+
+
+def test_create_without_id_generates_mm_hex(api, bank):
+    response = create(api)
+    assert response.status_code == 200
+    assert re.fullmatch(r"mm-[0-9a-f]{32}", response.json()["mental_model_id"])
+
+
+def test_create_accepts_explicit_nulls_the_client_sends(api, bank):
+    response = create(api, id=None, tags=None, max_tokens=None, trigger=None)
+    assert response.status_code == 200
+
+
+@pytest.mark.parametrize("bad_id", ["Bad ID!", "-leading", "x" * 65, "UPPER", "", 12])
+def test_create_rejects_ids_breaking_the_rule_with_422_naming_id(api, bank, bad_id):
+    response = create(api, id=bad_id)
+    assert response.status_code == 422
+    assert locs(response) == [["body", "id"]]
+    assert MentalModel.objects.count() == 0
+
+
+def test_duplicate_id_is_409_with_upstream_message(api, bank):
+    assert create(api, id="team-comms").status_code == 200
+    response = create(api, id="team-comms")
+    assert response.status_code == 409
+    assert response.json() == {"detail": "Mental model 'team-comms' already exists in bank 'mm-bank'"}
+    assert Operation.objects.count() == 1
+
+
+@pytest.mark.parametrize(
+    "body, loc",
+    [
+        ({"name": None}, ["body", "name"]),
+        ({"source_query": "  "}, ["body", "source_query"]),
+        ({"max_tokens": 10}, ["body", "max_tokens"]),
+        ({"max_tokens": 9000}, ["body", "max_tokens"]),
+        ({"max_tokens": "big"}, ["body", "max_tokens"]),
+        ({"tags": "team"}, ["body", "tags"]),
+        ({"bogus": 1}, ["body", "bogus"]),
+        ({"trigger": {"refersh_cron": "0 3 * * *"}}, ["body", "trigger", "refersh_cron"]),
+        ({"trigger": {"refresh_cron": "not a cron"}}, ["body", "trigger", "refresh_cron"]),
+        ({"trigger": {"refresh_cron": "0 3 * * * *"}}, ["body", "trigger", "refresh_cron"]),
+        ({"trigger": {"full_refresh_cron": "61 * * * *"}}, ["body", "trigger", "full_refresh_cron"]),
+        ({"trigger": {"refresh_cron": "0 3 * * *", "refresh_after_consolidation": True}},
+         ["body", "trigger", "refresh_cron"]),
+        ({"trigger": {"fact_types": []}}, ["body", "trigger", "fact_types"]),
+        ({"trigger": {"fact_types": ["opinion"]}}, ["body", "trigger", "fact_types"]),
+        ({"trigger": {"mode": "partial"}}, ["body", "trigger", "mode"]),
+        ({"trigger": {"tags_match": "some"}}, ["body", "trigger", "tags_match"]),
+        ({"trigger": {"tag_groups": [{"tags": ["a"], "match": "nope"}]}},
+         ["body", "trigger", "tag_groups", 0, "match"]),
+        ({"trigger": {"min_refresh_interval_seconds": -1}},
+         ["body", "trigger", "min_refresh_interval_seconds"]),
+        ({"trigger": {"keep_trace": "yes"}}, ["body", "trigger", "keep_trace"]),
+        ({"trigger": {"response_schema": {"type": "object"}}}, ["body", "trigger", "response_schema"]),
+        ({"trigger": {"response_schema": {"type": "array", "items": {"type": "string"}}}},
+         ["body", "trigger", "response_schema"]),
+        ({"trigger": {"response_schema": {"properties": {"x": {"type": "date"}}}}},
+         ["body", "trigger", "response_schema", "properties", "x"]),
+        ({"trigger": {"response_schema": {"properties": {"x": {"type": "string"}},
+                                          "required": ["y"]}}},
+         ["body", "trigger", "response_schema", "required"]),
+        ({"trigger": {"response_schema": {"properties": {
+            "o": {"type": "object", "properties": {"deep": {"type": "when"}}}}}}},
+         ["body", "trigger", "response_schema", "properties", "o", "properties", "deep"]),
+    ],
+)
+def test_create_validation_is_422_naming_the_field_and_changes_nothing(api, bank, body, loc):
+    response = create(api, **body)
+    assert response.status_code == 422, response.json()
+    assert loc in locs(response)
+    assert all(e["msg"] for e in response.json()["detail"])
+    assert MentalModel.objects.count() == 0 and Operation.objects.count() == 0
+
+
+def test_response_schema_messages_match_upstream(api, bank):
+    response = create(api, trigger={"response_schema": {"type": "object"}})
+    assert response.json()["detail"][0]["msg"] == (
+        "response_schema must define a non-empty 'properties' object"
+    )
+
+
+def test_valid_trigger_is_stored_normalised_with_every_key(api, bank):
+    schema = {"type": "object", "properties": {
+        "risk": {"type": "string"},
+        "questions": {"type": "array", "items": {"type": "string"}},
+        "owner": {"type": "object", "properties": {"name": {"type": "string"}}},
+    }, "required": ["risk"]}
+    response = create(api, id="t", trigger={
+        "refresh_cron": "0 3 * * *", "fact_types": ["world", "observation"],
+        "tags_match": "any", "response_schema": schema, "keep_trace": True,
+        "tag_groups": [{"or": [{"tags": ["a"]}, {"not": {"tags": ["b"], "match": "all_strict"}}]}],
+    })
+    assert response.status_code == 200, response.json()
+    trigger = api.get(url("mm-bank", "t")).json()["trigger"]
+    assert list(trigger) == list(TRIGGER_DEFAULTS)
+    assert trigger["refresh_cron"] == "0 3 * * *"
+    assert trigger["response_schema"] == schema
+    assert trigger["mode"] == "full" and trigger["refresh_after_consolidation"] is False
+
+
+def test_get_defaults_to_full_and_every_key_is_present(api, bank):
+    add_model(bank, "team", content="doc", reflect_response={"text": "doc", "outcome": "content_written"})
+    body = api.get(url("mm-bank", "team")).json()
+    assert list(body) == WIRE_KEYS
+    assert body["content"] == "doc" and body["reflect_response"]["text"] == "doc"
+    assert body["is_knowledge_page"] is False and body["is_stale"] is False
+
+
+@pytest.mark.parametrize("detail", ["metadata", "content", "full"])
+def test_detail_levels_null_what_they_leave_out_and_always_compute_is_stale(api, bank, detail):
+    add_memory(bank, "a fact")
+    add_model(bank, "team", content="doc", reflect_response={"text": "doc"})
+    body = api.get(url("mm-bank", "team") + f"?detail={detail}").json()
+    assert list(body) == WIRE_KEYS
+    assert body["is_stale"] is True  # null watermark, a memory in scope
+    assert (body["source_query"] is None) == (detail == "metadata")
+    assert (body["content"] is None) == (detail == "metadata")
+    assert (body["max_tokens"] is None) == (detail == "metadata")
+    assert (body["trigger"] is None) == (detail == "metadata")
+    assert (body["reflect_response"] is None) == (detail != "full")
+    listed = api.get(url() + f"?detail={detail}").json()["items"][0]
+    assert listed == body
+
+
+def test_bad_detail_is_422_on_query(api, bank):
+    add_model(bank, "team")
+    response = api.get(url("mm-bank", "team") + "?detail=bogus")
+    assert response.status_code == 422
+    assert response.json()["detail"][0]["loc"] == ["query", "detail"]
+    assert response.json()["detail"][0]["msg"] == "Input should be 'metadata', 'content' or 'full'"
+
+
+def test_list_defaults_metadata_limit_100_and_orders_by_last_refreshed_then_id(api, bank):
+    from datetime import datetime, timedelta, timezone
+
+    t0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    add_model(bank, "a", last_refreshed_at=t0)
+    add_model(bank, "b", last_refreshed_at=t0 + timedelta(hours=1))
+    add_model(bank, "c", last_refreshed_at=t0)
+    add_model(bank, "never")
+    body = api.get(url()).json()
+    assert body["limit"] == 100 and body["offset"] == 0 and body["total"] == 4
+    assert [i["id"] for i in body["items"]] == ["never", "b", "c", "a"]
+    assert all(i["content"] is None and i["source_query"] is None for i in body["items"])
+    page = api.get(url() + "?limit=2&offset=1").json()
+    assert [i["id"] for i in page["items"]] == ["b", "c"] and page["total"] == 4
+
+
+@pytest.mark.parametrize("query", ["limit=0", "limit=1001", "limit=x", "offset=-1", "tags_match=some"])
+def test_list_query_problems_are_422(api, bank, query):
+    response = api.get(url() + "?" + query)
+    assert response.status_code == 422
+    assert response.json()["detail"][0]["loc"][0] == "query"
+
+
+def test_list_filters_tags_as_arrays(api, bank):
+    add_model(bank, "ab", tags=["a", "b"])
+    add_model(bank, "a", tags=["a"])
+    add_model(bank, "c", tags=["c"])
+    add_model(bank, "none")
+
+    def ids(q: str) -> set[str]:
+        return {i["id"] for i in api.get(url() + "?" + q).json()["items"]}
+
+    assert ids("tags=a") == {"ab", "a"}
+    assert ids("tags=a&tags=c") == {"ab", "a", "c"}
+    assert ids("tags=a&tags=b&tags_match=all") == {"ab"}
+    assert ids("tags=a&tags_match=exact") == {"a"}
+    assert ids("") == {"ab", "a", "c", "none"}
+    assert ids("exclude_knowledge_pages=true") == {"ab", "a", "c", "none"}
+
+
+def test_list_of_unknown_bank_is_404(api, db):
+    response = api.get(url("no-such-bank"))
+    assert response.status_code == 404
+    assert response.json() == {"detail": "Bank 'no-such-bank' not found"}
+
+
+@pytest.mark.parametrize(
+    "method, suffix, message",
+    [
+        ("get", "", "Mental model 'nope' not found"),
+        ("patch", "", "Mental model 'nope' not found"),
+        ("delete", "", "Mental model 'nope' not found"),
+        ("post", "clear", "Mental model 'nope' not found"),
+        ("get", "history", "Mental model 'nope' not found"),
+        ("post", "refresh", "Mental model nope not found in bank mm-bank"),
+        ("post", "dry-run-refresh", "Mental model nope not found"),
+    ],
+)
+def test_unknown_model_is_404_with_upstream_messages(api, bank, method, suffix, message):
+    path = url("mm-bank", "nope", *( [suffix] if suffix else []))
+    response = getattr(api, method)(path, {} if method in ("patch", "post") else None, format="json")
+    assert response.status_code == 404
+    assert response.json() == {"detail": message}
+
+
+def test_another_banks_model_is_unknown(api, bank):
+    from hindsight.banks.models import Bank
+
+    add_model(bank, "team")
+    Bank.objects.create(id="other")
+    assert api.get(url("other", "team")).status_code == 404
+
+
+def test_patch_changes_only_what_is_sent_and_merges_trigger_key_by_key(api, bank):
+    add_model(bank, "team", tags=["a"], trigger={"mode": "delta", "keep_trace": True,
+                                                  "refresh_cron": "0 3 * * *"})
+    response = api.patch(url("mm-bank", "team"), {
+        "name": "Team v2", "source_query": None, "tags": None, "max_tokens": None,
+        "trigger": {"refresh_cron": None, "fact_types": ["world"]},
+    }, format="json")
+    assert response.status_code == 200, response.json()
+    body = response.json()
+    assert body["name"] == "Team v2" and body["tags"] == ["a"]
+    assert body["source_query"] == "How does the team work?"
+    assert body["trigger"]["mode"] == "delta" and body["trigger"]["keep_trace"] is True
+    assert body["trigger"]["refresh_cron"] is None  # null resets to the default
+    assert body["trigger"]["fact_types"] == ["world"]
+    assert list(body) == WIRE_KEYS
+
+
+def test_patch_that_would_combine_cron_and_after_consolidation_is_422_and_changes_nothing(api, bank):
+    add_model(bank, "team", trigger={"refresh_after_consolidation": True})
+    response = api.patch(url("mm-bank", "team"), {"name": "x", "trigger": {"refresh_cron": "0 3 * * *"}},
+                         format="json")
+    assert response.status_code == 422
+    assert ["body", "trigger", "refresh_cron"] in locs(response)
+    model = MentalModel.objects.get(mental_model_id="team")
+    assert model.name == "Team" and model.trigger["refresh_cron"] is None
+
+
+@pytest.mark.parametrize("body, loc", [
+    ({"bogus": 1}, ["body", "bogus"]),
+    ({"max_tokens": 100}, ["body", "max_tokens"]),
+    ({"name": ""}, ["body", "name"]),
+    ({"trigger": {"fact_types": []}}, ["body", "trigger", "fact_types"]),
+])
+def test_patch_validation_is_422(api, bank, body, loc):
+    add_model(bank, "team")
+    response = api.patch(url("mm-bank", "team"), body, format="json")
+    assert response.status_code == 422
+    assert loc in locs(response)
+
+
+def test_delete_removes_model_and_history_and_second_delete_is_404(api, bank):
+    model = add_model(bank, "team", content="x")
+    MentalModelHistory.objects.create(model=model, kind="version", previous_content="")
+    assert api.delete(url("mm-bank", "team")).json() == {"status": "deleted"}
+    assert MentalModelHistory.objects.count() == 0
+    assert api.delete(url("mm-bank", "team")).status_code == 404
+
+
+def test_refresh_queues_an_operation_and_coalesces_while_pending(api, bank):
+    add_model(bank, "team")
+    first = api.post(url("mm-bank", "team", "refresh"), format="json")
+    assert first.status_code == 200
+    assert first.json()["status"] == "queued"
+    second = api.post(url("mm-bank", "team", "refresh"), {"mode": "full"}, format="json")
+    assert second.json()["operation_id"] == first.json()["operation_id"]
+    op = Operation.objects.get(id=first.json()["operation_id"])
+    assert op.payload == {"mode": "full"} and op.automatic is False
+
+
+@pytest.mark.parametrize("body, loc", [
+    ({"mode": "delta"}, ["body", "mode"]),
+    ({"mode": "full", "extra": 1}, ["body", "extra"]),
+])
+def test_refresh_body_problems_are_422(api, bank, body, loc):
+    add_model(bank, "team")
+    response = api.post(url("mm-bank", "team", "refresh"), body, format="json")
+    assert response.status_code == 422
+    assert loc in locs(response)
+    assert Operation.objects.count() == 0
+
+
+def test_clear_keeps_content_as_version_and_resets_document_and_watermark(api, bank):
+    from datetime import datetime, timezone
+
+    seen = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    add_model(bank, "team", content="old doc", last_memory_seen_at=seen,
+              last_refresh_source_query="How does the team work?",
+              reflect_response={"text": "old doc", "outcome": "content_written",
+                                "based_on": {"world": [{"id": "m1"}]}, "mental_models": []},
+              document={"sections": []}, last_refreshed_at=seen)
+    response = api.post(url("mm-bank", "team", "clear"), format="json")
+    assert response.status_code == 200
+    body = response.json()
+    assert body["content"] == "" and body["last_memory_seen_at"] is None
+    assert body["reflect_response"]["text"] == "old doc"  # kept
+    assert body["last_refreshed_at"] is not None
+    model = MentalModel.objects.get(mental_model_id="team")
+    assert model.document is None and model.last_refresh_source_query is None
+    history = api.get(url("mm-bank", "team", "history")).json()
+    assert history == [{
+        "kind": "version", "changed_at": history[0]["changed_at"],
+        "previous_content": "old doc",
+        "previous_reflect_response": {"based_on": {"world": [{"id": "m1"}]}},
+    }]
+
+
+def test_cleared_model_reads_stale_as_soon_as_scope_holds_a_memory(api, bank):
+    add_memory(bank, "fact", tags=["t"])
+    add_model(bank, "team", tags=["t"], content="doc", last_memory_seen_at=None)
+    api.post(url("mm-bank", "team", "clear"), format="json")
+    assert api.get(url("mm-bank", "team")).json()["is_stale"] is True
+
+
+def test_history_lists_newest_first_with_kind_shapes(api, bank):
+    model = add_model(bank, "team")
+    MentalModelHistory.objects.create(model=model, kind="version", previous_content="",
+                                      previous_reflect_response={"based_on": {}})
+    MentalModelHistory.objects.create(model=model, kind="failure", reason="retrieval_failed",
+                                      exception="RetrievalError: down")
+    history = api.get(url("mm-bank", "team", "history")).json()
+    assert [h["kind"] for h in history] == ["failure", "version"]
+    assert set(history[0]) == {"kind", "changed_at", "reason", "exception", "operation_id",
+                               "previous_content"}
+    assert history[0]["previous_content"] is None
+    assert set(history[1]) == {"kind", "changed_at", "previous_content", "previous_reflect_response"}
+
+
+def test_tags_source_mental_models_counts_model_tags(bank):
+    from mentalmodels.selectors import mental_model_tags
+
+    add_model(bank, "a", tags=["team", "Alpha"])
+    add_model(bank, "b", tags=["team"])
+    items, total = mental_model_tags(bank_id=bank.id)
+    assert items == [{"tag": "team", "count": 2}, {"tag": "Alpha", "count": 1}] and total == 2
+    items, total = mental_model_tags(bank_id=bank.id, q="al*")
+    assert items == [{"tag": "Alpha", "count": 1}] and total == 1
+    items, total = mental_model_tags(bank_id=bank.id, limit=1, offset=1)
+    assert items == [{"tag": "Alpha", "count": 1}] and total == 2
