@@ -1,0 +1,60 @@
+"""Retain with an LLM: facts come from structured output, embedded in one batch, all-or-nothing."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from rest_framework.test import APIClient
+
+from hindsight.banks.models import MemoryUnit
+from tests.fakes.fixtures import Reply
+
+pytestmark = pytest.mark.django_db
+
+BASE = "/v1/default/banks"
+
+
+def test_retain_extracts_facts_with_structured_output(scripted_llm: Any) -> None:
+    scripted_llm.script(Reply.json({"facts": [
+        {"text": "Alice prefers async communication over Slack.", "fact_type": "world",
+         "occurred_start": None, "occurred_end": None},
+        {"text": "I moved the standup to 10am.", "fact_type": "experience",
+         "occurred_start": "2026-03-01T10:00:00Z", "occurred_end": None},
+    ]}))
+    response = APIClient().post(f"{BASE}/x/memories", {"items": [
+        {"content": "Alice prefers async over Slack; I moved standup to 10am on March 1.",
+         "context": "team chat", "tags": ["team"]}]}, format="json")
+    assert response.status_code == 200, response.content
+    assert response.json()["usage"]["total_tokens"] > 0
+    units = {u.text: u for u in MemoryUnit.objects.filter(bank_id="x")}
+    assert set(units) == {"Alice prefers async communication over Slack.",
+                          "I moved the standup to 10am."}
+    standup = units["I moved the standup to 10am."]
+    assert standup.fact_type == "experience" and standup.occurred_start.isoformat().startswith("2026-03-01")
+    assert all(u.tags == ["team"] and u.context == "team chat" for u in units.values())
+    (request,) = scripted_llm.requests
+    assert request["response_format"]["json_schema"]["name"] == "retain_facts"
+    assert "moved standup" in request["messages"][-1]["content"]
+
+
+def test_verbatim_strategy_skips_the_llm_even_when_configured(scripted_llm: Any) -> None:
+    response = APIClient().post(f"{BASE}/v/memories", {"items": [
+        {"content": "Keep exactly this.", "strategy": "verbatim"}]}, format="json")
+    assert response.status_code == 200
+    assert scripted_llm.requests == []
+    assert list(MemoryUnit.objects.filter(bank_id="v").values_list("text", "fact_type")) == [
+        ("Keep exactly this.", "world")]
+
+
+def test_llm_failure_on_a_later_item_stores_nothing(scripted_llm: Any) -> None:
+    scripted_llm.script(
+        Reply.json({"facts": [{"text": "first fact", "fact_type": "world",
+                               "occurred_start": None, "occurred_end": None}]}),
+        Reply.error(400, "bad request"),
+    )
+    response = APIClient(raise_request_exception=False).post(
+        f"{BASE}/f/memories", {"items": [{"content": "one"}, {"content": "two"}]}, format="json")
+    assert response.status_code == 502
+    assert "extraction failed" in response.json()["detail"]
+    assert not MemoryUnit.objects.filter(bank_id="f").exists()
