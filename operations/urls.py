@@ -2,6 +2,17 @@
 
 from __future__ import annotations
 
-from django.urls import URLPattern
+from django.urls import path
 
-urlpatterns: list[URLPattern] = []
+from operations.api import views
+
+urlpatterns = [
+    path("banks/<str:bank_id>/operations", views.OperationsListView.as_view(),
+         name="operations-list"),
+    path("banks/<str:bank_id>/operations/<str:operation_id>", views.OperationView.as_view(),
+         name="operation"),
+    path("banks/<str:bank_id>/operations/<str:operation_id>/retry",
+         views.OperationRetryView.as_view(), name="operation-retry"),
+    path("banks/<str:bank_id>/operations/<str:operation_id>/delete",
+         views.OperationDeleteView.as_view(), name="operation-delete"),
+]

@@ -1,0 +1,117 @@
+"""Wire shapes of operations (upstream's ``OperationResponse`` / ``OperationStatusResponse``)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from rest_framework import serializers
+
+from operations.models import STATUSES, Operation
+
+REFRESH_TYPE = "refresh_mental_model"
+
+
+def _iso(value: datetime | None) -> str | None:
+    return value.isoformat() if value is not None else None
+
+
+def _details(op: Operation) -> dict[str, Any] | None:
+    # Typed details exist for refreshes only, and only once an outcome is known; anything else
+    # would fail the client's enum validation.
+    details = op.details
+    if op.operation_type != REFRESH_TYPE or not isinstance(details, dict):
+        return None
+    if not details.get("outcome"):
+        return None
+    return {
+        "operation_type": REFRESH_TYPE,
+        "outcome": details["outcome"],
+        "failure_reason": details.get("failure_reason"),
+    }
+
+
+def _items(op: Operation) -> list[dict[str, Any]]:
+    items = (op.payload or {}).get("items")
+    return items if isinstance(items, list) else []
+
+
+def _items_count(op: Operation) -> int:
+    return len(_items(op))
+
+
+def _document_id(op: Operation) -> str | None:
+    ids = {item.get("document_id") for item in _items(op) if isinstance(item, dict)}
+    if len(ids) == 1:
+        (only,) = ids
+        return only if isinstance(only, str) else None
+    return None
+
+
+def operation_list_item(op: Operation) -> dict[str, Any]:
+    return {
+        "id": str(op.id),
+        "task_type": op.operation_type,
+        "operation_id": str(op.id),
+        "operation_type": op.operation_type,
+        "items_count": _items_count(op),
+        "document_id": _document_id(op),
+        "filename": None,
+        "mental_model_id": op.mental_model_id,
+        "details": _details(op),
+        "created_at": _iso(op.created_at),
+        "updated_at": _iso(op.updated_at),
+        "status": op.status,
+        "error_message": op.error_message,
+        "retry_count": op.retry_count,
+        "next_retry_at": _iso(op.next_retry_at),
+        "progress": None,
+    }
+
+
+def operation_status(op: Operation, *, include_payload: bool = False) -> dict[str, Any]:
+    return {
+        "operation_id": str(op.id),
+        "status": op.status,
+        "operation_type": op.operation_type,
+        "id": str(op.id),
+        "task_type": op.operation_type,
+        "mental_model_id": op.mental_model_id,
+        "created_at": _iso(op.created_at),
+        "updated_at": _iso(op.updated_at),
+        "completed_at": _iso(op.completed_at),
+        "error_message": op.error_message,
+        "retry_count": op.retry_count,
+        "next_retry_at": _iso(op.next_retry_at),
+        "progress": None,
+        "result_metadata": op.result_metadata if op.result_metadata is not None else None,
+        "details": _details(op),
+        "child_operations": None,
+        "task_payload": op.payload if include_payload else None,
+    }
+
+
+def operation_not_found(operation_id: str) -> dict[str, Any]:
+    body: dict[str, Any] = {key: None for key in (
+        "operation_id", "status", "operation_type", "id", "task_type", "mental_model_id",
+        "created_at", "updated_at", "completed_at", "error_message", "retry_count",
+        "next_retry_at", "progress", "result_metadata", "details", "child_operations",
+        "task_payload",
+    )}
+    body["operation_id"] = operation_id
+    body["status"] = "not_found"
+    return body
+
+
+class OperationsListQuery(serializers.Serializer):
+    status = serializers.ChoiceField(choices=STATUSES, required=False, allow_null=True,
+                                     allow_blank=True)
+    type = serializers.CharField(required=False, allow_null=True, allow_blank=True,
+                                 max_length=64)
+    limit = serializers.IntegerField(required=False, default=20, min_value=1, max_value=100)
+    offset = serializers.IntegerField(required=False, default=0, min_value=0)
+    exclude_parents = serializers.BooleanField(required=False, default=False)
+
+
+class OperationGetQuery(serializers.Serializer):
+    include_payload = serializers.BooleanField(required=False, default=False)

@@ -1,0 +1,89 @@
+"""Operations API (SPEC OP-9): list, get, cancel, retry, delete — upstream's wire format."""
+
+from __future__ import annotations
+
+import uuid
+
+from rest_framework.exceptions import ValidationError
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from hindsight.banks.models import Bank
+from hindsight.errors import BadRequest, NotFound
+from operations.api.serializers import (
+    OperationGetQuery,
+    OperationsListQuery,
+    operation_list_item,
+    operation_not_found,
+    operation_status,
+)
+from operations.selectors import operation_get, operations_list
+from operations.services import operation_cancel, operation_delete, operation_retry
+
+
+def _operation_uuid(operation_id: str) -> uuid.UUID:
+    try:
+        return uuid.UUID(operation_id)
+    except ValueError:
+        raise BadRequest(f"Invalid operation_id format: {operation_id}") from None
+
+
+def _query(serializer_class: type, request: Request) -> dict:
+    serializer = serializer_class(data=request.query_params)
+    if not serializer.is_valid():
+        exc = ValidationError(serializer.errors)
+        exc.root = "query"  # type: ignore[attr-defined]
+        raise exc
+    return dict(serializer.validated_data)
+
+
+class OperationsListView(APIView):
+    def get(self, request: Request, bank_id: str) -> Response:
+        query = _query(OperationsListQuery, request)
+        if not Bank.objects.filter(id=bank_id).exists():
+            raise NotFound(f"Bank '{bank_id}' not found")
+        total, page = operations_list(
+            bank_id=bank_id,
+            status=query.get("status") or None,
+            operation_type=query.get("type") or None,
+            limit=query["limit"],
+            offset=query["offset"],
+        )
+        return Response({
+            "bank_id": bank_id,
+            "total": total,
+            "limit": query["limit"],
+            "offset": query["offset"],
+            "operations": [operation_list_item(op) for op in page],
+        })
+
+
+class OperationView(APIView):
+    def get(self, request: Request, bank_id: str, operation_id: str) -> Response:
+        op_uuid = _operation_uuid(operation_id)
+        query = _query(OperationGetQuery, request)
+        op = operation_get(bank_id=bank_id, operation_id=op_uuid)
+        if op is None:
+            return Response(operation_not_found(operation_id))
+        return Response(operation_status(op, include_payload=query["include_payload"]))
+
+    def delete(self, request: Request, bank_id: str, operation_id: str) -> Response:
+        op = operation_cancel(bank_id=bank_id, operation_id=_operation_uuid(operation_id))
+        return Response({"success": True, "message": f"Operation {op.id} cancelled",
+                         "operation_id": str(op.id)})
+
+
+class OperationRetryView(APIView):
+    def post(self, request: Request, bank_id: str, operation_id: str) -> Response:
+        op, message = operation_retry(bank_id=bank_id,
+                                      operation_id=_operation_uuid(operation_id))
+        return Response({"success": True, "message": message, "operation_id": str(op.id)})
+
+
+class OperationDeleteView(APIView):
+    def delete(self, request: Request, bank_id: str, operation_id: str) -> Response:
+        op_uuid = _operation_uuid(operation_id)
+        operation_delete(bank_id=bank_id, operation_id=op_uuid)
+        return Response({"success": True, "message": f"Operation {op_uuid} deleted",
+                         "operation_id": str(op_uuid)})

@@ -1,0 +1,55 @@
+"""Publishing an operation's id to the broker (after commit, with a short retry).
+
+A publish that still fails is logged and left to recovery: ``dispatched_at`` then stays
+unset (or old) and ``operations.recover`` re-sends the operation. Sending twice is harmless:
+the worker claims by compare-and-set.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from functools import partial
+
+from django.conf import settings
+from django.db import transaction
+
+from hindsight.banks.models import ClockTimestamp
+from operations.models import PENDING, Operation
+
+log = logging.getLogger(__name__)
+
+
+def operation_send(*, operation_id: uuid.UUID | str) -> bool:
+    """Publish now; stamp ``dispatched_at`` on success. Never raises."""
+    from operations.tasks import run_operation
+
+    cfg = settings.HINDSIGHT
+    try:
+        run_operation.apply_async(
+            args=[str(operation_id)],
+            queue=cfg.task_queue,
+            retry=cfg.publish_retries > 0,
+            retry_policy={
+                "max_retries": cfg.publish_retries,
+                "interval_start": 0.0,
+                "interval_step": 0.2,
+                "interval_max": 0.5,
+            },
+        )
+    except Exception:  # the broker is down: recovery re-sends, the submit must not fail
+        log.warning("publishing operation %s failed; recovery will re-send it", operation_id,
+                    exc_info=True)
+        return False
+    try:
+        Operation.objects.filter(id=operation_id, status=PENDING).update(
+            dispatched_at=ClockTimestamp()
+        )
+    except Exception:
+        log.warning("stamping dispatched_at of %s failed", operation_id, exc_info=True)
+    return True
+
+
+def operation_send_on_commit(*, operation_id: uuid.UUID | str) -> None:
+    """Publish once the current transaction commits (at once outside a transaction)."""
+    transaction.on_commit(partial(operation_send, operation_id=operation_id), robust=True)

@@ -1,0 +1,266 @@
+"""Running one operation: lock, claim, heartbeat, handler under its wall timeout, finish,
+release, then hand the key to its next pending operation. Also the beat entry points.
+
+Order matters and is deliberate:
+
+1. cheap read: not pending or parked → nothing to do (the message is acked);
+2. per-key Redis lock (non-blocking): held → leave the operation pending, the finishing job
+   of the key dispatches it;
+3. claim = compare-and-set pending → processing + a new fence from the Postgres lease row
+   (the processing unique index refuses a second running job even without Redis);
+4. heartbeat thread: extends the lock's TTL and stamps ``heartbeat_at``;
+5. ``handler.run(job)`` under the wall timeout; completion is fenced (``Job.finishing``);
+6. failure → retry / follower merge / failed (``services._fail_locked``), then the handler's
+   hooks; superseded (``FenceLost``) → ``cancelled``;
+7. release the lock, **then** dispatch the key's next due pending operation.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import redis
+from django.conf import settings
+from django.db import connection
+from redis.exceptions import LockError
+
+from operations import registry
+from operations import dispatch
+from operations.errors import FenceLost, OperationFailure, WallTimeout, WorkerLost
+from operations.jobs import Job
+from operations.locks import key_lock
+from operations.models import PENDING, PROCESSING, Operation
+from operations.services import (
+    BUSY,
+    FailureRecord,
+    RecoveryReport,
+    next_pending_of_key,
+    operation_claim,
+    operation_heartbeat,
+    operation_record_failure,
+    operation_supersede,
+    operations_recover,
+    operations_release_due,
+)
+
+log = logging.getLogger(__name__)
+
+
+class _Heartbeat(threading.Thread):
+    """Extends the key lock and stamps ``heartbeat_at`` every ``heartbeat_seconds``."""
+
+    def __init__(self, job: Job, lock: Any):
+        super().__init__(name=f"heartbeat-{job.id}", daemon=True)
+        self.job = job
+        self.lock = lock
+        self.stopped = threading.Event()
+        self.lock_lost = False
+
+    def run(self) -> None:
+        cfg = settings.HINDSIGHT
+        try:
+            while not self.stopped.wait(cfg.heartbeat_seconds):
+                try:
+                    self.lock.extend(cfg.lock_ttl_seconds, replace_ttl=True)
+                except LockError:
+                    # Someone else holds it now; the fence still protects our writes.
+                    self.lock_lost = True
+                except redis.RedisError:
+                    log.warning("heartbeat: cannot extend lock of %s", self.job.key, exc_info=True)
+                try:
+                    operation_heartbeat(
+                        operation_id=self.job.id, fence=self.job.fence, key=self.job.key
+                    )
+                except Exception:
+                    log.warning("heartbeat: cannot stamp %s", self.job.id, exc_info=True)
+        finally:
+            connection.close()  # this thread's own connection
+
+    def stop(self) -> None:
+        self.stopped.set()
+        self.join(timeout=10)
+
+
+@contextmanager
+def _wall_timeout(job: Job, seconds: float | None) -> Iterator[None]:
+    """Raise ``WallTimeout`` in the handler after ``seconds`` (main thread only, SIGALRM).
+
+    Disarmed as soon as the handler starts its final write (``job.finishing()``): the clock
+    bounds the work, not the commit. Elsewhere (threads) the Celery soft limit is the bound.
+    """
+    usable = (
+        seconds is not None and seconds > 0
+        and threading.current_thread() is threading.main_thread()
+        and hasattr(signal, "setitimer")
+    )
+    if not usable:
+        yield
+        return
+
+    def on_alarm(signum: int, frame: Any) -> None:
+        raise WallTimeout(f"wall timeout of {seconds:g}s exceeded")
+
+    previous = signal.signal(signal.SIGALRM, on_alarm)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    job.before_finishing(lambda: signal.setitimer(signal.ITIMER_REAL, 0))
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def _hook(handler: Any, name: str, *args: Any, **kwargs: Any) -> None:
+    fn = getattr(handler, name, None)
+    if fn is None:
+        return
+    try:
+        fn(*args, **kwargs)
+    except Exception:  # a hook's failure must not undo what was recorded
+        log.exception("%s.%s failed", type(handler).__name__, name)
+
+
+def _drop_broken_connection() -> None:
+    # Outside a transaction only: inside one (tests) Django would drop a healthy connection.
+    if not connection.in_atomic_block:
+        connection.close_if_unusable_or_obsolete()
+
+
+def _run_handler(handler: Any, job: Job) -> str:
+    """Run the handler and record how the attempt ended. Returns a label (logs, tests)."""
+    try:
+        with _wall_timeout(job, getattr(handler, "wall_timeout_seconds", None)):
+            handler.run(job)
+        if not job.finished and Operation.objects.filter(
+            id=job.id, status=PROCESSING, fence=job.fence
+        ).exists():
+            # The handler did not complete through the fence: complete it now, fenced too.
+            with job.finishing():
+                pass
+        return "completed"
+    except FenceLost as exc:
+        _drop_broken_connection()
+        superseded = operation_supersede(
+            operation_id=job.id,
+            fence=job.fence,
+            message=f"superseded: an edit or a newer claim took over its key ({exc})",
+        )
+        if superseded:
+            _hook(handler, "on_cancelled", job)
+        return "superseded"
+    except Exception as exc:
+        if isinstance(exc, WallTimeout) and not connection.in_atomic_block:
+            # The alarm may have interrupted a query mid-flight: start from a clean connection.
+            connection.close()
+        _drop_broken_connection()
+        failure = exc if isinstance(exc, OperationFailure) else None
+        message = failure.message if failure else f"{type(exc).__name__}: {exc}"
+        record = operation_record_failure(
+            operation_id=job.id,
+            fence=job.fence,
+            message=message,
+            retryable=failure.retryable if failure else True,
+            details=(failure.details if failure and failure.details is not None
+                     else (job.details or None)),
+            result_metadata=(failure.result_metadata if failure and failure.result_metadata
+                             is not None else job.result_metadata),
+        )
+        if record is None:
+            return "lost"
+        if handler is not None:
+            _hook(handler, "on_attempt_failed", job, exc, final=record.final)
+        log.info("operation %s attempt %d failed (%s): %s", job.id, job.attempt,
+                 "final" if record.final else f"retry as {record.retried_as}", message)
+        return "failed" if record.final else "retrying"
+
+
+def operation_execute(*, operation_id: str, holder: str) -> str:
+    """The body of the ``operations.run`` task. Returns a label of what happened."""
+    try:
+        op_uuid = uuid.UUID(str(operation_id))
+    except ValueError:
+        return "invalid"
+    row = Operation.objects.filter(id=op_uuid).values("status", "dedupe_key").first()
+    if row is None or row["status"] != PENDING:
+        return "skipped"
+    key = row["dedupe_key"] or f"op:{op_uuid}"
+    lock = key_lock(key)
+    try:
+        if not lock.acquire(blocking=False):
+            return "locked"
+    except redis.RedisError:
+        log.warning("cannot take the lock of %s; recovery will re-send %s", key, op_uuid)
+        return "lock-unavailable"
+
+    heartbeat: _Heartbeat | None = None
+    outcome = "skipped"
+    try:
+        claimed = operation_claim(operation_id=op_uuid, holder=holder)
+        if claimed is None:
+            return "skipped"
+        if claimed == BUSY:
+            return "busy"
+        assert isinstance(claimed, Operation)
+        job = Job(claimed, fence=claimed.fence, key=key)
+        heartbeat = _Heartbeat(job, lock)
+        heartbeat.start()
+        handler = registry.get_handler(claimed.operation_type)
+        if handler is None:
+            operation_record_failure(
+                operation_id=job.id, fence=job.fence, retryable=False,
+                message=f"no handler registered for operation type {claimed.operation_type!r}",
+            )
+            outcome = "failed"
+        else:
+            outcome = _run_handler(handler, job)
+    finally:
+        if heartbeat is not None:
+            heartbeat.stop()
+        try:
+            lock.release()
+        except (LockError, redis.RedisError):
+            pass  # expired or Redis gone: the TTL frees it
+    if not key.startswith("op:"):
+        next_id = next_pending_of_key(key=key)
+        if next_id is not None:
+            dispatch.operation_send(operation_id=next_id)
+    return outcome
+
+
+def call_on_cancelled(*, operation_id: uuid.UUID | str) -> None:
+    """Run the handler's ``on_cancelled`` for an operation cancelled outside a running job."""
+    op = Operation.objects.filter(id=operation_id).first()
+    if op is None:
+        return
+    handler = registry.get_handler(op.operation_type)
+    if handler is not None:
+        _hook(handler, "on_cancelled", Job(op, fence=op.fence, key=op.lease_key))
+
+
+def release_due() -> list[uuid.UUID]:
+    """Beat: send parked operations whose ``next_retry_at`` has passed (database time)."""
+    return operations_release_due()
+
+
+def recover() -> RecoveryReport:
+    """Beat: recover silent processing operations and re-send lost messages."""
+    report = operations_recover()
+    for record in report.recovered:
+        _after_recovery(record)
+    return report
+
+
+def _after_recovery(record: FailureRecord) -> None:
+    op = record.operation
+    handler = registry.get_handler(op.operation_type)
+    if handler is None:
+        return
+    job = Job(op, fence=op.fence, key=op.lease_key)
+    exc = WorkerLost(op.error_message or "worker lost")
+    _hook(handler, "on_attempt_failed", job, exc, final=record.final)

@@ -1,0 +1,42 @@
+"""Exceptions a handler raises (or meets) to tell the engine how an attempt ended."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class FenceLost(Exception):
+    """The job no longer holds its key's fence: a newer claim or an edit superseded it.
+
+    Raised by ``Job.check_fence`` / ``Job.finishing``; nothing in that transaction is written.
+    The engine ends the operation ``cancelled`` (superseded) if it still carries the job's fence.
+    """
+
+
+class OperationFailure(Exception):
+    """A failed attempt with a recorded message (and optional ``details`` / ``result_metadata``).
+
+    ``retryable=False`` fails the operation at once, without retries.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        retryable: bool = True,
+        details: dict[str, Any] | None = None,
+        result_metadata: dict[str, Any] | None = None,
+    ):
+        super().__init__(message)
+        self.message = message
+        self.retryable = retryable
+        self.details = details
+        self.result_metadata = result_metadata
+
+
+class WallTimeout(OperationFailure):
+    """The handler ran past its wall timeout: a failed (retryable) attempt."""
+
+
+class WorkerLost(OperationFailure):
+    """Recovery found the operation's worker silent past the heartbeat threshold."""

@@ -1,0 +1,65 @@
+"""Handlers by ``operation_type``: the only thing the generic engine knows about a job's work.
+
+A handler is an object (or a class, instantiated once) with:
+
+- ``operation_type: str``
+- ``run(job) -> None`` — do the work; raise to fail the attempt (``OperationFailure`` for a
+  recorded message, ``retryable=False`` to fail without retries). Write through
+  ``job.finishing()`` (or ``job.complete_in_transaction()`` inside your own transaction) so the
+  writes and the completion are one fenced transaction.
+- optional ``wall_timeout_seconds: float | None`` — bound on ``run`` (default: none beyond the
+  Celery soft time limit).
+- optional ``on_attempt_failed(job, exc, *, final: bool)`` — called after the failed attempt
+  was recorded, outside the engine's transaction (also for attempts lost with a crashed worker).
+- optional ``on_cancelled(job)`` — called after the operation ended ``cancelled`` (API cancel,
+  superseded by a fence bump, parked op cancelled).
+
+Handlers register in their app's ``AppConfig.ready``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+
+if TYPE_CHECKING:
+    from operations.jobs import Job
+
+
+class Handler(Protocol):
+    operation_type: str
+
+    def run(self, job: Job) -> None: ...
+
+
+_handlers: dict[str, Any] = {}
+
+H = TypeVar("H")
+
+
+def register(handler: H) -> H:
+    """Register ``handler`` (instance or class) for its ``operation_type``; returns it unchanged.
+
+    Usable as a class decorator. Registering a type again replaces the earlier handler (module
+    reloads in development); the engine always looks handlers up at run time.
+    """
+    instance = handler() if isinstance(handler, type) else handler
+    operation_type = getattr(instance, "operation_type", None)
+    if not isinstance(operation_type, str) or not operation_type:
+        raise ValueError(f"handler {handler!r} needs a non-empty operation_type")
+    if not callable(getattr(instance, "run", None)):
+        raise ValueError(f"handler {handler!r} needs a run(job) method")
+    _handlers[operation_type] = instance
+    return handler
+
+
+def get_handler(operation_type: str) -> Any | None:
+    return _handlers.get(operation_type)
+
+
+def registered_types() -> list[str]:
+    return sorted(_handlers)
+
+
+def unregister(operation_type: str) -> None:
+    """Remove a handler (tests)."""
+    _handlers.pop(operation_type, None)

@@ -1,0 +1,34 @@
+"""The engine's celery-beat schedules, declared here and created idempotently at migrate.
+
+django-celery-beat's database scheduler reads them; editing the interval settings and running
+``migrate`` again updates the rows in place (matched by name).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from django.conf import settings
+
+SCHEDULES = {
+    # name (also the task name): the config attribute holding its interval in seconds
+    "operations.release_due": "release_interval_seconds",
+    "operations.recover": "recovery_interval_seconds",
+}
+
+
+def ensure_beat_schedules(**kwargs: Any) -> None:
+    from django_celery_beat.models import IntervalSchedule, PeriodicTask
+
+    using = kwargs.get("using", "default")
+    for name, attribute in SCHEDULES.items():
+        every = max(1, math.ceil(getattr(settings.HINDSIGHT, attribute)))
+        interval, _ = IntervalSchedule.objects.using(using).get_or_create(
+            every=every, period=IntervalSchedule.SECONDS
+        )
+        PeriodicTask.objects.using(using).update_or_create(
+            name=name,
+            # No queue: beat publishes to the default queue (HINDSIGHT_API_TASK_QUEUE).
+            defaults={"task": name, "interval": interval, "enabled": True, "queue": None},
+        )

@@ -1,0 +1,675 @@
+"""Writes of the operations engine: submit (coalescing), claim, heartbeat, finish, retry, park,
+release, cancel, delete, recovery, and the lease fence.
+
+Every state change is a compare-and-set on the row's current status (and, for a running job,
+its fence), in a short transaction; no network I/O happens inside one. Publishing to the broker
+happens after commit (``operations.dispatch``). Times come from the database clock
+(``clock_timestamp()``), so parking and recovery are decided on one clock.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db import IntegrityError, connection, transaction
+from django.db.models import DateTimeField, ExpressionWrapper, Value
+from django.db.models.functions import Coalesce, Greatest
+
+from hindsight.banks.models import Bank, ClockTimestamp
+from hindsight.errors import Conflict, NotFound
+from operations.dispatch import operation_send_on_commit
+from operations.models import (
+    CANCELLED,
+    FAILED,
+    PENDING,
+    PROCESSING,
+    TERMINAL_STATUSES,
+    Lease,
+    Operation,
+)
+
+log = logging.getLogger(__name__)
+
+_SUBMIT_ATTEMPTS = 100
+
+
+@dataclass(frozen=True)
+class SubmitResult:
+    operation: Operation
+    created: bool
+
+
+@dataclass(frozen=True)
+class FailureRecord:
+    """How a failed attempt was recorded."""
+
+    operation: Operation
+    final: bool
+    # The operation that carries the retry: the same one, a pending follower of its key, or None.
+    retried_as: uuid.UUID | None
+
+
+def _db_now_plus(seconds: float) -> ExpressionWrapper:
+    return ExpressionWrapper(
+        ClockTimestamp() + Value(timedelta(seconds=seconds)), output_field=DateTimeField()
+    )
+
+
+def _merge(base: dict[str, Any] | None, new: dict[str, Any] | None) -> dict[str, Any]:
+    """Key by key; a non-null new value wins, a null one keeps what was there."""
+    merged = dict(base or {})
+    for key, value in (new or {}).items():
+        if value is not None:
+            merged[key] = value
+    return merged
+
+
+def _ensure_bank(bank_id: str) -> None:
+    """Any bank-scoped write creates its bank lazily (the banks app owns how)."""
+    try:
+        from hindsight.banks.services import bank_ensure
+    except ImportError:
+        Bank.objects.get_or_create(id=bank_id)
+        return
+    bank_ensure(bank_id=bank_id)
+
+
+# --------------------------------------------------------------------------------------------
+# Submit (coalescing by the database)
+# --------------------------------------------------------------------------------------------
+
+_INSERT_SQL = """
+INSERT INTO operations_operation
+    (id, bank_id, operation_type, dedupe_key, mental_model_id, status, automatic, payload,
+     next_retry_at, retry_count, error_message, result_metadata, details, dispatched_at,
+     heartbeat_at, fence, created_at, updated_at, completed_at)
+VALUES
+    (%s, %s, %s, %s, %s, 'pending', %s, %s::jsonb,
+     CASE WHEN %s AND %s::timestamptz > clock_timestamp() THEN %s::timestamptz END,
+     0, NULL, %s::jsonb, %s::jsonb, NULL, NULL, 0, clock_timestamp(), clock_timestamp(), NULL)
+ON CONFLICT DO NOTHING
+RETURNING id, next_retry_at
+"""
+
+
+def operation_submit(
+    *,
+    bank_id: str,
+    operation_type: str,
+    dedupe_key: str | None = None,
+    mental_model_id: str | None = None,
+    automatic: bool = False,
+    payload: dict[str, Any] | None = None,
+    not_before: datetime | None = None,
+    details: dict[str, Any] | None = None,
+    result_metadata: dict[str, Any] | None = None,
+    operation_id: uuid.UUID | str | None = None,
+) -> SubmitResult:
+    """Queue an operation, or fold the request into the key's pending one.
+
+    Coalescing is the database's: ``INSERT … ON CONFLICT DO NOTHING`` against the partial
+    unique index on pending ``dedupe_key``; on conflict the pending row is locked and the
+    request folded into it; if it was claimed in between (no pending row), try again. A
+    request never folds into a *processing* operation: it queues one behind it.
+
+    Folding: ``payload`` (and ``result_metadata``) merge key by key, non-null new values
+    winning; a manual request makes the operation manual and releases its park; an automatic
+    request leaves a park as it is. An automatic request with ``not_before`` in the future
+    creates a *parked* operation (pending, ``next_retry_at = not_before``, not sent).
+    ``operation_id`` makes a keyless submit idempotent (a repeat returns the same operation).
+    """
+    payload = payload or {}
+    new_id = uuid.UUID(str(operation_id)) if operation_id is not None else None
+    with transaction.atomic():
+        _ensure_bank(bank_id)
+        for _ in range(_SUBMIT_ATTEMPTS):
+            candidate = new_id or uuid.uuid4()
+            with connection.cursor() as cursor:
+                cursor.execute(
+                    _INSERT_SQL,
+                    [
+                        candidate, bank_id, operation_type, dedupe_key, mental_model_id,
+                        automatic, json.dumps(payload),
+                        bool(automatic and not_before is not None), not_before, not_before,
+                        json.dumps(result_metadata or {}),
+                        json.dumps(details) if details is not None else None,
+                    ],
+                )
+                row = cursor.fetchone()
+            if row is not None:
+                operation = Operation.objects.get(id=row[0])
+                if row[1] is None:
+                    operation_send_on_commit(operation_id=operation.id)
+                return SubmitResult(operation, True)
+
+            if new_id is not None:
+                existing = Operation.objects.filter(id=new_id).first()
+                if existing is not None:
+                    if existing.bank_id != bank_id or existing.operation_type != operation_type:
+                        raise Conflict(f"Operation {new_id} already exists for another request")
+                    return SubmitResult(existing, False)
+            if dedupe_key is None:
+                continue  # a uuid collision: draw another
+            pending = (
+                Operation.objects.select_for_update()
+                .filter(dedupe_key=dedupe_key, status=PENDING)
+                .first()
+            )
+            if pending is None:
+                continue  # claimed between our insert and this read: queue a new one
+            return SubmitResult(
+                _fold(pending, automatic=automatic, payload=payload,
+                      mental_model_id=mental_model_id, details=details,
+                      result_metadata=result_metadata),
+                False,
+            )
+    raise RuntimeError(f"could not submit {operation_type} for {dedupe_key!r}: too much contention")
+
+
+def _fold(
+    pending: Operation,
+    *,
+    automatic: bool,
+    payload: dict[str, Any],
+    mental_model_id: str | None,
+    details: dict[str, Any] | None,
+    result_metadata: dict[str, Any] | None,
+) -> Operation:
+    fields = ["payload", "updated_at"]
+    pending.payload = _merge(pending.payload, payload)
+    release = False
+    if not automatic:
+        if pending.automatic:
+            pending.automatic = False
+            fields.append("automatic")
+        if pending.next_retry_at is not None:
+            # A manual request runs now, whatever held the pending operation back.
+            pending.next_retry_at = None
+            fields.append("next_retry_at")
+            release = True
+    if mental_model_id and not pending.mental_model_id:
+        pending.mental_model_id = mental_model_id
+        fields.append("mental_model_id")
+    if details is not None and pending.details is None:
+        pending.details = details
+        fields.append("details")
+    if result_metadata:
+        pending.result_metadata = _merge(pending.result_metadata, result_metadata)
+        fields.append("result_metadata")
+    pending.updated_at = ClockTimestamp()
+    pending.save(update_fields=fields)
+    pending.refresh_from_db()
+    if release:
+        operation_send_on_commit(operation_id=pending.id)
+    return pending
+
+
+# --------------------------------------------------------------------------------------------
+# Claim, heartbeat, finish (used by the engine)
+# --------------------------------------------------------------------------------------------
+
+BUSY = "busy"
+
+_CLAIM_SQL = """
+UPDATE operations_operation
+   SET status = 'processing', heartbeat_at = clock_timestamp(), updated_at = clock_timestamp(),
+       next_retry_at = NULL
+ WHERE id = %s AND status = 'pending'
+   AND (next_retry_at IS NULL OR next_retry_at <= clock_timestamp())
+RETURNING dedupe_key
+"""
+
+_BUMP_SQL = """
+INSERT INTO operations_lease (key, fence, holder, heartbeat_at)
+VALUES (%s, 1, %s, clock_timestamp())
+ON CONFLICT (key) DO UPDATE
+   SET fence = operations_lease.fence + 1, holder = EXCLUDED.holder,
+       heartbeat_at = EXCLUDED.heartbeat_at
+RETURNING fence
+"""
+
+
+def operation_claim(*, operation_id: uuid.UUID | str, holder: str) -> Operation | str | None:
+    """Compare-and-set pending → processing and take a new fence on the key's lease.
+
+    Returns the claimed operation; ``None`` when it is not claimable (gone, not pending,
+    parked); ``BUSY`` when another operation of its key is processing (the database's
+    one-running-job guarantee, which holds even when Redis lost the lock).
+    """
+    with transaction.atomic():
+        try:
+            with transaction.atomic(), connection.cursor() as cursor:
+                cursor.execute(_CLAIM_SQL, [operation_id])
+                row = cursor.fetchone()
+        except IntegrityError:
+            return BUSY
+        if row is None:
+            return None
+        key = row[0] or f"op:{operation_id}"
+        with connection.cursor() as cursor:
+            cursor.execute(_BUMP_SQL, [key, holder])
+            (fence,) = cursor.fetchone()
+        Operation.objects.filter(id=operation_id).update(fence=fence)
+        return Operation.objects.get(id=operation_id)
+
+
+def operation_heartbeat(*, operation_id: uuid.UUID | str, fence: int, key: str) -> bool:
+    """Stamp ``heartbeat_at``; False when the operation is no longer ours."""
+    with transaction.atomic():
+        alive = Operation.objects.filter(id=operation_id, status=PROCESSING, fence=fence).update(
+            heartbeat_at=ClockTimestamp()
+        )
+        Lease.objects.filter(key=key, fence=fence).update(heartbeat_at=ClockTimestamp())
+    return alive == 1
+
+
+def backoff_seconds(retry_count: int) -> float:
+    """Exponential backoff with "equal jitter", capped: it never shrinks from one retry to the next.
+
+    Retry ``n`` (0-based) waits ``min(cap, d/2 + U(0, d/2))`` with ``d = base × 2^n``: the
+    ranges ``[d/2, d]`` of consecutive retries touch but do not overlap.
+    """
+    cfg = settings.HINDSIGHT
+    span = cfg.worker_retry_backoff_seconds * (2 ** min(retry_count, 30))
+    return min(cfg.worker_retry_backoff_max_seconds, span / 2 + random.uniform(0, span / 2))
+
+
+def _fail_locked(
+    op: Operation,
+    *,
+    message: str,
+    retryable: bool,
+    delay_seconds: float | None,
+    details: dict[str, Any] | None,
+    result_metadata: dict[str, Any] | None,
+) -> FailureRecord:
+    """Record a failed attempt of ``op`` (locked, processing). The merge rule lives here.
+
+    Retry while ``retry_count < worker_max_retries``: back to pending with ``retry_count + 1``
+    and ``next_retry_at = now + backoff``. If the key already has a pending operation the
+    failing one cannot go back to pending (one pending per key), so the *follower carries the
+    retry*: it inherits ``retry_count + 1`` (if higher than its own), waits at least the
+    backoff, becomes manual if either was manual, and takes the failing payload under its own;
+    the failing operation closes ``failed`` with a message naming the follower.
+    """
+    cfg = settings.HINDSIGHT
+    if details is not None:
+        op.details = details
+    if result_metadata is not None:
+        op.result_metadata = result_metadata
+    can_retry = retryable and op.retry_count < cfg.worker_max_retries
+    delay = backoff_seconds(op.retry_count) if delay_seconds is None else delay_seconds
+    common = ["status", "error_message", "details", "result_metadata", "updated_at",
+              "heartbeat_at"]
+    op.updated_at = ClockTimestamp()
+    op.heartbeat_at = None
+    attempt = op.retry_count + 1
+
+    if can_retry and op.dedupe_key:
+        follower = (
+            Operation.objects.select_for_update()
+            .filter(dedupe_key=op.dedupe_key, status=PENDING)
+            .exclude(id=op.id)
+            .first()
+        )
+        if follower is not None:
+            follower.retry_count = max(follower.retry_count, op.retry_count + 1)
+            wait_until = _db_now_plus(delay)
+            follower.next_retry_at = (
+                Greatest(Coalesce("next_retry_at", wait_until), wait_until) if delay > 0
+                else follower.next_retry_at
+            )
+            follower.automatic = follower.automatic and op.automatic
+            follower.payload = _merge(op.payload, follower.payload)
+            follower.updated_at = ClockTimestamp()
+            follower.save(update_fields=["retry_count", "next_retry_at", "automatic", "payload",
+                                         "updated_at"])
+            follower.refresh_from_db()
+            op.status = FAILED
+            op.completed_at = ClockTimestamp()
+            op.error_message = (
+                f"{message} (attempt {attempt}; retried as operation {follower.id}, "
+                "which was already queued for the same key)"
+            )
+            op.save(update_fields=[*common, "completed_at"])
+            op.refresh_from_db()
+            if follower.next_retry_at is None:
+                operation_send_on_commit(operation_id=follower.id)
+            return FailureRecord(op, final=False, retried_as=follower.id)
+
+    if can_retry:
+        op.status = PENDING
+        op.retry_count += 1
+        op.error_message = message
+        op.next_retry_at = _db_now_plus(delay) if delay > 0 else None
+        op.dispatched_at = None
+        op.save(update_fields=[*common, "retry_count", "next_retry_at", "dispatched_at"])
+        op.refresh_from_db()
+        if op.next_retry_at is None:
+            operation_send_on_commit(operation_id=op.id)
+        return FailureRecord(op, final=False, retried_as=op.id)
+
+    op.status = FAILED
+    op.completed_at = ClockTimestamp()
+    op.error_message = message
+    op.save(update_fields=[*common, "completed_at"])
+    op.refresh_from_db()
+    if op.dedupe_key is None:
+        Lease.objects.filter(key=op.lease_key).delete()
+    return FailureRecord(op, final=True, retried_as=None)
+
+
+def operation_record_failure(
+    *,
+    operation_id: uuid.UUID | str,
+    fence: int,
+    message: str,
+    retryable: bool = True,
+    details: dict[str, Any] | None = None,
+    result_metadata: dict[str, Any] | None = None,
+) -> FailureRecord | None:
+    """Record a failed attempt of a running job; None if the job no longer owns the op."""
+    with transaction.atomic():
+        op = (
+            Operation.objects.select_for_update()
+            .filter(id=operation_id, status=PROCESSING, fence=fence)
+            .first()
+        )
+        if op is None:
+            return None
+        return _fail_locked(op, message=message, retryable=retryable, delay_seconds=None,
+                            details=details, result_metadata=result_metadata)
+
+
+def operation_supersede(*, operation_id: uuid.UUID | str, fence: int, message: str) -> bool:
+    """End a running job whose fence was taken over: ``cancelled``, only if still its fence."""
+    with transaction.atomic():
+        updated = Operation.objects.filter(
+            id=operation_id, status=PROCESSING, fence=fence
+        ).update(
+            status=CANCELLED, completed_at=ClockTimestamp(), updated_at=ClockTimestamp(),
+            error_message=message, heartbeat_at=None,
+        )
+    return updated == 1
+
+
+def next_pending_of_key(*, key: str) -> uuid.UUID | None:
+    """The key's pending operation if it is due (not parked)."""
+    return (
+        Operation.objects.filter(dedupe_key=key, status=PENDING)
+        .exclude(next_retry_at__gt=ClockTimestamp())
+        .values_list("id", flat=True)
+        .first()
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Fencing
+# --------------------------------------------------------------------------------------------
+
+
+def lease_bump(*, key: str) -> int:
+    """Invalidate a running job of ``key``: its next fence check raises ``FenceLost``.
+
+    Runs in the caller's transaction (bump first, before locking other rows, so lock order is
+    lease → rows, the same as a finishing job's). Returns the new fence.
+    """
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(_BUMP_SQL, [key, None])
+        (fence,) = cursor.fetchone()
+    return int(fence)
+
+
+# --------------------------------------------------------------------------------------------
+# Parking and release
+# --------------------------------------------------------------------------------------------
+
+
+def operation_release(*, operation_id: uuid.UUID | str) -> bool:
+    """Release a park: clear ``next_retry_at`` and send now. False if not pending."""
+    with transaction.atomic():
+        updated = Operation.objects.filter(id=operation_id, status=PENDING).update(
+            next_retry_at=None, updated_at=ClockTimestamp()
+        )
+        if updated:
+            operation_send_on_commit(operation_id=operation_id)
+    return updated == 1
+
+
+_RELEASE_DUE_SQL = """
+UPDATE operations_operation o
+   SET next_retry_at = NULL, updated_at = clock_timestamp()
+ WHERE o.id IN (
+        SELECT id FROM operations_operation
+         WHERE status = 'pending' AND next_retry_at IS NOT NULL
+           AND next_retry_at <= clock_timestamp()
+         ORDER BY next_retry_at
+         LIMIT %s
+         FOR UPDATE SKIP LOCKED)
+RETURNING o.id
+"""
+
+
+def operations_release_due(*, limit: int | None = None) -> list[uuid.UUID]:
+    """Send the parked operations whose time has come (database time); bounded batch."""
+    batch = limit or settings.HINDSIGHT.recovery_batch_size
+    with transaction.atomic():
+        with connection.cursor() as cursor:
+            cursor.execute(_RELEASE_DUE_SQL, [batch])
+            ids = [row[0] for row in cursor.fetchall()]
+        for op_id in ids:
+            operation_send_on_commit(operation_id=op_id)
+    return ids
+
+
+def operations_cancel_parked(*, dedupe_key: str) -> list[uuid.UUID]:
+    """Cancel the key's parked *automatic* pending operation(s) (pause after failure)."""
+    with transaction.atomic():
+        ops = list(
+            Operation.objects.select_for_update()
+            .filter(dedupe_key=dedupe_key, status=PENDING, automatic=True,
+                    next_retry_at__gt=ClockTimestamp())
+        )
+        ids = [op.id for op in ops]
+        if ids:
+            Operation.objects.filter(id__in=ids).update(
+                status=CANCELLED, completed_at=ClockTimestamp(), updated_at=ClockTimestamp(),
+                error_message="cancelled: automatic refreshes are paused after a failure",
+            )
+        for op_id in ids:
+            _on_cancelled_on_commit(op_id)
+    return ids
+
+
+def _on_cancelled_on_commit(operation_id: uuid.UUID) -> None:
+    def call() -> None:
+        from operations.engine import call_on_cancelled
+
+        call_on_cancelled(operation_id=operation_id)
+
+    transaction.on_commit(call, robust=True)
+
+
+# --------------------------------------------------------------------------------------------
+# The API's actions (OP-9)
+# --------------------------------------------------------------------------------------------
+
+
+def _get_for_update(bank_id: str, operation_id: uuid.UUID | str) -> Operation:
+    op = Operation.objects.select_for_update().filter(id=operation_id, bank_id=bank_id).first()
+    if op is None:
+        raise NotFound(f"Operation '{operation_id}' not found")
+    return op
+
+
+def operation_cancel(*, bank_id: str, operation_id: uuid.UUID | str) -> Operation:
+    """Cancel a pending operation; 409 for any other status."""
+    with transaction.atomic():
+        op = _get_for_update(bank_id, operation_id)
+        if op.status != PENDING:
+            raise Conflict(
+                f"Operation {operation_id} is {op.status}; only a pending operation can be "
+                "cancelled"
+            )
+        Operation.objects.filter(id=op.id, status=PENDING).update(
+            status=CANCELLED, completed_at=ClockTimestamp(), updated_at=ClockTimestamp(),
+            error_message="cancelled by request",
+        )
+        _on_cancelled_on_commit(op.id)
+        op.refresh_from_db()
+    return op
+
+
+def operation_retry(*, bank_id: str, operation_id: uuid.UUID | str) -> tuple[Operation, str]:
+    """Re-queue a failed or cancelled operation (a parked one runs now); 409 otherwise.
+
+    Returns the operation that will run and a message. If its key already has a pending
+    operation, the request folds into that one (made manual, released) instead.
+    """
+    with transaction.atomic():
+        op = _get_for_update(bank_id, operation_id)
+        if op.status == PENDING and op.next_retry_at is not None:
+            Operation.objects.filter(id=op.id).update(
+                next_retry_at=None, automatic=False, updated_at=ClockTimestamp()
+            )
+            operation_send_on_commit(operation_id=op.id)
+            op.refresh_from_db()
+            return op, f"Operation {op.id} released to run now"
+        if op.status not in (FAILED, CANCELLED):
+            raise Conflict(
+                f"Operation {operation_id} is {op.status}; only a failed or cancelled "
+                "operation can be retried"
+            )
+        try:
+            with transaction.atomic():
+                Operation.objects.filter(id=op.id).update(
+                    status=PENDING, retry_count=0, error_message=None, next_retry_at=None,
+                    completed_at=None, heartbeat_at=None, dispatched_at=None, details=None,
+                    automatic=False, updated_at=ClockTimestamp(),
+                )
+        except IntegrityError:
+            follower = (
+                Operation.objects.select_for_update()
+                .filter(dedupe_key=op.dedupe_key, status=PENDING)
+                .first()
+            )
+            if follower is None:  # claimed meanwhile; the caller may simply retry
+                raise Conflict(f"Operation {operation_id} could not be re-queued; try again")
+            folded = _fold(follower, automatic=False, payload=op.payload,
+                           mental_model_id=op.mental_model_id, details=None,
+                           result_metadata=None)
+            return folded, (
+                f"Operation {operation_id} folded into pending operation {folded.id} "
+                "of the same key"
+            )
+        operation_send_on_commit(operation_id=op.id)
+        op.refresh_from_db()
+    return op, f"Operation {op.id} queued for retry"
+
+
+def operation_delete(*, bank_id: str, operation_id: uuid.UUID | str) -> None:
+    """Remove a completed, failed or cancelled operation's row; 409 while it may still run."""
+    with transaction.atomic():
+        op = _get_for_update(bank_id, operation_id)
+        if op.status not in TERMINAL_STATUSES:
+            raise Conflict(
+                f"Operation {operation_id} is {op.status}; cancel it first (only completed, "
+                "failed or cancelled operations can be deleted)"
+            )
+        op.delete()
+
+
+# --------------------------------------------------------------------------------------------
+# Recovery (beat)
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RecoveryReport:
+    recovered: list[FailureRecord]
+    redispatched: list[uuid.UUID]
+
+
+_STALE_SQL = """
+SELECT id FROM operations_operation
+ WHERE status = 'processing'
+   AND COALESCE(heartbeat_at, updated_at) < clock_timestamp() - make_interval(secs => %s)
+ ORDER BY COALESCE(heartbeat_at, updated_at)
+ LIMIT %s
+"""
+
+_LOST_SQL = """
+SELECT o.id FROM operations_operation o
+ WHERE o.status = 'pending'
+   AND (o.next_retry_at IS NULL OR o.next_retry_at <= clock_timestamp())
+   AND (o.dispatched_at IS NULL
+        OR o.dispatched_at < clock_timestamp() - make_interval(secs => %s))
+   AND NOT EXISTS (SELECT 1 FROM operations_operation p
+                    WHERE p.dedupe_key = o.dedupe_key AND p.status = 'processing')
+ ORDER BY o.created_at
+ LIMIT %s
+"""
+
+
+def operations_recover(*, limit: int | None = None) -> RecoveryReport:
+    """Bring back what a crash or a lost message left behind; bounded batches.
+
+    Processing operations silent past ``recovery_threshold_seconds`` count a failed attempt
+    ("worker lost") and go back to pending at once (or fail at the retry cap), under the same
+    merge rule as any failed attempt; their key's fence is bumped so the silent worker, if it
+    ever wakes, cannot write. Pending, due operations whose message is not known to have been
+    sent, or was sent more than ``redispatch_after_seconds`` ago while nothing of their key
+    runs, are sent again.
+    """
+    cfg = settings.HINDSIGHT
+    batch = limit or cfg.recovery_batch_size
+    recovered: list[FailureRecord] = []
+    with connection.cursor() as cursor:
+        cursor.execute(_STALE_SQL, [cfg.recovery_threshold_seconds, batch])
+        stale_ids = [row[0] for row in cursor.fetchall()]
+    for op_id in stale_ids:
+        with transaction.atomic():
+            op = (
+                Operation.objects.select_for_update(skip_locked=True)
+                .filter(id=op_id, status=PROCESSING)
+                .first()
+            )
+            if op is None:
+                continue
+            # Still silent under the row lock? (A heartbeat may have landed since the scan.)
+            silent = Operation.objects.filter(
+                id=op_id,
+                heartbeat_at__lt=ExpressionWrapper(
+                    ClockTimestamp() - Value(timedelta(seconds=cfg.recovery_threshold_seconds)),
+                    output_field=DateTimeField(),
+                ),
+            ).exists() or op.heartbeat_at is None
+            if not silent:
+                continue
+            lease_bump(key=op.lease_key)
+            record = _fail_locked(
+                op,
+                message=(
+                    f"worker lost: no heartbeat for more than {cfg.recovery_threshold_seconds:g}s"
+                ),
+                retryable=True,
+                delay_seconds=0.0,
+                details=None,
+                result_metadata=None,
+            )
+            recovered.append(record)
+    with connection.cursor() as cursor:
+        cursor.execute(_LOST_SQL, [cfg.redispatch_after_seconds, batch])
+        lost_ids = [row[0] for row in cursor.fetchall()]
+    from operations.dispatch import operation_send
+
+    for op_id in lost_ids:
+        operation_send(operation_id=op_id)
+    return RecoveryReport(recovered=recovered, redispatched=lost_ids)

@@ -1,0 +1,126 @@
+"""A scriptable handler for tests and benchmarks: ``test.job``. Not loaded by default.
+
+Loaded only when named in ``HINDSIGHT_API_EXTRA_HANDLER_MODULES`` (the worker fixtures and the
+benchmark do so). Every attempt records its start and end with ``clock_timestamp()`` in
+``test_job_log``; with ``effect`` it writes one row to ``test_job_effect`` inside the fenced
+completion, so a test can count effects exactly.
+
+Payload keys (all optional):
+
+- ``sleep``: seconds to wait after recording the start;
+- ``fail``: ``"always"`` or an int n — fail attempts 1..n;
+- ``retryable``: false makes the failure final at once;
+- ``llm``: a prompt sent through ``hindsight.llm.get_llm().chat`` (the scripted server can hold
+  it: a fixed point inside the job);
+- ``effect``: write the effect row in the same transaction as the completion;
+- ``raise_on_fence_lost``: default true — false makes the handler swallow ``FenceLost`` (to check
+  that the engine still refuses to complete).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+from django.db import connection
+
+from operations.errors import FenceLost, OperationFailure
+from operations.jobs import Job
+from operations.registry import register
+
+TEST_JOB = "test.job"
+
+_DDL = """
+CREATE TABLE IF NOT EXISTS test_job_log (
+    id bigserial PRIMARY KEY,
+    op_id uuid NOT NULL,
+    key text NOT NULL,
+    attempt int NOT NULL,
+    fence bigint NOT NULL,
+    pid int NOT NULL,
+    started_at timestamptz NOT NULL,
+    ended_at timestamptz,
+    outcome text
+);
+CREATE TABLE IF NOT EXISTS test_job_effect (
+    id bigserial PRIMARY KEY,
+    op_id uuid NOT NULL,
+    key text NOT NULL,
+    fence bigint NOT NULL,
+    at timestamptz NOT NULL DEFAULT clock_timestamp()
+);
+"""
+
+
+def ensure_tables() -> None:
+    """Create the record tables (idempotent; serialized so concurrent workers do not race)."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_advisory_lock(4242)")
+        try:
+            cursor.execute(_DDL)
+        finally:
+            cursor.execute("SELECT pg_advisory_unlock(4242)")
+
+
+class TestJobHandler:
+    operation_type = TEST_JOB
+
+    def run(self, job: Job) -> None:
+        payload = job.payload
+        log_id = self._start(job)
+        outcome = "error"
+        try:
+            if payload.get("sleep"):
+                time.sleep(float(payload["sleep"]))
+            if payload.get("llm"):
+                from hindsight.llm import get_llm
+
+                get_llm().chat([{"role": "user", "content": str(payload["llm"])}])
+            fail = payload.get("fail")
+            if fail == "always" or (isinstance(fail, int) and job.attempt <= fail):
+                outcome = "failed"
+                raise OperationFailure(
+                    f"scripted failure on attempt {job.attempt}",
+                    retryable=payload.get("retryable", True),
+                )
+            job.result_metadata = {**job.result_metadata, "attempt": job.attempt, "pid": os.getpid()}
+            try:
+                with job.finishing():
+                    if payload.get("effect"):
+                        with connection.cursor() as cursor:
+                            cursor.execute(
+                                "INSERT INTO test_job_effect (op_id, key, fence) VALUES (%s, %s, %s)",
+                                [job.id, job.key, job.fence],
+                            )
+            except FenceLost:
+                outcome = "fence_lost"
+                if payload.get("raise_on_fence_lost", True):
+                    raise
+                return
+            outcome = "completed"
+        finally:
+            self._end(log_id, outcome)
+
+    @staticmethod
+    def _start(job: Job) -> int:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "INSERT INTO test_job_log (op_id, key, attempt, fence, pid, started_at) "
+                "VALUES (%s, %s, %s, %s, %s, clock_timestamp()) RETURNING id",
+                [job.id, job.key, job.attempt, job.fence, os.getpid()],
+            )
+            return int(cursor.fetchone()[0])
+
+    @staticmethod
+    def _end(log_id: int, outcome: str) -> None:
+        try:
+            with connection.cursor() as cursor:
+                cursor.execute(
+                    "UPDATE test_job_log SET ended_at = clock_timestamp(), outcome = %s WHERE id = %s",
+                    [outcome, log_id],
+                )
+        except Exception:  # a broken connection (wall timeout) must not hide the real error
+            connection.close()
+
+
+register(TestJobHandler)
