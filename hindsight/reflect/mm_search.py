@@ -1,0 +1,243 @@
+"""Mental models as a reflect source: visibility, lazy embeddings, ranking, the tool entries.
+
+Seed 004 governs here: models are ranked by cosine similarity of their stored embedding to the
+query, most similar first, models without a comparable embedding last, capped. Before a search,
+every visible model whose embedded text, embedding model or dimension no longer matches its
+stored row is re-embedded under the deployment's profile (lazily: a model is indexed on first
+use and a profile change re-indexes it). When the query is blank or the embedder cannot serve
+it, ranking falls back to lexical similarity and ``relevance`` is absent from the entries.
+
+Visibility (seed 000, "Tags and Visibility"): an untagged reflect sees every model of the bank;
+a tagged one sees the models whose tags overlap the request's. ``exact`` with no tags selects
+the untagged models only. ``tag_groups`` are evaluated on the model's tags.
+
+Only the stragglers and the query are embedded, in one embedder request, outside any
+transaction; each re-embedded row is written with a compare-and-set on the text it was embedded
+from, so a concurrent edit of the model is never overwritten by a stale vector.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from django.db.models import QuerySet
+
+from hindsight.embeddings import EmbeddingError, get_embedder
+from hindsight.tagscope import TagScope, matches
+from mentalmodels.models import MentalModel
+
+DEFAULT_LIMIT = 5
+MAX_LIMIT = 20
+
+_WORD = re.compile(r"\w+", re.UNICODE)
+# Words that carry no topic: dropping them keeps the lexical fallback from ranking on "the".
+_STOPWORDS = frozenset(
+    "a an and are as at be by do does for from has have how i in is it its of on or our that "
+    "the their there these this to was we were what when where which who why will with you your".split()
+)
+
+
+@dataclass(frozen=True)
+class RankedModel:
+    model: MentalModel
+    relevance: float | None
+
+
+@dataclass
+class MentalModelSearch:
+    """The outcome of one search: ranked models and whether embeddings ranked them."""
+
+    ranked: list[RankedModel]
+    semantic: bool
+    reembedded: int = 0
+    warnings: list[str] = field(default_factory=list)
+
+
+# ---------------------------------------------------------------------------------------------
+# Visibility
+
+
+def visible_models(
+    *, bank_id: str, scope: TagScope, exclude_ids: Iterable[str] = ()
+) -> QuerySet[MentalModel]:
+    """The bank's mental models a reflect under ``scope`` may see, minus ``exclude_ids``.
+
+    Flat tags: the model's tags must overlap the request's (``exact`` with no tags: untagged
+    models only). ``tag_groups``: the group expression must hold on the model's tags, untagged
+    models only where a group selects untagged explicitly (the strict reading of ``matches``);
+    evaluated in Python over the candidates, which share the request's tags or are untagged.
+    """
+    qs = MentalModel.objects.filter(bank_id=bank_id)
+    excluded = [e for e in exclude_ids if e]
+    if excluded:
+        qs = qs.exclude(mental_model_id__in=excluded)
+    if scope.tag_groups is not None:
+        groups_only = TagScope(tag_groups=scope.tag_groups)
+        uids = [
+            uid
+            for uid, tags in qs.values_list("uid", "tags")
+            if matches(groups_only, tags or [], "world", staleness=True)
+        ]
+        return qs.filter(uid__in=uids)
+    if scope.tags:
+        return qs.filter(tags__overlap=list(scope.tags))
+    if scope.tags_match == "exact":
+        return qs.filter(tags=[])
+    return qs
+
+
+# ---------------------------------------------------------------------------------------------
+# Embeddings
+
+
+def embedding_text(model: MentalModel) -> str:
+    """What a model is embedded from: its name and its document."""
+    return f"{model.name}\n\n{model.content}".strip()
+
+
+def content_hash(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def needs_embedding(model: MentalModel, *, profile_model: str, profile_dims: int) -> bool:
+    """True when the stored vector does not describe the model's current text under the profile."""
+    if not (model.content or "").strip():
+        return False  # an empty document has nothing to match; it ranks last
+    return (
+        model.embedding is None
+        or model.embedding_content_hash != content_hash(embedding_text(model))
+        or model.embedding_model != profile_model
+        or model.embedding_dimensions != profile_dims
+    )
+
+
+def _cosine(a: Sequence[float], b: Sequence[float]) -> float | None:
+    if len(a) != len(b) or not len(a):
+        return None
+    dot = sum(x * y for x, y in zip(a, b))
+    na = math.sqrt(sum(x * x for x in a))
+    nb = math.sqrt(sum(y * y for y in b))
+    if na == 0 or nb == 0:
+        return None
+    return dot / (na * nb)
+
+
+# ---------------------------------------------------------------------------------------------
+# Lexical fallback
+
+
+def _terms(text: str) -> list[str]:
+    return [w for w in _WORD.findall(text.lower()) if w not in _STOPWORDS]
+
+
+def lexical_score(query: str, model: MentalModel) -> float:
+    """Share of the query's terms the model mentions, name and source query weighted up."""
+    q = set(_terms(query))
+    if not q:
+        return 0.0
+    head = set(_terms(f"{model.name} {model.source_query}"))
+    body = set(_terms(model.content or ""))
+    hits = sum(2.0 if t in head else 1.0 if t in body else 0.0 for t in q)
+    return hits / (2.0 * len(q))
+
+
+def _recency_key(model: MentalModel) -> float:
+    ts = model.last_refreshed_at
+    return ts.timestamp() if ts is not None else float("-inf")
+
+
+def _rank_lexically(query: str, models: list[MentalModel], limit: int) -> list[RankedModel]:
+    # Stable order: score, then the most recently refreshed, then id (deterministic).
+    ordered = sorted(
+        models,
+        key=lambda m: (-lexical_score(query, m), -_recency_key(m), m.mental_model_id),
+    )
+    return [RankedModel(m, None) for m in ordered[:limit]]
+
+
+# ---------------------------------------------------------------------------------------------
+# Search
+
+
+def mental_models_search(
+    *,
+    bank_id: str,
+    query: str,
+    scope: TagScope,
+    exclude_ids: Iterable[str] = (),
+    limit: int = DEFAULT_LIMIT,
+) -> MentalModelSearch:
+    """Rank the visible models for ``query``, re-embedding the stragglers first (seed 004).
+
+    Database errors propagate (the caller turns them into ``RetrievalError``); an embedder that
+    cannot serve the request only costs the semantic ranking (lexical stands in, with a warning).
+    """
+    limit = max(1, min(int(limit), MAX_LIMIT))
+    models = list(visible_models(bank_id=bank_id, scope=scope, exclude_ids=exclude_ids))
+    if not models:
+        return MentalModelSearch(ranked=[], semantic=False)
+    if not query.strip():
+        return MentalModelSearch(ranked=_rank_lexically(query, models, limit), semantic=False)
+
+    warnings: list[str] = []
+    try:
+        embedder = get_embedder()
+        profile = embedder.profile
+        stragglers = [
+            m
+            for m in models
+            if needs_embedding(m, profile_model=profile.model, profile_dims=profile.dimensions)
+        ]
+        texts = [query] + [embedding_text(m) for m in stragglers]
+        vectors = embedder.embed(texts)
+    except EmbeddingError as exc:
+        warnings.append(f"mental-model search used lexical ranking: the embedder failed ({exc})")
+        return MentalModelSearch(
+            ranked=_rank_lexically(query, models, limit), semantic=False, warnings=warnings
+        )
+
+    query_vec = list(vectors[0])
+    for model, vec in zip(stragglers, vectors[1:]):
+        text = embedding_text(model)
+        digest = content_hash(text)
+        # Compare-and-set on the text embedded: an edit that landed meanwhile keeps its own turn.
+        MentalModel.objects.filter(
+            uid=model.uid, name=model.name, content=model.content
+        ).update(
+            embedding=list(vec),
+            embedding_model=profile.model,
+            embedding_dimensions=profile.dimensions,
+            embedding_content_hash=digest,
+        )
+        model.embedding = list(vec)
+        model.embedding_model = profile.model
+        model.embedding_dimensions = profile.dimensions
+        model.embedding_content_hash = digest
+
+    scored: list[tuple[MentalModel, float | None]] = []
+    for model in models:
+        comparable = (
+            model.embedding is not None
+            and (model.content or "").strip()
+            and model.embedding_model == profile.model
+            and model.embedding_dimensions == profile.dimensions
+        )
+        scored.append((model, _cosine(query_vec, list(model.embedding)) if comparable else None))
+    scored.sort(
+        key=lambda pair: (
+            pair[1] is None,
+            -(pair[1] if pair[1] is not None else 0.0),
+            -_recency_key(pair[0]),
+            pair[0].mental_model_id,
+        )
+    )
+    ranked = [
+        RankedModel(m, round(float(r), 6) if r is not None else None) for m, r in scored[:limit]
+    ]
+    return MentalModelSearch(
+        ranked=ranked, semantic=True, reembedded=len(stragglers), warnings=warnings
+    )

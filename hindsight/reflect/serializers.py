@@ -1,0 +1,204 @@
+"""The reflect endpoint's wire format: upstream's ReflectRequest in, ReflectResponse out.
+
+Every field upstream 1.1.0 accepts is accepted (the official client sends several of them as
+``null``); a field it does not know is a 422 naming it (SPEC 0, deliberate difference).
+Accepted but without effect here: ``apply_all_directives`` (this service has no directives) and
+``reflect_search_observations_include_entities`` (observations carry no entity list).
+``context`` is appended to the query, as upstream does with the deprecated field.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jsonschema
+from rest_framework import serializers
+
+from hindsight.reflect.result import ReflectResult
+from hindsight.tagscope import TagScope
+
+MEMORY_BUCKETS = ("world", "experience", "opinion", "observation")
+PROPERTY_TYPES = ("string", "number", "integer", "boolean", "array", "object")
+
+
+class StrictSerializer(serializers.Serializer):
+    """A serializer that refuses keys it does not declare, naming them."""
+
+    def to_internal_value(self, data: Any) -> Any:
+        if isinstance(data, dict):
+            unknown = sorted(set(data) - set(self.fields))
+            if unknown:
+                raise serializers.ValidationError(
+                    {key: [f"unknown field '{key}'; accepted: {', '.join(self.fields)}"]
+                     for key in unknown}
+                )
+        return super().to_internal_value(data)
+
+
+class FactsIncludeSerializer(StrictSerializer):
+    pass
+
+
+class ToolCallsIncludeSerializer(StrictSerializer):
+    output = serializers.BooleanField(required=False, default=True)
+
+
+class IncludeSerializer(StrictSerializer):
+    facts = FactsIncludeSerializer(required=False, allow_null=True, default=None)
+    tool_calls = ToolCallsIncludeSerializer(required=False, allow_null=True, default=None)
+
+
+def validate_response_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    """A JSON Schema whose instances are objects: ``structured_output`` is always an object."""
+    try:
+        jsonschema.validators.validator_for(schema).check_schema(schema)
+    except jsonschema.SchemaError as exc:
+        raise serializers.ValidationError(f"response_schema is not a valid JSON Schema: {exc.message}")
+    kind = schema.get("type", "object")
+    if kind != "object":
+        raise serializers.ValidationError(
+            'response_schema must be an object schema (its "type" must be "object")'
+        )
+    properties = schema.get("properties")
+    if not isinstance(properties, dict) or not properties:
+        raise serializers.ValidationError("response_schema must define a non-empty 'properties' object")
+    _check_property_types(properties, "properties")
+    return schema
+
+
+def _check_property_types(properties: dict[str, Any], where: str) -> None:
+    for name, prop in properties.items():
+        if not isinstance(prop, dict):
+            continue
+        kind = prop.get("type")
+        kinds = kind if isinstance(kind, list) else [kind] if kind is not None else []
+        bad = [k for k in kinds if k not in PROPERTY_TYPES and k != "null"]
+        if bad:
+            raise serializers.ValidationError(
+                f"response_schema {where}.{name}: type must be one of "
+                f"{', '.join(PROPERTY_TYPES)}; got {bad[0]!r}"
+            )
+        if isinstance(prop.get("properties"), dict):
+            _check_property_types(prop["properties"], f"{where}.{name}.properties")
+        items = prop.get("items")
+        if isinstance(items, dict) and isinstance(items.get("properties"), dict):
+            _check_property_types(items["properties"], f"{where}.{name}.items.properties")
+
+
+class ReflectRequestSerializer(StrictSerializer):
+    query = serializers.CharField(trim_whitespace=False)
+    budget = serializers.ChoiceField(choices=("low", "mid", "high"), default="low")
+    context = serializers.CharField(required=False, allow_null=True, allow_blank=True, default=None,
+                                    trim_whitespace=False)
+    max_tokens = serializers.IntegerField(required=False, allow_null=True, default=4096,
+                                          min_value=1, max_value=65536)
+    include = IncludeSerializer(required=False, allow_null=True, default=None)
+    response_schema = serializers.DictField(required=False, allow_null=True, default=None)
+    # Checked by the one tag-scope compiler (``TagScope.parse``) in ``validate``.
+    tags = serializers.JSONField(required=False, allow_null=True, default=None)
+    tags_match = serializers.JSONField(required=False, allow_null=True, default=None)
+    tag_groups = serializers.JSONField(required=False, allow_null=True, default=None)
+    apply_all_directives = serializers.BooleanField(required=False, allow_null=True, default=False)
+    fact_types = serializers.JSONField(required=False, allow_null=True, default=None)
+    exclude_mental_models = serializers.BooleanField(required=False, allow_null=True, default=False)
+    exclude_mental_model_ids = serializers.ListField(child=serializers.CharField(), required=False,
+                                                     allow_null=True, default=None)
+    reflect_search_observations_max_tokens = serializers.IntegerField(
+        required=False, allow_null=True, default=None, min_value=1, max_value=100000
+    )
+    reflect_search_observations_include_entities = serializers.BooleanField(
+        required=False, allow_null=True, default=None
+    )
+
+    def validate_query(self, value: str) -> str:
+        if not value.strip():
+            raise serializers.ValidationError("query must not be blank")
+        return value
+
+    def validate_response_schema(self, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        return None if value is None else validate_response_schema(value)
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        if attrs.get("tags") and attrs.get("tag_groups"):
+            raise serializers.ValidationError(
+                {"tag_groups": ["tags and tag_groups are mutually exclusive; send one of them"]}
+            )
+        # Raises FieldError (422, naming the field and the rule) on a malformed scope.
+        attrs["scope"] = TagScope.parse(
+            tags=attrs.get("tags"),
+            tags_match=attrs.get("tags_match"),
+            tag_groups=attrs.get("tag_groups"),
+            fact_types=attrs.get("fact_types"),
+        )
+        if attrs.get("max_tokens") is None:
+            attrs["max_tokens"] = 4096
+        return attrs
+
+
+# ---------------------------------------------------------------------------------------------
+# Response
+
+
+def _fact(entry: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "id": entry["id"],
+        "text": entry["text"],
+        "type": entry.get("type"),
+        "context": entry.get("context"),
+        "occurred_start": entry.get("occurred_start"),
+        "occurred_end": entry.get("occurred_end"),
+        "mentioned_at": entry.get("mentioned_at"),
+        "document_id": entry.get("document_id"),
+        "tags": entry.get("tags") or [],
+    }
+
+
+def render_response(
+    result: ReflectResult,
+    *,
+    include_facts: bool,
+    include_tool_calls: bool,
+    include_tool_output: bool,
+    schema_requested: bool,
+) -> dict[str, Any]:
+    """ReflectResponse: ``text`` always; ``based_on``/``trace`` when asked; usage summed."""
+    body: dict[str, Any] = {"text": result.text}
+    if include_facts:
+        memories = [_fact(e) for key in MEMORY_BUCKETS for e in result.based_on.get(key, [])]
+        body["based_on"] = {
+            "memories": memories,
+            "mental_models": [
+                {"id": m["id"], "text": m["text"], "context": m.get("name")}
+                for m in result.based_on.get("mental-models", [])
+            ],
+            "directives": list(result.based_on.get("directives", [])),
+        }
+    else:
+        body["based_on"] = None
+    if schema_requested:
+        body["structured_output"] = result.structured_output
+        if result.structured_output_error:
+            body["structured_output_error"] = result.structured_output_error
+    else:
+        body["structured_output"] = None
+    body["usage"] = {**result.usage, "cached_tokens": 0, "thoughts_tokens": 0}
+    if include_tool_calls:
+        calls = []
+        for call, output in zip(result.tool_calls, result.tool_outputs):
+            item: dict[str, Any] = {
+                "tool": call["name"],
+                "input": call["input"],
+                "duration_ms": call["duration_ms"],
+                "iteration": call["iteration"],
+            }
+            item["output"] = output if include_tool_output else None
+            calls.append(item)
+        body["trace"] = {
+            "tool_calls": calls,
+            "llm_calls": [
+                {"scope": c["scope"], "duration_ms": c["duration_ms"]} for c in result.llm_calls
+            ],
+        }
+    else:
+        body["trace"] = None
+    return body

@@ -1,0 +1,323 @@
+"""The reflect agent's tools: their schemas, their bounded outputs, and what they retrieved.
+
+A ``ToolBox`` belongs to one run. It knows which tools the run may use (mental models unless
+excluded, observations if the fact types allow them, raw facts if any raw type is allowed,
+``done`` always), executes a call against the memory substrate with the run's scope and cutoff,
+and remembers every memory and mental model a tool returned, because ``based_on`` may only cite
+those. Every output is cut to a token budget before the model sees it. A lookup that raises
+becomes ``RetrievalError``: a failed lookup must never pass for an empty one (RF-4).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from hindsight.banks.selectors import memory_recall
+from hindsight.banks.tokens import count_tokens
+from hindsight.reflect.mm_search import DEFAULT_LIMIT, MAX_LIMIT, mental_models_search
+from hindsight.reflect.result import MemoryRef, RetrievalError
+from mentalmodels.staleness import stale_flags
+
+SEARCH_MENTAL_MODELS = "search_mental_models"
+SEARCH_OBSERVATIONS = "search_observations"
+RECALL = "recall"
+DONE = "done"
+
+RAW_FACT_TYPES = ("world", "experience", "opinion")
+RECALL_DEFAULT_TOKENS = 2048
+OBSERVATIONS_DEFAULT_TOKENS = 5000
+TOOL_MAX_TOKENS = 8192
+TOOL_MIN_TOKENS = 128
+# All mental-model entries of one search together stay under this many content tokens.
+MENTAL_MODELS_CONTENT_TOKENS = 6000
+RECALL_LIMIT = 60
+
+
+def _int_arg(value: Any, default: int, lo: int, hi: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return default
+    return max(lo, min(int(value), hi))
+
+
+def _truncate(text: str, max_tokens: int) -> tuple[str, bool]:
+    if count_tokens(text) <= max_tokens:
+        return text, False
+    # Cut by characters proportionally, then trim until it fits: exact enough, bounded work.
+    cut = text[: max(1, int(len(text) * max_tokens / max(count_tokens(text), 1)))]
+    while cut and count_tokens(cut) > max_tokens:
+        cut = cut[: int(len(cut) * 0.9)]
+    return cut.rstrip() + " …[truncated]", True
+
+
+def _iso(ts: datetime | None) -> str | None:
+    return ts.isoformat() if ts is not None else None
+
+
+@dataclass
+class ToolOutcome:
+    payload: dict[str, Any]
+    result_count: int
+    duration_ms: int
+
+
+@dataclass
+class ToolBox:
+    bank_id: str
+    query: str
+    scope: Any
+    cutoff: datetime | None = None
+    exclude_mental_model_ids: tuple[str, ...] = ()
+    include_mental_models: bool = True
+    include_observations: bool = True
+    observations_max_tokens: int | None = None
+    # What the tools returned, by id, first-seen order.
+    memories: dict[str, Any] = field(default_factory=dict)
+    mental_models: dict[str, dict[str, Any]] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+
+    # --- what the run may use ---------------------------------------------------------------
+
+    def _fact_types(self) -> list[str] | None:
+        types = getattr(self.scope, "fact_types", None)
+        return list(types) if types else None
+
+    def raw_fact_types(self) -> list[str]:
+        types = self._fact_types()
+        return [t for t in RAW_FACT_TYPES if types is None or t in types]
+
+    def observations_allowed(self) -> bool:
+        types = self._fact_types()
+        return self.include_observations and (types is None or "observation" in types)
+
+    def names(self, *, models_visible: bool) -> list[str]:
+        out = []
+        if self.include_mental_models and models_visible:
+            out.append(SEARCH_MENTAL_MODELS)
+        if self.observations_allowed():
+            out.append(SEARCH_OBSERVATIONS)
+        if self.raw_fact_types():
+            out.append(RECALL)
+        out.append(DONE)
+        return out
+
+    def definitions(self, names: Iterable[str]) -> list[dict[str, Any]]:
+        return [_DEFINITIONS[name] for name in names]
+
+    # --- execution ---------------------------------------------------------------------------
+
+    def run(self, name: str, arguments: dict[str, Any], *, allowed: Iterable[str]) -> ToolOutcome:
+        started = time.monotonic()
+        if name not in allowed or name == DONE:
+            payload: dict[str, Any] = {
+                "error": f"unknown tool {name!r}; available: {', '.join(allowed)}"
+            }
+            count = 0
+        else:
+            query = arguments.get("query")
+            if not isinstance(query, str) or not query.strip():
+                query = self.query
+            try:
+                if name == SEARCH_MENTAL_MODELS:
+                    payload, count = self._search_mental_models(query, arguments)
+                elif name == SEARCH_OBSERVATIONS:
+                    payload, count = self._recall(
+                        query, arguments, ["observation"], self._observation_budget()
+                    )
+                else:
+                    payload, count = self._recall(
+                        query, arguments, self.raw_fact_types(), RECALL_DEFAULT_TOKENS
+                    )
+            except RetrievalError:
+                raise
+            except Exception as exc:  # any failure to look is a failure, never an empty result
+                raise RetrievalError(f"{name} failed: {type(exc).__name__}: {exc}") from exc
+        return ToolOutcome(payload, count, int((time.monotonic() - started) * 1000))
+
+    def _observation_budget(self) -> int:
+        return self.observations_max_tokens or OBSERVATIONS_DEFAULT_TOKENS
+
+    def _search_mental_models(
+        self, query: str, arguments: dict[str, Any]
+    ) -> tuple[dict[str, Any], int]:
+        limit = _int_arg(arguments.get("max_results"), DEFAULT_LIMIT, 1, MAX_LIMIT)
+        search = mental_models_search(
+            bank_id=self.bank_id,
+            query=query,
+            scope=self.scope,
+            exclude_ids=self.exclude_mental_model_ids,
+            limit=limit,
+        )
+        self.warnings.extend(search.warnings)
+        models = [r.model for r in search.ranked]
+        flags = stale_flags(models) if models else {}
+        per_model = max(256, MENTAL_MODELS_CONTENT_TOKENS // max(len(models), 1))
+        entries = []
+        for ranked in search.ranked:
+            m = ranked.model
+            content, truncated = _truncate(m.content or "", per_model)
+            entry: dict[str, Any] = {
+                "id": m.mental_model_id,
+                "name": m.name,
+                "source_query": m.source_query,
+                "content": content,
+                "tags": list(m.tags or []),
+                "is_stale": bool(flags.get(m.uid, False)),
+                "is_empty": not (m.content or "").strip(),
+                "last_refreshed_at": _iso(m.last_refreshed_at),
+            }
+            if truncated:
+                entry["truncated"] = True
+            if ranked.relevance is not None:
+                entry["relevance"] = ranked.relevance
+            entries.append(entry)
+            self.mental_models.setdefault(
+                m.mental_model_id,
+                {
+                    "id": m.mental_model_id,
+                    "name": m.name,
+                    "text": m.content or "",
+                    "tags": list(m.tags or []),
+                    "is_stale": entry["is_stale"],
+                },
+            )
+        return {"mental_models": entries, "count": len(entries)}, len(entries)
+
+    def _recall(
+        self, query: str, arguments: dict[str, Any], fact_types: list[str], default_tokens: int
+    ) -> tuple[dict[str, Any], int]:
+        max_tokens = _int_arg(arguments.get("max_tokens"), default_tokens, TOOL_MIN_TOKENS,
+                              TOOL_MAX_TOKENS)
+        scope = _with_fact_types(self.scope, fact_types)
+        hits = memory_recall(
+            bank_id=self.bank_id,
+            query=query,
+            scope=scope,
+            max_tokens=max_tokens,
+            limit=RECALL_LIMIT,
+            cutoff=self.cutoff,
+        )
+        items = []
+        for hit in hits:
+            key = str(hit.id)
+            self.memories.setdefault(key, hit)
+            item: dict[str, Any] = {"id": key, "type": hit.fact_type, "text": hit.text}
+            if hit.context:
+                item["context"] = hit.context
+            if hit.tags:
+                item["tags"] = list(hit.tags)
+            occurred = getattr(hit, "occurred_start", None) or getattr(hit, "mentioned_at", None)
+            if occurred is not None:
+                item["occurred_at"] = _iso(occurred)
+            if hit.updated_at is not None:
+                item["updated_at"] = _iso(hit.updated_at)
+            items.append(item)
+        # The recall already honours the budget; this guards the serialized payload as well.
+        while items and count_tokens(json.dumps(items)) > max_tokens + 256:
+            items.pop()
+        key = "observations" if fact_types == ["observation"] else "facts"
+        return {key: items, "count": len(items)}, len(items)
+
+    # --- what was retrieved -------------------------------------------------------------------
+
+    def memories_read(self) -> list[MemoryRef]:
+        return [
+            MemoryRef(id=key, fact_type=hit.fact_type, updated_at=hit.updated_at)
+            for key, hit in self.memories.items()
+        ]
+
+
+def _with_fact_types(scope: Any, fact_types: list[str]) -> Any:
+    if dataclasses.is_dataclass(scope) and not isinstance(scope, type):
+        return dataclasses.replace(scope, fact_types=list(fact_types))
+    clone = type(scope).__new__(type(scope))
+    clone.__dict__.update(vars(scope))
+    clone.fact_types = list(fact_types)
+    return clone
+
+
+def _query_param(description: str) -> dict[str, Any]:
+    return {"type": "string", "description": description}
+
+
+_DEFINITIONS: dict[str, dict[str, Any]] = {
+    SEARCH_MENTAL_MODELS: {
+        "type": "function",
+        "function": {
+            "name": SEARCH_MENTAL_MODELS,
+            "description": (
+                "Search the curated mental models (pre-computed summaries), most relevant first. "
+                "Each has is_stale: a stale model may miss recent memories."
+            ),
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "query": _query_param("What to look for."),
+                    "max_results": {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT},
+                },
+                "required": ["query"],
+            },
+        },
+    },
+    SEARCH_OBSERVATIONS: {
+        "type": "function",
+        "function": {
+            "name": SEARCH_OBSERVATIONS,
+            "description": "Search observations: knowledge consolidated from many facts.",
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "query": _query_param("What to look for."),
+                    "max_tokens": {"type": "integer", "minimum": TOOL_MIN_TOKENS,
+                                   "maximum": TOOL_MAX_TOKENS},
+                },
+                "required": ["query"],
+            },
+        },
+    },
+    RECALL: {
+        "type": "function",
+        "function": {
+            "name": RECALL,
+            "description": "Recall raw facts (world knowledge and experiences): the ground truth.",
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "query": _query_param("What to look for."),
+                    "max_tokens": {"type": "integer", "minimum": TOOL_MIN_TOKENS,
+                                   "maximum": TOOL_MAX_TOKENS},
+                },
+                "required": ["query"],
+            },
+        },
+    },
+    DONE: {
+        "type": "function",
+        "function": {
+            "name": DONE,
+            "description": "Finish with the final answer and the ids it relies on.",
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "answer": {"type": "string", "description": "The answer, in markdown."},
+                    "memory_ids": {
+                        "type": "array",
+                        "items": {"type": "string"},
+                        "description": "Ids of the facts and observations the answer uses.",
+                    },
+                    "mental_model_ids": {
+                        "type": "array",
+                        "items": {"type": "string"},
+                        "description": "Ids of the mental models the answer uses.",
+                    },
+                },
+                "required": ["answer"],
+            },
+        },
+    },
+}

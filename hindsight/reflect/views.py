@@ -1,0 +1,62 @@
+"""POST /v1/default/banks/{bank_id}/reflect: parse, run the agent loop once, render.
+
+A thin edge (STYLE 1): the request is validated by ``ReflectRequestSerializer``, the scope by the
+one tag-scope compiler, then ``reflect_run`` does the work under the reflect wall timeout. A
+failed lookup is a 503 (we could not look), an LLM failure a 502 (a timeout 504): neither is
+dressed up as an answer.
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from hindsight.banks.models import Bank
+from hindsight.errors import NotFound
+from hindsight.llm import Deadline, LLMError, LLMTimeout
+from hindsight.reflect import RetrievalError, reflect_run
+from hindsight.reflect.serializers import ReflectRequestSerializer, render_response
+
+
+class ReflectView(APIView):
+    def post(self, request: Request, bank_id: str) -> Response:
+        serializer = ReflectRequestSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        scope = data["scope"]
+        if not Bank.objects.filter(id=bank_id).exists():
+            raise NotFound(f"Bank '{bank_id}' not found")
+        query = data["query"]
+        if data.get("context"):
+            query = f"{query}\n\nContext: {data['context']}"
+        include = data.get("include") or {}
+        try:
+            result = reflect_run(
+                bank_id=bank_id,
+                query=query,
+                budget=data["budget"],
+                max_tokens=data["max_tokens"],
+                scope=scope,
+                exclude_mental_model_ids=data.get("exclude_mental_model_ids") or (),
+                include_mental_models=not data.get("exclude_mental_models"),
+                response_schema=data.get("response_schema"),
+                deadline=Deadline(settings.HINDSIGHT.reflect_wall_timeout_seconds),
+                observations_max_tokens=data.get("reflect_search_observations_max_tokens"),
+            )
+        except RetrievalError as exc:
+            return Response({"detail": f"retrieval failed: {exc}"}, status=503)
+        except LLMTimeout as exc:
+            return Response({"detail": f"LLM timed out: {exc}"}, status=504)
+        except LLMError as exc:
+            return Response({"detail": f"LLM request failed: {exc}"}, status=502)
+        tool_calls = include.get("tool_calls")
+        body = render_response(
+            result,
+            include_facts=include.get("facts") is not None,
+            include_tool_calls=tool_calls is not None,
+            include_tool_output=bool(tool_calls and tool_calls.get("output", True)),
+            schema_requested=data.get("response_schema") is not None,
+        )
+        return Response(body)
