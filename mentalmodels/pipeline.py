@@ -360,6 +360,9 @@ def _extract(plan: Plan, decided: Outcome, clock: _Clock) -> None:
             ],
             schema=schema,
             name="structured_output",
+            # A user's schema need not meet strict mode's rules (every key required, no
+            # additional properties); jsonschema validates the answer either way.
+            strict=False,
             deadline=Deadline(max(clock.remaining(), 0.001)),
             purpose="mental_model_structured_output",
         )
