@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 
 class EmbeddingError(Exception):
-    """Embedding failed (provider unreachable, wrong answer, model missing); the message says why."""
+    """Embedding failed (provider unreachable, wrong answer, model missing); says why."""
 
 
 @dataclass(frozen=True)

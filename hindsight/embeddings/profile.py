@@ -71,8 +71,9 @@ def profile_problem(configured: Profile | None = None) -> str | None:
     if declared is not None and declared != configured.dimensions:
         return (
             f"the embedding column banks_memoryunit.embedding is vector({declared}) but the "
-            f"configured embedding profile {configured.describe()} produces {configured.dimensions} "
-            f"dimensions (set by {VARIABLES.get(configured.provider, 'the embeddings variables')}). "
+            f"configured embedding profile {configured.describe()} produces "
+            f"{configured.dimensions} dimensions (set by "
+            f"{VARIABLES.get(configured.provider, 'the embeddings variables')}). "
             "Run `manage.py reembed` to convert the column and rebuild the vectors, or restore "
             "the previous configuration."
         )

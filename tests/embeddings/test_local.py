@@ -1,4 +1,4 @@
-"""The offline all-MiniLM-L6-v2 embedder: reference values, similarity order, batching, edge cases."""
+"""The offline all-MiniLM-L6-v2 embedder: reference values, similarity, batching, edge cases."""
 
 from __future__ import annotations
 

@@ -46,7 +46,9 @@ def test_empty_strings_are_sent_as_a_space_and_keep_their_position(openai_embedd
     assert np.linalg.norm(vectors[1]) == pytest.approx(1.0)
 
 
-def test_transient_failure_is_retried_up_to_the_configured_count(openai_embeddings, settings) -> None:
+def test_transient_failure_is_retried_up_to_the_configured_count(
+    openai_embeddings, settings
+) -> None:
     import dataclasses
 
     settings.HINDSIGHT = dataclasses.replace(settings.HINDSIGHT, embeddings_max_retries=2)

@@ -63,7 +63,8 @@ def test_reembed_replaces_vectors_records_profile_and_keeps_updated_at(openai_em
 
     assert "Re-embedded 3 memories with openai/scripted-embed (384 dims)" in output
     for memory in MemoryUnit.objects.filter(bank=bank):
-        assert list(memory.embedding) == pytest.approx(pseudo_embedding(memory.text, 384), abs=1e-6)
+        expected = pseudo_embedding(memory.text, 384)
+        assert list(memory.embedding) == pytest.approx(expected, abs=1e-6)
         assert memory.updated_at == stamps[memory.id]
     assert profile_recorded() == Profile("openai", "scripted-embed", 384)
     assert profile_ensure() == Profile("openai", "scripted-embed", 384)
@@ -73,7 +74,9 @@ def test_reembed_replaces_vectors_records_profile_and_keeps_updated_at(openai_em
     assert [len(r["input"]) for r in openai_embeddings.embedding_requests] == [1, 2, 1]
 
 
-def test_reembed_converts_the_column_when_the_dimension_changes(openai_embeddings, settings) -> None:
+def test_reembed_converts_the_column_when_the_dimension_changes(
+    openai_embeddings, settings
+) -> None:
     seed_local_memories()
     settings.HINDSIGHT = dataclasses.replace(settings.HINDSIGHT, embeddings_dimensions=64)
     with pytest.raises(ProfileMismatch, match=r"vector\(384\)"):

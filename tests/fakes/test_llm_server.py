@@ -52,7 +52,10 @@ def test_tool_calls_come_back_in_openai_format(server, client) -> None:
 
 
 def test_usage_is_reported_and_can_be_scripted(server, client) -> None:
-    server.script(Reply.text("one two three"), Reply.text("x", usage={"prompt_tokens": 7, "completion_tokens": 2}))
+    server.script(
+        Reply.text("one two three"),
+        Reply.text("x", usage={"prompt_tokens": 7, "completion_tokens": 2}),
+    )
     usage = chat(client).usage
     assert (usage.prompt_tokens, usage.completion_tokens, usage.total_tokens) == (2, 3, 5)
     usage = chat(client).usage
@@ -137,12 +140,15 @@ def test_embeddings_endpoint_honours_dimensions_failures_and_forced_size(server,
     with pytest.raises(openai.InternalServerError):
         client.embeddings.create(model="e", input=["a"])
     server.embedding_dimensions = 5
-    assert len(client.embeddings.create(model="e", input=["a"], dimensions=16).data[0].embedding) == 5
+    forced = client.embeddings.create(model="e", input=["a"], dimensions=16)
+    assert len(forced.data[0].embedding) == 5
     assert len(server.embedding_requests) == 3
     assert server.requests == []
 
 
-def test_env_mirrors_the_settings_for_worker_processes(scripted_llm, openai_embeddings, settings) -> None:
+def test_env_mirrors_the_settings_for_worker_processes(
+    scripted_llm, openai_embeddings, settings
+) -> None:
     env = scripted_llm.env
     assert env["HINDSIGHT_API_LLM_BASE_URL"] == scripted_llm.base_url
     assert env["HINDSIGHT_API_LLM_MODEL"] == "scripted"
