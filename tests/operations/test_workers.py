@@ -1,0 +1,188 @@
+"""The engine with real Celery worker processes: completion, serialization per key with the
+lock TTL shorter than the job, fencing, retries, parking, crash recovery."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from operations.models import COMPLETED, Operation
+from tests.operations.helpers import job_log, statuses, submit_job
+from tests.workers import wait_until
+
+pytestmark = pytest.mark.integration
+
+
+def _all_done(op_ids, status=COMPLETED):
+    def check():
+        current = statuses(op_ids)
+        return len(current) == len(op_ids) and all(s == status for s in current.values())
+    return check
+
+
+def test_worker_runs_a_submitted_job_to_completion(worker_factory) -> None:
+    worker_factory()
+    op = submit_job(key="k1", effect=True)
+    wait_until(_all_done([op.id]), timeout=20, message="completion")
+    done = Operation.objects.get(id=op.id)
+    assert done.fence == 1 and done.completed_at is not None
+    assert [r["outcome"] for r in job_log([op.id])] == ["completed"]
+
+
+def test_jobs_of_one_key_never_overlap_while_jobs_of_different_keys_do(
+    worker_factory, settings
+) -> None:
+    from operations.dispatch import operation_send
+    from tests.workers import apply_test_settings
+
+    # The lock's TTL (1 s) is shorter than every job (1.5 s): only the heartbeat keeps it.
+    apply_test_settings(settings, lock_ttl_seconds=1.0, heartbeat_seconds=0.3)
+    worker_factory(concurrency=2)
+    worker_factory(concurrency=2)
+    keys = ["ka", "kb", "kc"]
+    submitted: set = set()
+    deadline = time.monotonic() + 4.0
+    while time.monotonic() < deadline:
+        for key in keys:
+            op = submit_job(key=key, sleep=1.5)
+            submitted.add(op.id)
+            operation_send(operation_id=op.id)  # duplicate messages: CAS must absorb them
+        time.sleep(0.3)
+    ops = list(submitted)
+    wait_until(_all_done(ops), timeout=60, message="every job completed")
+    log = job_log(ops)
+    assert {r["outcome"] for r in log} == {"completed"}
+    assert len(log) == len(ops)  # each operation ran exactly once
+    by_key: dict[str, list] = {}
+    for row in log:
+        by_key.setdefault(row["key"], []).append(row)
+    assert set(by_key) == set(keys)
+    for key, rows in by_key.items():
+        assert len(rows) >= 2, f"{key} ran only {len(rows)} job(s)"
+        rows.sort(key=lambda r: r["started_at"])
+        for earlier, later in zip(rows, rows[1:]):
+            assert earlier["ended_at"] <= later["started_at"], f"jobs of {key} overlapped"
+    overlaps_across_keys = any(
+        a["started_at"] < b["ended_at"] and b["started_at"] < a["ended_at"]
+        for a in log for b in log if a["key"] != b["key"]
+    )
+    assert overlaps_across_keys, "jobs of different keys never ran in parallel"
+    fences = [r["fence"] for r in sorted(by_key["ka"], key=lambda r: r["started_at"])]
+    assert fences == sorted(fences) and len(set(fences)) == len(fences)
+
+
+def test_heartbeat_keeps_the_lock_alive_past_its_ttl(worker_factory, settings) -> None:
+    from operations.locks import LOCK_PREFIX, redis_client
+    from tests.workers import apply_test_settings
+
+    apply_test_settings(settings, lock_ttl_seconds=1.0, heartbeat_seconds=0.3)
+    worker_factory()
+    op = submit_job(key="long", sleep=3.0)
+    wait_until(lambda: job_log([op.id]), timeout=20, message="job start")
+    time.sleep(2.0)  # twice the TTL
+    assert redis_client().pttl(LOCK_PREFIX + "long") > 0
+    running = Operation.objects.get(id=op.id)
+    assert running.status == "processing"
+    started = job_log([op.id])[0]["started_at"]
+    assert (running.heartbeat_at - started).total_seconds() > 1.0
+    wait_until(_all_done([op.id]), timeout=20, message="completion")
+    assert redis_client().exists(LOCK_PREFIX + "long") == 0  # released at the end
+
+
+def test_job_whose_lease_was_taken_over_is_refused_at_write_time(worker_factory) -> None:
+    from operations.services import lease_bump
+    from tests.operations.helpers import effects
+
+    worker_factory()
+    op = submit_job(key="fenced", sleep=1.5, effect=True)
+    wait_until(lambda: job_log([op.id]), timeout=20, message="job start")
+    lease_bump(key="fenced")
+    wait_until(_all_done([op.id], status="cancelled"), timeout=20, message="superseded")
+    assert effects([op.id]) == []
+    assert "superseded" in Operation.objects.get(id=op.id).error_message
+    assert [r["outcome"] for r in job_log([op.id])] == ["fence_lost"]
+
+
+def test_always_failing_job_reaches_the_handler_one_plus_max_retries_times(
+    worker_factory, beat, settings
+) -> None:
+    from tests.workers import apply_test_settings
+
+    apply_test_settings(settings, worker_max_retries=3, worker_retry_backoff_seconds=0.5,
+                        worker_retry_backoff_max_seconds=10.0)
+    worker_factory()
+    op = submit_job(key="doomed", fail="always")
+    wait_until(_all_done([op.id], status="failed"), timeout=40, message="final failure")
+    time.sleep(1.5)  # nothing more may run
+    attempts = job_log([op.id])
+    assert [r["attempt"] for r in attempts] == [1, 2, 3, 4]
+    failed = Operation.objects.get(id=op.id)
+    assert failed.retry_count == 3 and "attempt 4" in failed.error_message
+    starts = [r["started_at"] for r in attempts]
+    gaps = [(b - a).total_seconds() for a, b in zip(starts, starts[1:])]
+    assert gaps[0] >= 0.25 and gaps[2] >= 1.0 and gaps[2] > gaps[0], gaps
+
+
+def test_non_retryable_failure_reaches_the_handler_once(worker_factory, beat) -> None:
+    worker_factory()
+    op = submit_job(fail="always", retryable=False)
+    wait_until(_all_done([op.id], status="failed"), timeout=20, message="failure")
+    time.sleep(1.0)
+    assert len(job_log([op.id])) == 1
+
+
+def test_parked_job_runs_after_its_time_and_a_released_one_at_once(
+    worker_factory, beat
+) -> None:
+    from datetime import timedelta
+
+    from django.db import connection
+
+    from operations.services import operation_release, operation_submit
+    from operations.testing_handlers import TEST_JOB
+
+    worker_factory()
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT clock_timestamp()")
+        now = cursor.fetchone()[0]
+    due = now + timedelta(seconds=2)
+    parked = operation_submit(bank_id="ops-bank", operation_type=TEST_JOB, dedupe_key="p1",
+                              automatic=True, not_before=due).operation
+    far = operation_submit(bank_id="ops-bank", operation_type=TEST_JOB, dedupe_key="p2",
+                           automatic=True, not_before=now + timedelta(hours=1)).operation
+    assert parked.next_retry_at == due
+    time.sleep(1.0)
+    assert job_log([parked.id, far.id]) == []
+    assert operation_release(operation_id=far.id)
+    wait_until(_all_done([parked.id, far.id]), timeout=20, message="both ran")
+    log = {str(r["op_id"]): r for r in job_log([parked.id, far.id])}
+    assert log[str(parked.id)]["started_at"] >= due
+    assert log[str(far.id)]["started_at"] < now + timedelta(seconds=10)
+    assert Operation.objects.get(id=parked.id).retry_count == 0  # parking is not an attempt
+
+
+def test_killed_worker_job_is_recovered_and_its_effect_written_exactly_once(
+    scripted_llm, worker_factory, beat
+) -> None:
+    from tests.fakes.fixtures import Reply
+    from tests.operations.helpers import effects
+
+    held, hold = Reply.hold(Reply.text("first answer"))
+    scripted_llm.script(held, Reply.text("second answer"))
+    doomed = worker_factory(env=scripted_llm.env)
+    op = submit_job(key="crash", llm="think", effect=True)
+    assert hold.wait_received(timeout=30), "the job never reached the held LLM request"
+    doomed.kill()  # SIGKILL, mid-request, inside the job
+    hold.release()
+    assert Operation.objects.get(id=op.id).status == "processing"
+    worker_factory(env=scripted_llm.env)
+    wait_until(_all_done([op.id]), timeout=40, message="recovered completion")
+    done = Operation.objects.get(id=op.id)
+    assert done.retry_count == 1
+    assert len(effects([op.id])) == 1
+    attempts = job_log([op.id])
+    assert [r["attempt"] for r in attempts] == [1, 2]
+    assert attempts[0]["ended_at"] is None and attempts[1]["outcome"] == "completed"
+    assert attempts[1]["fence"] > attempts[0]["fence"]
+    assert len(scripted_llm.requests) == 2
