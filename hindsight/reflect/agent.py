@@ -42,7 +42,9 @@ from hindsight.reflect.tools import (
 ITERATIONS = {"low": 5, "mid": 10, "high": 20}
 _SOURCES_LINE = re.compile(r"^\s*\**\s*sources?\s*\**\s*:(.*)$", re.IGNORECASE)
 _ID_TOKEN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*")
-_UUID = re.compile(r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b")
+_UUID = re.compile(
+    r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b"
+)
 
 
 def _forced_choice(name: str) -> dict[str, Any]:

@@ -19,11 +19,11 @@ from, so a concurrent edit of the model is never overwritten by a stale vector.
 from __future__ import annotations
 
 import hashlib
-import math
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
+import numpy as np
 from django.db.models import QuerySet
 
 from hindsight.embeddings import EmbeddingError, get_embedder
@@ -36,8 +36,9 @@ MAX_LIMIT = 20
 _WORD = re.compile(r"\w+", re.UNICODE)
 # Words that carry no topic: dropping them keeps the lexical fallback from ranking on "the".
 _STOPWORDS = frozenset(
-    "a an and are as at be by do does for from has have how i in is it its of on or our that "
-    "the their there these this to was we were what when where which who why will with you your".split()
+    "a an and are as at be by do does for from has have how i in is it its of on or our that the "
+    "their there these this to was we were what when where which who why will with you your"
+    .split()
 )
 
 
@@ -115,15 +116,12 @@ def needs_embedding(model: MentalModel, *, profile_model: str, profile_dims: int
     )
 
 
-def _cosine(a: Sequence[float], b: Sequence[float]) -> float | None:
-    if len(a) != len(b) or not len(a):
+def _cosine(a: np.ndarray, b: Sequence[float]) -> float | None:
+    vb = np.asarray(b, dtype=np.float64)
+    if a.shape != vb.shape or not a.size:
         return None
-    dot = sum(x * y for x, y in zip(a, b))
-    na = math.sqrt(sum(x * x for x in a))
-    nb = math.sqrt(sum(y * y for y in b))
-    if na == 0 or nb == 0:
-        return None
-    return dot / (na * nb)
+    norm = float(np.linalg.norm(a) * np.linalg.norm(vb))
+    return None if norm == 0.0 else float(np.dot(a, vb) / norm)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -200,7 +198,7 @@ def mental_models_search(
             ranked=_rank_lexically(query, models, limit), semantic=False, warnings=warnings
         )
 
-    query_vec = list(vectors[0])
+    query_vec = np.asarray(vectors[0], dtype=np.float64)
     for model, vec in zip(stragglers, vectors[1:]):
         text = embedding_text(model)
         digest = content_hash(text)
@@ -226,7 +224,7 @@ def mental_models_search(
             and model.embedding_model == profile.model
             and model.embedding_dimensions == profile.dimensions
         )
-        scored.append((model, _cosine(query_vec, list(model.embedding)) if comparable else None))
+        scored.append((model, _cosine(query_vec, model.embedding) if comparable else None))
     scored.sort(
         key=lambda pair: (
             pair[1] is None,

@@ -53,7 +53,9 @@ def validate_response_schema(schema: dict[str, Any]) -> dict[str, Any]:
     try:
         jsonschema.validators.validator_for(schema).check_schema(schema)
     except jsonschema.SchemaError as exc:
-        raise serializers.ValidationError(f"response_schema is not a valid JSON Schema: {exc.message}")
+        raise serializers.ValidationError(
+            f"response_schema is not a valid JSON Schema: {exc.message}"
+        ) from exc
     kind = schema.get("type", "object")
     if kind != "object":
         raise serializers.ValidationError(
@@ -61,7 +63,9 @@ def validate_response_schema(schema: dict[str, Any]) -> dict[str, Any]:
         )
     properties = schema.get("properties")
     if not isinstance(properties, dict) or not properties:
-        raise serializers.ValidationError("response_schema must define a non-empty 'properties' object")
+        raise serializers.ValidationError(
+            "response_schema must define a non-empty 'properties' object"
+        )
     _check_property_types(properties, "properties")
     return schema
 

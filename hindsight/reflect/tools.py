@@ -19,7 +19,7 @@ from datetime import datetime
 from typing import Any
 
 from hindsight.banks.selectors import memory_recall
-from hindsight.banks.tokens import count_tokens
+from hindsight.banks.tokens import count_tokens, count_tokens_batch
 from hindsight.reflect.mm_search import DEFAULT_LIMIT, MAX_LIMIT, mental_models_search
 from hindsight.reflect.result import MemoryRef, RetrievalError
 from mentalmodels.staleness import stale_flags
@@ -36,6 +36,9 @@ TOOL_MAX_TOKENS = 8192
 TOOL_MIN_TOKENS = 128
 # All mental-model entries of one search together stay under this many content tokens.
 MENTAL_MODELS_CONTENT_TOKENS = 6000
+# Everything the tools feed back in one run: past it, a lookup answers "answer now" instead of
+# growing the conversation without bound over 20 iterations.
+RUN_TOOL_TOKENS = 40000
 RECALL_LIMIT = 60
 
 
@@ -76,6 +79,7 @@ class ToolBox:
     include_mental_models: bool = True
     include_observations: bool = True
     observations_max_tokens: int | None = None
+    tokens_left: int = field(default_factory=lambda: RUN_TOOL_TOKENS)
     # What the tools returned, by id, first-seen order.
     memories: dict[str, Any] = field(default_factory=dict)
     mental_models: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -118,6 +122,14 @@ class ToolBox:
                 "error": f"unknown tool {name!r}; available: {', '.join(allowed)}"
             }
             count = 0
+        elif self.tokens_left < TOOL_MIN_TOKENS:
+            payload = {
+                "error": "the lookup budget of this question is spent: answer now with `done` "
+                "from what the tools already returned"
+            }
+            count = 0
+            self.warnings.append(f"tool output budget ({RUN_TOOL_TOKENS} tokens) spent; "
+                                 f"{name} was refused")
         else:
             query = arguments.get("query")
             if not isinstance(query, str) or not query.strip():
@@ -137,6 +149,7 @@ class ToolBox:
                 raise
             except Exception as exc:  # any failure to look is a failure, never an empty result
                 raise RetrievalError(f"{name} failed: {type(exc).__name__}: {exc}") from exc
+            self.tokens_left -= count_tokens(json.dumps(payload, ensure_ascii=False, default=str))
         return ToolOutcome(payload, count, int((time.monotonic() - started) * 1000))
 
     def _observation_budget(self) -> int:
@@ -156,7 +169,10 @@ class ToolBox:
         self.warnings.extend(search.warnings)
         models = [r.model for r in search.ranked]
         flags = stale_flags(models) if models else {}
-        per_model = max(256, MENTAL_MODELS_CONTENT_TOKENS // max(len(models), 1))
+        per_model = max(
+            TOOL_MIN_TOKENS,
+            min(MENTAL_MODELS_CONTENT_TOKENS, self.tokens_left) // max(len(models), 1),
+        )
         entries = []
         for ranked in search.ranked:
             m = ranked.model
@@ -193,6 +209,7 @@ class ToolBox:
     ) -> tuple[dict[str, Any], int]:
         max_tokens = _int_arg(arguments.get("max_tokens"), default_tokens, TOOL_MIN_TOKENS,
                               TOOL_MAX_TOKENS)
+        max_tokens = max(TOOL_MIN_TOKENS, min(max_tokens, self.tokens_left))
         scope = _with_fact_types(self.scope, fact_types)
         hits = memory_recall(
             bank_id=self.bank_id,
@@ -217,9 +234,14 @@ class ToolBox:
             if hit.updated_at is not None:
                 item["updated_at"] = _iso(hit.updated_at)
             items.append(item)
-        # The recall already honours the budget; this guards the serialized payload as well.
-        while items and count_tokens(json.dumps(items)) > max_tokens + 256:
+        # Recall budgets memory texts; the model reads ids, dates and JSON too, so the budget is
+        # applied again to what is actually sent (lowest-ranked items go first).
+        sizes = count_tokens_batch([json.dumps(item, ensure_ascii=False) for item in items])
+        # 16 for the wrapper, one per item for the separator.
+        total = 16 + sum(sizes) + len(sizes)
+        while items and total > max_tokens:
             items.pop()
+            total -= sizes.pop() + 1
         key = "observations" if fact_types == ["observation"] else "facts"
         return {key: items, "count": len(items)}, len(items)
 

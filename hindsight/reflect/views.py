@@ -9,11 +9,13 @@ dressed up as an answer.
 from __future__ import annotations
 
 from django.conf import settings
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from hindsight.banks.models import Bank
+from hindsight.banks.selectors import bank_exists
 from hindsight.errors import NotFound
 from hindsight.llm import Deadline, LLMError, LLMTimeout
 from hindsight.reflect import RetrievalError, reflect_run
@@ -21,12 +23,18 @@ from hindsight.reflect.serializers import ReflectRequestSerializer, render_respo
 
 
 class ReflectView(APIView):
+    @extend_schema(
+        operation_id="reflect",
+        request=ReflectRequestSerializer,
+        responses={200: OpenApiTypes.OBJECT},
+        summary="Reflect and generate answer",
+    )
     def post(self, request: Request, bank_id: str) -> Response:
         serializer = ReflectRequestSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
         scope = data["scope"]
-        if not Bank.objects.filter(id=bank_id).exists():
+        if not bank_exists(bank_id=bank_id):
             raise NotFound(f"Bank '{bank_id}' not found")
         query = data["query"]
         if data.get("context"):

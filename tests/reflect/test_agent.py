@@ -271,16 +271,16 @@ def test_recall_output_is_cut_to_its_token_budget(bank, scripted_llm):
     result = _run(bank, scope=TagScope(fact_types=("world",)))
 
     content = scripted_llm.requests[1]["messages"][-1]["content"]
-    assert count_tokens(content) <= 300 + 256
+    assert count_tokens(content) <= 300
     assert 0 < result.tool_calls[0]["result_count"] < 25
 
 
 def test_usage_is_summed_over_every_call(bank, scripted_llm):
     scripted_llm.script(
         Reply.tool_calls([("recall", {"query": "x"})],
-                         usage={"prompt_tokens": 100, "completion_tokens": 10, "total_tokens": 110}),
+                         usage={"prompt_tokens": 100, "completion_tokens": 10}),
         Reply.tool_calls([("done", {"answer": "A."})],
-                         usage={"prompt_tokens": 200, "completion_tokens": 20, "total_tokens": 220}),
+                         usage={"prompt_tokens": 200, "completion_tokens": 20}),
     )
 
     result = _run(bank, scope=TagScope(fact_types=("world",)))
@@ -302,3 +302,24 @@ def test_response_schema_yields_structured_output(bank, scripted_llm):
     assert result.structured_output == {"channel": "Slack"}
     assert "They use Slack." in json.dumps(scripted_llm.requests[-1]["messages"])
     assert result.llm_calls[-1]["scope"] == "structured"
+
+
+def test_tool_output_budget_of_a_run_refuses_lookups_once_spent(bank, scripted_llm, monkeypatch):
+    from hindsight.reflect import tools
+
+    monkeypatch.setattr(tools, "RUN_TOOL_TOKENS", 600)
+    for index in range(20):
+        add_memory(bank, f"Alice fact {index}: " + "async communication matters " * 10)
+    scripted_llm.script(
+        Reply.tool_calls([("recall", {"query": "Alice async", "max_tokens": 2000})]),
+        Reply.tool_calls([("recall", {"query": "Alice communication"})]),
+        Reply.tool_calls([("done", {"answer": "Async."})]),
+    )
+
+    result = _run(bank, scope=TagScope(fact_types=("world",)))
+
+    first = scripted_llm.requests[1]["messages"][-1]["content"]
+    assert count_tokens(first) <= 600  # the request's 2000 were cut to the run's budget
+    refused = _tool_payload(scripted_llm.requests[2])
+    assert "budget" in refused["error"] and result.tool_calls[1]["result_count"] == 0
+    assert any("budget" in w for w in result.warnings)
