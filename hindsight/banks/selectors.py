@@ -327,7 +327,8 @@ def memory_recall(
         # Filtered HNSW scans stop early without iterative scans (pgvector >= 0.8): a bank or
         # tag filter would otherwise starve the semantic arm on a shared index.
         cursor.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
-        cursor.execute("SET LOCAL hnsw.ef_search = %s", [max(40, min(candidates * 2, 1000))])
+        # SET takes no bind parameters; the value is an int computed here.
+        cursor.execute(f"SET LOCAL hnsw.ef_search = {int(max(40, min(candidates * 2, 1000)))}")
         semantic_floor = ""
         semantic_params: list[Any] = []
         if floors.semantic is not None:

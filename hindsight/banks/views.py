@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from datetime import datetime
 from typing import Any
 
@@ -18,6 +19,7 @@ from hindsight.banks.serializers import (
     RetainRequestSerializer,
     parse_datetime_value,
 )
+from hindsight.embeddings import EmbeddingError
 from hindsight.errors import FieldError
 from hindsight.tagscope import TAGS_MATCH_MODES, TagScope
 
@@ -198,8 +200,6 @@ def recall_result(hit: selectors.RecallHit) -> dict[str, Any]:
 
 class RecallView(APIView):
     def post(self, request: Request, bank_id: str) -> Response:
-        import time
-
         started = time.monotonic()
         data = _validated(RecallRequestSerializer, request.data).validated_data
         scope = TagScope.parse(
@@ -207,23 +207,11 @@ class RecallView(APIView):
             tag_groups=data.get("tag_groups"), fact_types=data.get("types"),
         )
         selectors.bank_get(bank_id=bank_id)
-        window = data.get("temporal_window")
-        floors = data.get("min_scores") or {}
         types = set(data.get("types") or ())
-        hits = selectors.memory_recall(
-            bank_id=bank_id,
-            query=data["query"],
-            scope=scope,
-            max_tokens=data["max_tokens"],
-            budget=data["budget"],
-            temporal_window=(window["start"], window["end"]) if window else None,
-            floors=selectors.RecallFloors(
-                semantic=floors.get("semantic"), keyword=floors.get("keyword"),
-                final=floors.get("final"),
-            ),
-            prefer_observations=bool(data.get("prefer_observations"))
-            and "observation" in types and bool(types & {"world", "experience"}),
-        )
+        try:
+            hits = self._recall(bank_id, data, scope, types)
+        except EmbeddingError as exc:
+            raise services.EmbeddingUnavailable(f"embedding the query failed: {exc}") from exc
         body: dict[str, Any] = {
             "results": [recall_result(h) for h in hits],
             "trace": None,
@@ -242,6 +230,25 @@ class RecallView(APIView):
                 "arms": {h.id: h.arms for h in hits},
             }
         return Response(body)
+
+    def _recall(self, bank_id: str, data: dict[str, Any], scope: TagScope,
+                types: set[str]) -> list[selectors.RecallHit]:
+        window = data.get("temporal_window")
+        floors = data.get("min_scores") or {}
+        return selectors.memory_recall(
+            bank_id=bank_id,
+            query=data["query"],
+            scope=scope,
+            max_tokens=data["max_tokens"],
+            budget=data["budget"],
+            temporal_window=(window["start"], window["end"]) if window else None,
+            floors=selectors.RecallFloors(
+                semantic=floors.get("semantic"), keyword=floors.get("keyword"),
+                final=floors.get("final"),
+            ),
+            prefer_observations=bool(data.get("prefer_observations"))
+            and "observation" in types and bool(types & {"world", "experience"}),
+        )
 
 
 def memory_list_item(m: MemoryUnit) -> dict[str, Any]:

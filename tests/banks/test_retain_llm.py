@@ -58,3 +58,20 @@ def test_llm_failure_on_a_later_item_stores_nothing(scripted_llm: Any) -> None:
     assert response.status_code == 502
     assert "extraction failed" in response.json()["detail"]
     assert not MemoryUnit.objects.filter(bank_id="f").exists()
+
+
+def test_embedding_failure_is_503_for_retain_and_recall_and_stores_nothing(
+    openai_embeddings: Any, settings: Any
+) -> None:
+    import dataclasses
+
+    settings.HINDSIGHT = dataclasses.replace(settings.HINDSIGHT, embeddings_timeout_seconds=5.0)
+    api = APIClient(raise_request_exception=False)
+    openai_embeddings.fail_embeddings(1, status=400)
+    response = api.post(f"{BASE}/e/memories", {"items": [{"content": "x"}]}, format="json")
+    assert response.status_code == 503 and "embedding failed" in response.json()["detail"]
+    assert not MemoryUnit.objects.filter(bank_id="e").exists()
+    assert api.post(f"{BASE}/e/memories", {"items": [{"content": "x"}]}, format="json").status_code == 200
+    openai_embeddings.fail_embeddings(1, status=400)
+    response = api.post(f"{BASE}/e/memories/recall", {"query": "x"}, format="json")
+    assert response.status_code == 503 and "embedding the query failed" in response.json()["detail"]
