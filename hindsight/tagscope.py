@@ -129,15 +129,20 @@ class TagScope:
         fact_types: Any = None,
         loc: Loc = ("body",),
         default_tags_match: str = "any",
+        fact_types_key: str = "fact_types",
     ) -> TagScope:
-        """Validate raw (JSON) input; every problem is a ``FieldError`` naming field and rule."""
+        """Validate raw (JSON) input; every problem is a ``FieldError`` naming field and rule.
+
+        ``fact_types_key`` is the name the caller's wire format gives the fact types (recall
+        calls them ``types``), so errors name the field the client sent.
+        """
         return cls(
             tags=parse_tags(tags, loc=(*loc, "tags")),
             tags_match=parse_tags_match(
                 tags_match, loc=(*loc, "tags_match"), default=default_tags_match
             ),
             tag_groups=parse_tag_groups(tag_groups, loc=(*loc, "tag_groups")),
-            fact_types=parse_fact_types(fact_types, loc=(*loc, "fact_types")),
+            fact_types=parse_fact_types(fact_types, loc=(*loc, fact_types_key)),
         )
 
     @property

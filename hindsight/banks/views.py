@@ -205,6 +205,7 @@ class RecallView(APIView):
         scope = TagScope.parse(
             tags=data.get("tags"), tags_match=data.get("tags_match"),
             tag_groups=data.get("tag_groups"), fact_types=data.get("types"),
+            fact_types_key="types",
         )
         selectors.bank_get(bank_id=bank_id)
         types = set(data.get("types") or ())
