@@ -323,3 +323,48 @@ def test_tool_output_budget_of_a_run_refuses_lookups_once_spent(bank, scripted_l
     refused = _tool_payload(scripted_llm.requests[2])
     assert "budget" in refused["error"] and result.tool_calls[1]["result_count"] == 0
     assert any("budget" in w for w in result.warnings)
+
+
+def test_model_search_without_embedder_ranks_lexically_and_omits_relevance(
+    bank, scripted_llm, openai_embeddings
+):
+    add_model(bank, "deploys", name="Deploy process", content="Deploys run on Fridays.")
+    add_model(bank, "comms", name="Team communication", content="Slack, async first.")
+    openai_embeddings.fail_embeddings(1)  # only the model search's request fails
+    scripted_llm.script(
+        Reply.tool_calls([("search_mental_models", {"query": "team communication"})]),
+        Reply.tool_calls([("done", {"answer": "Slack.", "mental_model_ids": ["comms"]})]),
+    )
+
+    result = _run(bank)
+
+    entries = _tool_payload(scripted_llm.requests[1])["mental_models"]
+    assert [e["id"] for e in entries] == ["comms", "deploys"]
+    assert all("relevance" not in e for e in entries)
+    assert any("lexical" in w for w in result.warnings)
+    assert [m["id"] for m in result.based_on["mental-models"]] == ["comms"]
+
+
+def test_model_search_with_embedder_reports_relevance(bank, scripted_llm):
+    add_model(bank, "comms", name="Team communication", content="Slack, async first.")
+    scripted_llm.script(
+        Reply.tool_calls([("search_mental_models", {"query": "team communication"})]),
+        Reply.tool_calls([("done", {"answer": "Slack."})]),
+    )
+
+    _run(bank)
+
+    [entry] = _tool_payload(scripted_llm.requests[1])["mental_models"]
+    assert 0 < entry["relevance"] <= 1
+
+
+def test_malformed_tool_arguments_are_reported_back_to_the_model(bank, scripted_llm):
+    scripted_llm.script(
+        Reply.tool_calls([("recall", "{not json")]),
+        Reply.tool_calls([("done", {"answer": "Sorry."})]),
+    )
+
+    result = _run(bank, scope=TagScope(fact_types=("world",)))
+
+    assert "JSON object" in _tool_payload(scripted_llm.requests[1])["error"]
+    assert result.text == "Sorry." and result.tool_calls == []
