@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -40,6 +42,16 @@ def test_local_vectors_match_the_golden_reference_values(embedder: LocalEmbedder
         assert math.isclose(float(np.linalg.norm(vector)), 1.0, abs_tol=1e-5)
         assert vector[:8] == pytest.approx(GOLDEN[text], abs=1e-4)
     assert cosine(vectors[0], vectors[1]) == pytest.approx(GOLDEN_COSINE, abs=1e-4)
+
+
+def test_int8_model_reproduces_the_fp32_all_minilm_reference(embedder: LocalEmbedder) -> None:
+    # fp32_reference.json: the original weights run in plain numpy (tests/embeddings/
+    # fp32_reference.py). Quantisation costs a little; a tokenisation or pooling mistake
+    # would cost far more (cosine < 0.9).
+    reference = json.loads(Path(__file__).with_name("fp32_reference.json").read_text())
+    vectors = embedder.embed(list(reference))
+    for vector, expected in zip(vectors, reference.values()):
+        assert cosine(vector, expected) > 0.999
 
 
 def test_paraphrase_is_closer_than_an_unrelated_sentence(embedder: LocalEmbedder) -> None:
