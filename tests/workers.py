@@ -201,9 +201,8 @@ def apply_test_settings(settings: Any, **overrides: Any) -> None:
     """Point the test process at the session queue, the test handler and short timings."""
     settings.HINDSIGHT = dataclasses.replace(
         settings.HINDSIGHT,
-        task_queue=SESSION_QUEUE,
-        extra_handler_modules=(TEST_HANDLER_MODULE,),
-        **{**TEST_TIMINGS, **overrides},
+        **{"task_queue": SESSION_QUEUE, "extra_handler_modules": (TEST_HANDLER_MODULE,),
+           **TEST_TIMINGS, **overrides},
     )
 
 
