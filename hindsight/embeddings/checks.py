@@ -1,18 +1,31 @@
-"""System check: refuse to start on an embedding profile the stored vectors were not made with.
+"""Start-up guard for the embedding profile: refuse a profile the stored vectors were not made
+with, and record the profile of a fresh deployment.
 
-Tagged ``database`` so it runs where Django passes databases (``migrate``, ``check --database
-default``, and the service's start-up), never on a plain import-time ``check``.
+``migrate`` is the first step of every start (``make run``, docker-compose's ``migrate``
+service) and runs the database-tagged checks before migrating, so a changed
+``HINDSIGHT_API_EMBEDDINGS_*`` stops start-up there with ``hindsight.E100`` until
+``manage.py reembed`` has run. After migrating, the configured profile is recorded if none is.
+The check never writes; plain ``manage.py check`` (no database) skips it.
 """
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
+from django.apps import AppConfig
 from django.core.checks import Error, Tags, register
 from django.db import connections
+from django.db.models.signals import post_migrate
 from django.db.utils import DatabaseError
 
+logger = logging.getLogger("hindsight.embeddings")
+
 EMBEDDING_PROFILE_CHECK_ID = "hindsight.E100"
+
+
+def _profile_table_exists(alias: str = "default") -> bool:
+    return "banks_embeddingprofile" in connections[alias].introspection.table_names()
 
 
 @register(Tags.database)
@@ -24,7 +37,7 @@ def embedding_profile_check(
     from hindsight.embeddings.profile import profile_problem
 
     try:
-        if "banks_embeddingprofile" not in connections["default"].introspection.table_names():
+        if not _profile_table_exists():
             return []  # before the first migration there is nothing to compare with
         problem = profile_problem()
     except DatabaseError as exc:
@@ -45,3 +58,21 @@ def embedding_profile_check(
             obj="HINDSIGHT_API_EMBEDDINGS_PROVIDER",
         )
     ]
+
+
+def record_profile_after_migrate(sender: AppConfig, using: str = "default", **kwargs: Any) -> None:
+    """Record the configured profile on a database that has none yet (a fresh deployment)."""
+    if sender.label != "banks" or using != "default" or not _profile_table_exists(using):
+        return
+    from hindsight.embeddings.profile import ProfileMismatch, profile_ensure, profile_recorded
+
+    if profile_recorded() is not None:
+        return
+    try:
+        profile_ensure()
+    except ProfileMismatch as exc:
+        # Only reachable with checks skipped; the next start's check reports it.
+        logger.warning("embedding profile not recorded: %s", exc)
+
+
+post_migrate.connect(record_profile_after_migrate, dispatch_uid="hindsight.embeddings.profile")

@@ -6,12 +6,20 @@ import dataclasses
 
 import pytest
 from django.core.checks import Tags, run_checks
+from django.core.management import call_command
+from django.core.management.base import SystemCheckError
 
 from hindsight.banks.models import EmbeddingProfile
 from hindsight.embeddings import Profile, ProfileMismatch, profile_ensure, profile_recorded
 from hindsight.embeddings.checks import EMBEDDING_PROFILE_CHECK_ID, embedding_profile_check
 
 pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(autouse=True)
+def no_recorded_profile() -> None:
+    # migrate (which built the test database) records the profile; these tests start before.
+    EmbeddingProfile.objects.all().delete()
 
 
 def use_openai_profile(settings, *, model: str = "text-embedding-3-small", dims: int = 384) -> None:
@@ -71,3 +79,17 @@ def test_profile_check_is_registered_as_a_database_check(settings) -> None:
     use_openai_profile(settings)
     ids = [e.id for e in run_checks(tags=[Tags.database], databases=["default"])]
     assert EMBEDDING_PROFILE_CHECK_ID in ids
+
+
+def test_migrate_records_the_profile_of_a_fresh_database() -> None:
+    EmbeddingProfile.objects.all().delete()
+    call_command("migrate", verbosity=0)
+    assert profile_recorded() == Profile("local", "all-MiniLM-L6-v2", 384)
+
+
+def test_migrate_refuses_to_start_on_a_changed_profile(settings) -> None:
+    profile_ensure()
+    use_openai_profile(settings)
+    with pytest.raises(SystemCheckError, match=EMBEDDING_PROFILE_CHECK_ID):
+        call_command("migrate", verbosity=0, skip_checks=False)  # as `manage.py migrate` runs
+    assert profile_recorded() == Profile("local", "all-MiniLM-L6-v2", 384)
