@@ -22,6 +22,7 @@ Test-facing API (see tests/fakes/fixtures.py for the fixtures)::
     server.embedding_dimensions = 10         # force a wrong dimension
     server.refuse_embedding_dimensions = True  # 400 to a request carrying ``dimensions``
     server.requests / server.embedding_requests   # bodies received, in order
+    server.wait_for_requests(2, timeout=5)         # a worker process made two chat requests
 """
 
 from __future__ import annotations
@@ -244,6 +245,15 @@ class ScriptedLLMServer:
         """Scripted replies not consumed yet."""
         with self._lock:
             return len(self._replies)
+
+    def wait_for_requests(self, n: int, timeout: float = 5.0) -> bool:
+        """True once at least ``n`` chat requests have arrived (for work done by a worker)."""
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            if len(self.requests) >= n:
+                return True
+            time.sleep(0.01)
+        return len(self.requests) >= n
 
     @property
     def env(self) -> dict[str, str]:

@@ -166,3 +166,12 @@ def test_a_failing_responder_is_reported_as_a_500_naming_the_error(server, clien
     server.respond_with(lambda body: 1 / 0)
     with pytest.raises(openai.InternalServerError, match="ZeroDivisionError"):
         chat(client)
+
+
+def test_wait_for_requests_sees_requests_made_by_another_thread(server, client) -> None:
+    server.respond_with(lambda body: Reply.text("ok"))
+    assert not server.wait_for_requests(1, timeout=0.05)
+    thread = threading.Thread(target=lambda: [chat(client) for _ in range(2)])
+    thread.start()
+    assert server.wait_for_requests(2, timeout=5)
+    thread.join(5)
