@@ -175,3 +175,29 @@ def test_wait_for_requests_sees_requests_made_by_another_thread(server, client) 
     thread.start()
     assert server.wait_for_requests(2, timeout=5)
     thread.join(5)
+
+
+def test_a_subprocess_reaches_the_server_with_the_fixture_env(scripted_llm) -> None:
+    import os
+    import subprocess
+    import sys
+
+    scripted_llm.script(Reply.text("from the test"))
+    code = (
+        "import os, openai\n"
+        "c = openai.OpenAI(base_url=os.environ['HINDSIGHT_API_LLM_BASE_URL'],"
+        " api_key=os.environ['HINDSIGHT_API_LLM_API_KEY'], max_retries=0)\n"
+        "r = c.chat.completions.create(model=os.environ['HINDSIGHT_API_LLM_MODEL'],"
+        " messages=[{'role': 'user', 'content': 'hi'}])\n"
+        "print(r.choices[0].message.content)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        env={**os.environ, **scripted_llm.env},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "from the test"
+    assert scripted_llm.requests[0]["model"] == "scripted"
