@@ -26,7 +26,11 @@ class RetainHandler:
         from hindsight.banks.services import memories_retain
         from hindsight.errors import DomainError
 
-        items = [RetainItem.from_json(item) for item in job.payload.get("items", [])]
+        try:
+            items = [RetainItem.from_json(item) for item in job.payload.get("items", [])]
+        except (TypeError, ValueError) as exc:
+            # A payload that does not decode will not decode on the next attempt either.
+            raise OperationFailure(f"retain payload unreadable: {exc}", retryable=False) from exc
         job.result_metadata = {**job.result_metadata, "items_count": len(items)}
         try:
             memories_retain(
