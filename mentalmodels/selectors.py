@@ -64,41 +64,31 @@ def mental_model_history(*, bank_id: str, mental_model_id: str) -> list[MentalMo
 
 
 def mental_model_tags(
-    *, bank_id: str, q: str | None = None, limit: int = 100, offset: int = 0
+    *, bank_id: str, pattern: str | None = None, limit: int = 100, offset: int = 0
 ) -> tuple[list[dict[str, object]], int]:
-    """``GET …/tags?source=mental_models``: the tags on this bank's models with their counts.
-
-    ``q`` is a case-insensitive wildcard where ``*`` matches any run of characters.
+    """``GET …/tags?source=mental_models``: the tags on this bank's models with their counts,
+    most used first. ``pattern`` is an ``ILIKE`` pattern (``hindsight.banks.selectors.tag_pattern``
+    builds it from the request's ``q``). Registered as a tag source in ``MentalModelsConfig``.
     """
     from django.db import connection
 
-    params: list[object] = [bank_id]
-    where = ""
-    if q:
-        pattern = (
-            q.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_").replace("*", "%")
-        )
-        where = "WHERE t.tag ILIKE %s"
-        params.append(pattern)
-    sql = (
-        "SELECT t.tag, COUNT(*) AS n, COUNT(*) OVER () AS total "
-        "FROM mentalmodels_mentalmodel mm, unnest(mm.tags) AS t(tag) "
-        f"WHERE mm.bank_id = %s {('AND ' + where[6:]) if where else ''} "
-        "GROUP BY t.tag ORDER BY n DESC, t.tag ASC LIMIT %s OFFSET %s"
-    )
-    params.extend([limit, offset])
+    condition = "AND tag ILIKE %s" if pattern else ""
+    params: list[object] = [bank_id] + ([pattern] if pattern else [])
     with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        rows = cursor.fetchall()
-    if rows:
-        total = rows[0][2]
-    else:
-        count_sql = (
-            "SELECT COUNT(DISTINCT t.tag) FROM mentalmodels_mentalmodel mm, unnest(mm.tags) AS t(tag) "
-            f"WHERE mm.bank_id = %s {('AND ' + where[6:]) if where else ''}"
+        cursor.execute(
+            "WITH t AS (SELECT tag, count(*) AS n FROM mentalmodels_mentalmodel mm, "
+            f"unnest(mm.tags) AS tag WHERE mm.bank_id = %s {condition} GROUP BY tag) "
+            "SELECT tag, n, count(*) OVER () FROM t ORDER BY n DESC, tag LIMIT %s OFFSET %s",
+            [*params, limit, offset],
         )
-        with connection.cursor() as cursor:
-            cursor.execute(count_sql, params[:-2])
+        rows = cursor.fetchall()
+        if rows:
+            total = rows[0][2]
+        else:
+            cursor.execute(
+                "SELECT count(DISTINCT tag) FROM mentalmodels_mentalmodel mm, unnest(mm.tags) AS tag "
+                f"WHERE mm.bank_id = %s {condition}",
+                params,
+            )
             total = cursor.fetchone()[0]
     return [{"tag": tag, "count": n} for tag, n, _ in rows], int(total)
-

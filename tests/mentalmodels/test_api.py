@@ -371,14 +371,16 @@ def test_history_lists_newest_first_with_kind_shapes(api, bank):
     assert set(history[1]) == {"kind", "changed_at", "previous_content", "previous_reflect_response"}
 
 
-def test_tags_source_mental_models_counts_model_tags(bank):
-    from mentalmodels.selectors import mental_model_tags
-
+def test_tags_source_mental_models_lists_model_tags_with_counts(api, bank):
     add_model(bank, "a", tags=["team", "Alpha"])
     add_model(bank, "b", tags=["team"])
-    items, total = mental_model_tags(bank_id=bank.id)
-    assert items == [{"tag": "team", "count": 2}, {"tag": "Alpha", "count": 1}] and total == 2
-    items, total = mental_model_tags(bank_id=bank.id, q="al*")
-    assert items == [{"tag": "Alpha", "count": 1}] and total == 1
-    items, total = mental_model_tags(bank_id=bank.id, limit=1, offset=1)
-    assert items == [{"tag": "Alpha", "count": 1}] and total == 2
+    add_memory(bank, "memory tags are another space", tags=["memory-only"])
+    tags = "/v1/default/banks/mm-bank/tags?source=mental_models"
+    assert api.get(tags).json() == {
+        "items": [{"tag": "team", "count": 2}, {"tag": "Alpha", "count": 1}],
+        "total": 2, "limit": 100, "offset": 0,
+    }
+    assert api.get(tags + "&q=al*").json()["items"] == [{"tag": "Alpha", "count": 1}]
+    page = api.get(tags + "&limit=1&offset=1").json()
+    assert page["items"] == [{"tag": "Alpha", "count": 1}] and page["total"] == 2
+    assert api.get(tags + "&q=zzz*").json() == {"items": [], "total": 0, "limit": 100, "offset": 0}
