@@ -119,6 +119,18 @@ class _Run:
 
     def execute(self) -> ReflectResult:
         started = time.monotonic()
+        try:
+            return self._loop(started)
+        except Exception as exc:
+            # A failed run still has a story (the calls made so far): a refresh records it in
+            # its trace (RF-11). The exception itself propagates unchanged.
+            self.result.warnings[:0] = self.box.warnings
+            self.result.memories_read = self.box.memories_read()
+            self.result.duration_ms = int((time.monotonic() - started) * 1000)
+            exc.reflect_partial = self.result  # type: ignore[attr-defined]
+            raise
+
+    def _loop(self, started: float) -> ReflectResult:
         box = self.box
         try:
             models_visible = box.include_mental_models and visible_models(

@@ -14,7 +14,11 @@ BASED_ON_KEYS = ("world", "experience", "opinion", "observation", "mental-models
 
 
 class RetrievalError(Exception):
-    """A retrieval step (database, embedder) raised: the run could not look, so it has no answer."""
+    """A retrieval step (database, embedder) raised: the run could not look, so it has no answer.
+
+    Like every exception leaving ``reflect_run``, it carries ``reflect_partial``: the
+    ``ReflectResult`` of the calls made before it (for a failed refresh's trace).
+    """
 
 
 @dataclass(frozen=True)

@@ -232,10 +232,12 @@ def test_retrieval_failure_raises_retrieval_error(bank, scripted_llm, openai_emb
     openai_embeddings.fail_embeddings(5)
     scripted_llm.script(Reply.tool_calls([("recall", {"query": "alice"})]))
 
-    with pytest.raises(RetrievalError, match="recall"):
+    with pytest.raises(RetrievalError, match="recall") as raised:
         _run(bank, scope=TagScope(fact_types=("world",)))
 
     assert len(scripted_llm.requests) == 1  # no answer is written from a failed lookup
+    partial = raised.value.reflect_partial
+    assert [c["scope"] for c in partial.llm_calls] == ["agent_1"] and partial.text == ""
 
 
 def test_no_llm_configured_raises_before_reading(bank, settings, openai_embeddings):
