@@ -89,11 +89,20 @@ def _check_property_types(properties: dict[str, Any], where: str) -> None:
             _check_property_types(items["properties"], f"{where}.{name}.items.properties")
 
 
+class StrictCharField(serializers.CharField):
+    """A string, not anything that can be turned into one (``5`` is a type error, as upstream)."""
+
+    def to_internal_value(self, data: Any) -> str:
+        if not isinstance(data, str):
+            raise serializers.ValidationError("Input should be a valid string", code="string_type")
+        return super().to_internal_value(data)
+
+
 class ReflectRequestSerializer(StrictSerializer):
-    query = serializers.CharField(trim_whitespace=False)
+    query = StrictCharField(trim_whitespace=False)
     budget = serializers.ChoiceField(choices=("low", "mid", "high"), default="low")
-    context = serializers.CharField(required=False, allow_null=True, allow_blank=True, default=None,
-                                    trim_whitespace=False)
+    context = StrictCharField(required=False, allow_null=True, allow_blank=True, default=None,
+                              trim_whitespace=False)
     max_tokens = serializers.IntegerField(required=False, allow_null=True, default=4096,
                                           min_value=1, max_value=65536)
     include = IncludeSerializer(required=False, allow_null=True, default=None)

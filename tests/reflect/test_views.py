@@ -125,6 +125,8 @@ def test_structured_output_failure_is_reported_not_raised(api, bank, scripted_ll
         ({"query": "q", "bogus": 1}, ["body", "bogus"]),
         ({}, ["body", "query"]),
         ({"query": "   "}, ["body", "query"]),
+        ({"query": 5}, ["body", "query"]),
+        (["not", "an", "object"], ["body"]),
         ({"query": "q", "budget": "huge"}, ["body", "budget"]),
         ({"query": "q", "tags_match": "some"}, ["body", "tags_match"]),
         ({"query": "q", "fact_types": []}, ["body", "fact_types"]),
