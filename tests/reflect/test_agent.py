@@ -370,3 +370,19 @@ def test_malformed_tool_arguments_are_reported_back_to_the_model(bank, scripted_
 
     assert "JSON object" in _tool_payload(scripted_llm.requests[1])["error"]
     assert result.text == "Sorry." and result.tool_calls == []
+
+
+def test_a_plain_text_answer_ends_the_loop_citing_the_ids_it_names(bank, scripted_llm):
+    fact = add_memory(bank, "Alice prefers async communication")
+    other = add_memory(bank, "Bob prefers calls")
+    scripted_llm.script(
+        Reply.tool_calls([("recall", {"query": "communication"})]),
+        Reply.text(f"Alice prefers async ({fact.id}).\n\n**Sources:** {fact.id}"),
+    )
+
+    result = _run(bank, scope=TagScope(fact_types=("world",)))
+
+    assert result.finish == "text" and len(scripted_llm.requests) == 2
+    assert result.text == f"Alice prefers async ({fact.id})."
+    assert result.cited_memory_ids == {str(fact.id)}
+    assert str(other.id) in {m.id for m in result.memories_read}
