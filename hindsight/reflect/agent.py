@@ -27,7 +27,7 @@ from typing import Any
 
 from django.db import DatabaseError
 
-from hindsight.llm import LLMError, get_llm
+from hindsight.llm import Deadline, LLMError, get_llm
 from hindsight.reflect import prompts
 from hindsight.reflect.mm_search import visible_models
 from hindsight.reflect.result import ReflectResult, RetrievalError, empty_based_on
@@ -38,6 +38,7 @@ from hindsight.reflect.tools import (
     SEARCH_OBSERVATIONS,
     ToolBox,
 )
+from hindsight.tagscope import TagScope
 
 ITERATIONS = {"low": 5, "mid": 10, "high": 20}
 _SOURCES_LINE = re.compile(r"^\s*\**\s*sources?\s*\**\s*:(.*)$", re.IGNORECASE)
@@ -91,7 +92,7 @@ class _Run:
     """The state of one reflect run; ``reflect_run`` is its only entry point."""
 
     def __init__(self, *, query: str, budget: str, max_tokens: int | None, box: ToolBox,
-                 deadline: Any, response_schema: dict[str, Any] | None):
+                 deadline: Deadline | None, response_schema: dict[str, Any] | None):
         self.query = query
         self.max_iterations = ITERATIONS[budget]
         self.max_tokens = max_tokens
@@ -329,13 +330,13 @@ def reflect_run(
     query: str,
     budget: str | None = "mid",
     max_tokens: int | None = None,
-    scope: Any,
+    scope: TagScope,
     cutoff: datetime | None = None,
     exclude_mental_model_ids: Iterable[str] = (),
     include_mental_models: bool = True,
     include_observations: bool = True,
     response_schema: dict[str, Any] | None = None,
-    deadline: Any = None,
+    deadline: Deadline | None = None,
     observations_max_tokens: int | None = None,
 ) -> ReflectResult:
     """Answer ``query`` from bank ``bank_id`` with the agent loop (see the module docstring).

@@ -22,6 +22,7 @@ from hindsight.banks.selectors import memory_recall
 from hindsight.banks.tokens import count_tokens, count_tokens_batch
 from hindsight.reflect.mm_search import DEFAULT_LIMIT, MAX_LIMIT, mental_models_search
 from hindsight.reflect.result import MemoryRef, RetrievalError
+from hindsight.tagscope import TagScope
 from mentalmodels.staleness import stale_flags
 
 SEARCH_MENTAL_MODELS = "search_mental_models"
@@ -73,7 +74,7 @@ class ToolOutcome:
 class ToolBox:
     bank_id: str
     query: str
-    scope: Any
+    scope: TagScope
     cutoff: datetime | None = None
     exclude_mental_model_ids: tuple[str, ...] = ()
     include_mental_models: bool = True
@@ -88,7 +89,7 @@ class ToolBox:
     # --- what the run may use ---------------------------------------------------------------
 
     def _fact_types(self) -> list[str] | None:
-        types = getattr(self.scope, "fact_types", None)
+        types = self.scope.fact_types
         return list(types) if types else None
 
     def raw_fact_types(self) -> list[str]:
@@ -254,13 +255,8 @@ class ToolBox:
         ]
 
 
-def _with_fact_types(scope: Any, fact_types: list[str]) -> Any:
-    if dataclasses.is_dataclass(scope) and not isinstance(scope, type):
-        return dataclasses.replace(scope, fact_types=list(fact_types))
-    clone = type(scope).__new__(type(scope))
-    clone.__dict__.update(vars(scope))
-    clone.fact_types = list(fact_types)
-    return clone
+def _with_fact_types(scope: TagScope, fact_types: list[str]) -> TagScope:
+    return dataclasses.replace(scope, fact_types=tuple(fact_types))
 
 
 def _query_param(description: str) -> dict[str, Any]:
