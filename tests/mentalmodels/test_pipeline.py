@@ -298,3 +298,27 @@ def test_delta_without_content_falls_back_to_full(bank, scripted_llm):
     report = refresh_run(bank_id=bank.id, mental_model_id="team")
     assert report.plan.effective_mode == "full"
     assert report.plan.mode_fallback_reason == "no_baseline_content"
+
+
+def test_budget_caps_the_refresh_loop_with_a_final_tool_less_synthesis(bank, scripted_llm):
+    unit = add_memory(bank, "Alice prefers async", embed=True)
+    model = add_model(bank, "team", trigger={"budget": "low"})
+
+    def respond(body: dict) -> Reply:
+        if not body.get("tools"):
+            return Reply.text(f"## Team\n\nAlice prefers async.\n\nSources: {unit.id}")
+        choice = body.get("tool_choice")
+        name = choice["function"]["name"] if isinstance(choice, dict) else "recall"
+        return Reply.tool_calls([(name, {"query": "Alice"})])  # never calls done
+
+    scripted_llm.respond_with(respond)
+    report = refresh_run(bank_id=bank.id, mental_model_id="team")
+    assert len(scripted_llm.requests) == 5  # budget low = 5 iterations
+    assert choices(scripted_llm)[:3] == ["search_observations", "recall", "auto"]
+    assert "tools" not in scripted_llm.requests[-1] or not scripted_llm.requests[-1]["tools"]
+    # Every tool result went back to the model before the next turn.
+    assert sum(1 for m in scripted_llm.requests[-1]["messages"] if m["role"] == "tool") == 4
+    assert report.outcome.outcome == "content_written"
+    model.refresh_from_db()
+    assert model.content == "## Team\n\nAlice prefers async."
+    assert [e["id"] for e in model.reflect_response["based_on"]["world"]] == [str(unit.id)]
