@@ -205,3 +205,28 @@ def test_delete_during_a_held_refresh_ends_it_cancelled_with_nothing_written(
     assert wait_status(first, "cancelled", "completed", "failed").status == "cancelled"
     assert not MentalModel.objects.filter(mental_model_id="team").exists()
     assert Operation.objects.filter(mental_model_id="team").count() == 1
+
+
+def test_wall_timeout_through_the_worker_is_a_recorded_failed_attempt(
+    bank, env, worker_factory, settings
+):
+    import dataclasses
+
+    settings.HINDSIGHT = dataclasses.replace(
+        settings.HINDSIGHT, reflect_wall_timeout_seconds=1.0, worker_max_retries=0
+    )
+    add_memory(bank, "fact", embed=True)
+    add_model(bank, "team", content="kept")
+    env.respond_with(lambda body: Reply.delay(4, Reply.text("too late")))
+    worker = worker_factory(env=env.env)
+    op_id = APIClient().post(url("team", "refresh"), format="json").json()["operation_id"]
+    op = wait_status(op_id, "failed", "completed", timeout=30)
+    assert op.status == "failed"
+    assert op.details == {"operation_type": "refresh_mental_model",
+                          "outcome": "refresh_failed_error", "failure_reason": "unexpected_error"}
+    assert "HINDSIGHT_API_REFLECT_WALL_TIMEOUT" in op.error_message
+    model = MentalModel.objects.get(mental_model_id="team")
+    wait_until(lambda: MentalModelHistory.objects.filter(model=model, kind="failure").exists(), 10,
+               message="failure entry")
+    assert model.content == "kept"
+    assert worker.alive()
