@@ -66,6 +66,9 @@ class LocalEmbedder(Embedder):
         options = ort.SessionOptions()
         options.intra_op_num_threads = max(1, min(MAX_INTRA_OP_THREADS, os.cpu_count() or 1))
         options.inter_op_num_threads = 1
+        # Several worker processes share two cores; threads spinning while they wait for work
+        # would burn the CPU the other processes need.
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         self._session = ort.InferenceSession(
             str(model_path()), options, providers=["CPUExecutionProvider"]
         )
