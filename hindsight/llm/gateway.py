@@ -252,7 +252,11 @@ class LLMGateway:
             try:
                 return self._client.chat.completions.create(**request), attempt
             except openai.BadRequestError as exc:
-                if max_tokens is not None and self._max_tokens_param in str(exc):
+                if (
+                    max_tokens is not None
+                    and self._max_tokens_param == "max_completion_tokens"
+                    and "max_completion_tokens" in str(exc)
+                ):
                     # Older OpenAI-compatible servers only know max_tokens; newer models only
                     # max_completion_tokens. Switch once; this is not a failed attempt.
                     self._max_tokens_param = "max_tokens"

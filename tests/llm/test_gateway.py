@@ -321,3 +321,10 @@ def test_config_is_read_at_call_time(scripted_llm, settings) -> None:
     scripted_llm.script(Reply.text("ok"))
     get_llm().chat(USER)
     assert scripted_llm.requests[0]["model"] == "other-model"
+
+
+def test_a_refused_max_tokens_value_is_not_retried_forever(scripted_llm) -> None:
+    scripted_llm.respond_with(lambda body: Reply.error(400, "max_tokens is too large: 999999"))
+    with pytest.raises(LLMProviderError, match="too large"):
+        get_llm().chat(USER, max_tokens=999999)
+    assert len(scripted_llm.requests) == 1
