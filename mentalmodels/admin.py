@@ -6,6 +6,7 @@ from __future__ import annotations
 import difflib
 
 from django.contrib import admin, messages
+from django.contrib.admin.views.main import ChangeList
 from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils.html import format_html
@@ -13,6 +14,16 @@ from django.utils.html import format_html
 from mentalmodels import services
 from mentalmodels.models import MentalModel, MentalModelHistory
 from mentalmodels.staleness import stale_flags
+
+
+class _StaleChangeList(ChangeList):
+    """Computes the page's staleness flags together (constant queries), like the API list."""
+
+    def get_results(self, request: HttpRequest) -> None:
+        super().get_results(request)
+        flags = stale_flags(self.result_list)
+        for model in self.result_list:
+            model._is_stale = flags[model.uid]
 
 
 class HistoryInline(admin.TabularInline):
@@ -69,16 +80,13 @@ class MentalModelAdmin(admin.ModelAdmin):
     def get_queryset(self, request: HttpRequest) -> QuerySet[MentalModel]:
         return super().get_queryset(request).defer("embedding")
 
-    def changelist_view(self, request: HttpRequest, extra_context: dict | None = None):  # type: ignore[override]
-        self._flags: dict[int, bool] = {}
-        return super().changelist_view(request, extra_context)
+    def get_changelist(self, request: HttpRequest, **kwargs: object) -> type[ChangeList]:
+        return _StaleChangeList
 
     @admin.display(boolean=True, description="stale")
     def stale(self, model: MentalModel) -> bool:
-        flags = getattr(self, "_flags", {})
-        if model.uid not in flags:
-            flags.update(stale_flags([model]))
-        return flags[model.uid]
+        flag = getattr(model, "_is_stale", None)
+        return stale_flags([model])[model.uid] if flag is None else flag
 
     @admin.action(description="Refresh the selected mental models")
     def refresh(self, request: HttpRequest, queryset: QuerySet[MentalModel]) -> None:
