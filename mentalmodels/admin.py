@@ -75,7 +75,7 @@ class MentalModelAdmin(admin.ModelAdmin):
     )
     exclude = ("embedding", "document")
     inlines = [HistoryInline]
-    actions = ["refresh", "clear"]
+    actions = ["refresh", "clear", "dry_run"]
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[MentalModel]:
         return super().get_queryset(request).defer("embedding")
@@ -101,3 +101,21 @@ class MentalModelAdmin(admin.ModelAdmin):
         for model in queryset:
             services.mental_model_clear(bank_id=model.bank_id, mental_model_id=model.mental_model_id)
         messages.info(request, f"Cleared {queryset.count()} mental model(s).")
+
+    @admin.action(description="Dry-run a refresh of the selected mental model (writes nothing)")
+    def dry_run(self, request: HttpRequest, queryset: QuerySet[MentalModel]) -> None:
+        from hindsight.errors import DomainError
+        from mentalmodels.pipeline import refresh_dry_run
+
+        for model in queryset[:5]:  # synchronous LLM work: keep the request bounded
+            try:
+                preview = refresh_dry_run(bank_id=model.bank_id, mental_model_id=model.mental_model_id)
+            except DomainError as exc:
+                messages.error(request, f"{model.mental_model_id}: {exc.detail}")
+                continue
+            messages.info(
+                request,
+                f"{model.mental_model_id}: {preview['outcome']}, would persist: "
+                f"{preview['would_persist']}; {len(preview['diff'].splitlines())} diff lines; "
+                f"warnings: {'; '.join(preview['warnings']) or 'none'}",
+            )

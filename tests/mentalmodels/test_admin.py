@@ -36,3 +36,12 @@ def test_refresh_and_clear_actions(admin_client, bank):
     assert Operation.objects.filter(mental_model_id="m", status="pending").count() == 1
     admin_client.post(url, {"action": "clear", "_selected_action": [model.uid]})
     assert MentalModel.objects.get(uid=model.uid).content == ""
+
+
+def test_dry_run_action_reports_the_preview_and_writes_nothing(admin_client, bank):
+    model = add_model(bank, "m", tags=["nothing-matches"], content="doc")
+    response = admin_client.post("/admin/mentalmodels/mentalmodel/",
+                                 {"action": "dry_run", "_selected_action": [model.uid]}, follow=True)
+    assert "content_preserved_no_new_facts" in response.content.decode()
+    model.refresh_from_db()
+    assert model.content == "doc" and model.last_refreshed_at is None
