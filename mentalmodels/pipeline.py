@@ -653,9 +653,15 @@ def refresh_dry_run(*, bank_id: str, mental_model_id: str) -> dict[str, Any]:
     try:
         plan, decided = _run(model, mode=None, automatic=False, clock=clock)
     except RefreshFailed as exc:
-        raise DryRunFailed(
+        failed = DryRunFailed(
             f"Dry run: a refresh would fail ({exc.outcome}, {exc.failure_reason}): {exc}"
-        ) from exc
+        )
+        # The same statuses reflect answers with: a lookup that failed, a timeout, the rest.
+        if exc.failure_reason == "retrieval_failed":
+            failed.status_code = 503
+        elif "HINDSIGHT_API_REFLECT_WALL_TIMEOUT" in str(exc):
+            failed.status_code = 504
+        raise failed from exc
     current = model.content or ""
     diff = "".join(
         difflib.unified_diff(

@@ -322,3 +322,23 @@ def test_budget_caps_the_refresh_loop_with_a_final_tool_less_synthesis(bank, scr
     model.refresh_from_db()
     assert model.content == "## Team\n\nAlice prefers async."
     assert [e["id"] for e in model.reflect_response["based_on"]["world"]] == [str(unit.id)]
+
+
+@pytest.mark.parametrize("failure, status", [("retrieval", 503), ("llm", 502), ("delta", 502)])
+def test_dry_run_of_a_refresh_that_would_fail_answers_an_error_and_writes_nothing(
+    api, bank, scripted_llm, failure, status
+):
+    add_memory(bank, "fact", embed=True)
+    trigger = {"mode": "delta"} if failure == "delta" else {}
+    model = add_model(bank, "team", content="doc", trigger=trigger,
+                      last_refresh_source_query="How does the team work?")
+    before = row(model)
+    if failure == "retrieval":
+        answer_with(scripted_llm, "x", [])
+        scripted_llm.fail_embeddings(50)
+    else:
+        scripted_llm.respond_with(lambda body: Reply.error(400, "bad request"))
+    response = api.post(f"/v1/default/banks/{bank.id}/mental-models/team/dry-run-refresh")
+    assert response.status_code == status
+    assert response.json()["detail"].startswith("Dry run: a refresh would fail")
+    assert row(model) == before
