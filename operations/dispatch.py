@@ -21,10 +21,12 @@ log = logging.getLogger(__name__)
 
 
 def operation_send(*, operation_id: uuid.UUID | str) -> bool:
-    """Publish now; stamp ``dispatched_at`` on success. Never raises."""
+    """Publish now; ``dispatched_at`` says when (null when publishing failed). Never raises."""
     from operations.tasks import run_operation
 
     cfg = settings.HINDSIGHT
+    # Stamp first (so a worker that claims at once finds it set), clear it if publishing fails.
+    _stamp(operation_id, ClockTimestamp())
     try:
         run_operation.apply_async(
             args=[str(operation_id)],
@@ -40,14 +42,16 @@ def operation_send(*, operation_id: uuid.UUID | str) -> bool:
     except Exception:  # the broker is down: recovery re-sends, the submit must not fail
         log.warning("publishing operation %s failed; recovery will re-send it", operation_id,
                     exc_info=True)
+        _stamp(operation_id, None)
         return False
+    return True
+
+
+def _stamp(operation_id: uuid.UUID | str, value: object) -> None:
     try:
-        Operation.objects.filter(id=operation_id, status=PENDING).update(
-            dispatched_at=ClockTimestamp()
-        )
+        Operation.objects.filter(id=operation_id, status=PENDING).update(dispatched_at=value)
     except Exception:
         log.warning("stamping dispatched_at of %s failed", operation_id, exc_info=True)
-    return True
 
 
 def operation_send_on_commit(*, operation_id: uuid.UUID | str) -> None:

@@ -76,14 +76,15 @@ class Job:
                 f"(job fence {self.fence}, lease fence {current})"
             )
 
-    def complete_in_transaction(self) -> None:
+    def complete_in_transaction(self, *, _fence_checked: bool = False) -> None:
         """Check the fence and mark the operation completed, in the caller's transaction.
 
         For handlers whose writes run in a transaction of their own (async retain passes this
         as ``before_commit``): the writes and the completion commit together or not at all.
         """
         self._run_before_finishing()
-        self.check_fence()
+        if not _fence_checked:
+            self.check_fence()
         updated = Operation.objects.filter(
             id=self.operation.id, status=PROCESSING, fence=self.fence
         ).update(
@@ -113,7 +114,8 @@ class Job:
             self._run_before_finishing()
             self.check_fence()
             yield self
-            self.complete_in_transaction()
+            # The lease row stays locked since the check above: no bump can have landed.
+            self.complete_in_transaction(_fence_checked=True)
 
     def before_finishing(self, callback: Callable[[], None]) -> None:
         """Engine hook: run ``callback`` once when the handler starts its final write."""

@@ -13,6 +13,7 @@ import json
 import logging
 import random
 import uuid
+from contextlib import nullcontext as _nullcontext
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -217,15 +218,6 @@ def _fold(
 
 BUSY = "busy"
 
-_CLAIM_SQL = """
-UPDATE operations_operation
-   SET status = 'processing', heartbeat_at = clock_timestamp(), updated_at = clock_timestamp(),
-       next_retry_at = NULL
- WHERE id = %s AND status = 'pending'
-   AND (next_retry_at IS NULL OR next_retry_at <= clock_timestamp())
-RETURNING dedupe_key
-"""
-
 _BUMP_SQL = """
 INSERT INTO operations_lease (key, fence, holder, heartbeat_at)
 VALUES (%s, 1, %s, clock_timestamp())
@@ -233,6 +225,32 @@ ON CONFLICT (key) DO UPDATE
    SET fence = operations_lease.fence + 1, holder = EXCLUDED.holder,
        heartbeat_at = EXCLUDED.heartbeat_at
 RETURNING fence
+"""
+
+# One statement: lock the claimable row, take the next fence on its key's lease, flip it to
+# processing with that fence. If the processing index refuses (another job of the key runs),
+# the whole statement — the fence increment included — is undone.
+_CLAIM_SQL = """
+WITH target AS (
+    SELECT id, COALESCE(dedupe_key, 'op:' || id::text) AS lease_key
+      FROM operations_operation
+     WHERE id = %s AND status = 'pending'
+       AND (next_retry_at IS NULL OR next_retry_at <= clock_timestamp())
+       FOR UPDATE
+), lease AS (
+    INSERT INTO operations_lease (key, fence, holder, heartbeat_at)
+    SELECT lease_key, 1, %s, clock_timestamp() FROM target
+    ON CONFLICT (key) DO UPDATE
+       SET fence = operations_lease.fence + 1, holder = EXCLUDED.holder,
+           heartbeat_at = EXCLUDED.heartbeat_at
+    RETURNING fence
+)
+UPDATE operations_operation o
+   SET status = 'processing', fence = (SELECT fence FROM lease),
+       heartbeat_at = clock_timestamp(), updated_at = clock_timestamp(), next_retry_at = NULL
+  FROM target
+ WHERE o.id = target.id
+RETURNING o.*
 """
 
 
@@ -243,21 +261,14 @@ def operation_claim(*, operation_id: uuid.UUID | str, holder: str) -> Operation 
     parked); ``BUSY`` when another operation of its key is processing (the database's
     one-running-job guarantee, which holds even when Redis lost the lock).
     """
-    with transaction.atomic():
-        try:
-            with transaction.atomic(), connection.cursor() as cursor:
-                cursor.execute(_CLAIM_SQL, [operation_id])
-                row = cursor.fetchone()
-        except IntegrityError:
-            return BUSY
-        if row is None:
-            return None
-        key = row[0] or f"op:{operation_id}"
-        with connection.cursor() as cursor:
-            cursor.execute(_BUMP_SQL, [key, holder])
-            (fence,) = cursor.fetchone()
-        Operation.objects.filter(id=operation_id).update(fence=fence)
-        return Operation.objects.get(id=operation_id)
+    try:
+        # A savepoint only when the caller has a transaction open (tests); otherwise the one
+        # statement is its own transaction.
+        with transaction.atomic(savepoint=True) if connection.in_atomic_block else _nullcontext():
+            rows = list(Operation.objects.raw(_CLAIM_SQL, [operation_id, holder]))
+    except IntegrityError:
+        return BUSY
+    return rows[0] if rows else None
 
 
 def operation_heartbeat(*, operation_id: uuid.UUID | str, fence: int, key: str) -> bool:
