@@ -116,6 +116,14 @@ def _wall_timeout(job: Job, seconds: float | None) -> Iterator[None]:
         signal.signal(signal.SIGALRM, previous)
 
 
+def _wall_seconds(handler: Any, job: Job) -> float | None:
+    """``handler.wall_timeout_seconds``: a number, or a method taking the job."""
+    value = getattr(handler, "wall_timeout_seconds", None)
+    if callable(value):
+        value = value(job)
+    return float(value) if value is not None else None
+
+
 def _hook(handler: Any, name: str, *args: Any, **kwargs: Any) -> None:
     fn = getattr(handler, name, None)
     if fn is None:
@@ -135,7 +143,7 @@ def _drop_broken_connection() -> None:
 def _run_handler(handler: Any, job: Job) -> str:
     """Run the handler and record how the attempt ended. Returns a label (logs, tests)."""
     try:
-        with _wall_timeout(job, getattr(handler, "wall_timeout_seconds", None)):
+        with _wall_timeout(job, _wall_seconds(handler, job)):
             handler.run(job)
         if not job.finished and Operation.objects.filter(
             id=job.id, status=PROCESSING, fence=job.fence

@@ -7,8 +7,9 @@ A handler is an object (or a class, instantiated once) with:
   recorded message, ``retryable=False`` to fail without retries). Write through
   ``job.finishing()`` (or ``job.complete_in_transaction()`` inside your own transaction) so the
   writes and the completion are one fenced transaction.
-- optional ``wall_timeout_seconds: float | None`` — bound on ``run`` (default: none beyond the
-  Celery soft time limit).
+- optional ``wall_timeout_seconds`` — a number (or a method ``(job) -> float | None``) bounding
+  ``run``; past it the attempt fails with ``WallTimeout`` (retryable). The alarm is disarmed
+  when the handler enters ``job.finishing()``. Default: only the Celery soft time limit.
 - optional ``on_attempt_failed(job, exc, *, final: bool)`` — called after the failed attempt
   was recorded, outside the engine's transaction (also for attempts lost with a crashed worker).
 - optional ``on_cancelled(job)`` — called after the operation ended ``cancelled`` (API cancel,

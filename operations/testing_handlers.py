@@ -12,6 +12,9 @@ Payload keys (all optional):
 - ``retryable``: false makes the failure final at once;
 - ``llm``: a prompt sent through ``hindsight.llm.get_llm().chat`` (the scripted server can hold
   it: a fixed point inside the job);
+- ``wall``: the wall timeout of this job, in seconds;
+- ``finish_sleep``: seconds to wait inside ``job.finishing()`` (past the wall timeout: the
+  alarm is disarmed there, so the job still completes);
 - ``effect``: write the effect row in the same transaction as the completion;
 - ``raise_on_fence_lost``: default true — false makes the handler swallow ``FenceLost`` (to check
   that the engine still refuses to complete).
@@ -65,6 +68,10 @@ def ensure_tables() -> None:
 class TestJobHandler:
     operation_type = TEST_JOB
 
+    def wall_timeout_seconds(self, job: Job) -> float | None:
+        wall = job.payload.get("wall")
+        return float(wall) if wall is not None else None
+
     def run(self, job: Job) -> None:
         payload = job.payload
         log_id = self._start(job)
@@ -86,6 +93,8 @@ class TestJobHandler:
             job.result_metadata = {**job.result_metadata, "attempt": job.attempt, "pid": os.getpid()}
             try:
                 with job.finishing():
+                    if payload.get("finish_sleep"):
+                        time.sleep(float(payload["finish_sleep"]))
                     if payload.get("effect"):
                         with connection.cursor() as cursor:
                             cursor.execute(

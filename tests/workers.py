@@ -189,6 +189,28 @@ class WorkerFactory:
             worker.wait_ready()
         return worker
 
+    def start_beat(self, env: dict[str, str] | None = None) -> WorkerProcess:
+        """A real ``celery beat`` with django-celery-beat's database scheduler.
+
+        The schedules it runs are the rows ``operations.schedules`` keeps; call
+        ``ensure_beat_schedules()`` after changing the intervals in settings.
+        """
+        name = f"beat-{uuid.uuid4().hex[:4]}"
+        log_path = self.tmp_path / f"{name}.log"
+        log_file = open(log_path, "ab")
+        cmd = [
+            sys.executable, "-m", "celery", "-A", "hindsight", "beat", "-l", "INFO",
+            "-S", "django_celery_beat.schedulers:DatabaseScheduler",
+            "--max-interval", "1",
+        ]
+        process = subprocess.Popen(
+            cmd, cwd=REPO_ROOT, env=self.env(env), stdout=log_file, stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        beat = WorkerProcess(name, process, log_path, log_file)
+        self.workers.append(beat)
+        return beat
+
     def stop_all(self) -> None:
         for worker in self.workers:
             try:

@@ -518,3 +518,47 @@ def test_recover_calls_the_attempt_hook_with_worker_lost(bank, sent, recorder, s
     Operation.objects.filter(id=op.id).update(heartbeat_at=timezone.now() - timedelta(hours=1))
     recover()
     assert recorder.failures == [("WorkerLost", False)]
+
+
+# --- wall timeout -------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def test_job_handler(db):
+    import operations.testing_handlers as testing_handlers
+
+    testing_handlers.ensure_tables()
+    return testing_handlers
+
+
+def test_job_past_its_wall_timeout_is_a_failed_retryable_attempt(bank, sent, test_job_handler,
+                                                                 settings) -> None:
+    settings.HINDSIGHT = dataclasses.replace(settings.HINDSIGHT, worker_max_retries=1)
+    op = operation_submit(bank_id="b1", operation_type="test.job",
+                          payload={"sleep": 3, "wall": 0.3}).operation
+    started = timezone.now()
+    assert operation_execute(operation_id=str(op.id), holder="t") == "retrying"
+    assert (timezone.now() - started).total_seconds() < 2.0
+    after = Operation.objects.get(id=op.id)
+    assert after.status == PENDING and after.retry_count == 1
+    assert "wall timeout of 0.3s exceeded" in after.error_message
+
+
+def test_wall_timeout_does_not_cut_the_final_write(bank, sent, test_job_handler) -> None:
+    op = operation_submit(bank_id="b1", operation_type="test.job",
+                          payload={"finish_sleep": 0.6, "wall": 0.3, "effect": True}).operation
+    assert operation_execute(operation_id=str(op.id), holder="t") == "completed"
+    assert Operation.objects.get(id=op.id).status == COMPLETED
+
+
+def test_task_options_make_delivery_at_least_once(settings) -> None:
+    from hindsight.celery import app
+    from operations.tasks import recover, release_due, run_operation
+
+    assert run_operation.name == "operations.run"
+    assert run_operation.acks_late is True and run_operation.reject_on_worker_lost is True
+    assert {release_due.name, recover.name} == {"operations.release_due", "operations.recover"}
+    assert app.conf.worker_prefetch_multiplier == 1
+    cfg = settings.HINDSIGHT
+    assert (cfg.reflect_wall_timeout_seconds < app.conf.task_soft_time_limit
+            < app.conf.task_time_limit < app.conf.broker_transport_options["visibility_timeout"])

@@ -186,3 +186,27 @@ def test_killed_worker_job_is_recovered_and_its_effect_written_exactly_once(
     assert attempts[0]["ended_at"] is None and attempts[1]["outcome"] == "completed"
     assert attempts[1]["fence"] > attempts[0]["fence"]
     assert len(scripted_llm.requests) == 2
+
+
+def test_real_celery_beat_releases_a_parked_job_through_the_declared_schedule(
+    worker_factory,
+) -> None:
+    from datetime import timedelta
+
+    from django.db import connection
+
+    from operations.schedules import ensure_beat_schedules
+    from operations.services import operation_submit
+    from operations.testing_handlers import TEST_JOB
+
+    ensure_beat_schedules()  # the rows now carry this test's 0.5 s → 1 s interval
+    worker_factory()
+    worker_factory.start_beat()
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT clock_timestamp()")
+        now = cursor.fetchone()[0]
+    due = now + timedelta(seconds=1)
+    op = operation_submit(bank_id="ops-bank", operation_type=TEST_JOB, dedupe_key="beat",
+                          automatic=True, not_before=due).operation
+    wait_until(_all_done([op.id]), timeout=30, message="beat released the parked job")
+    assert job_log([op.id])[0]["started_at"] >= due
