@@ -191,3 +191,18 @@ def test_operation_counts_cover_every_status(bank) -> None:
     _op(status=COMPLETED, dedupe_key="z")
     assert operation_counts(bank_id="b1") == {
         "pending": 0, "processing": 0, "completed": 2, "failed": 1, "cancelled": 0}
+
+
+def test_admin_lists_operations_filtered_by_status_and_cancels_through_the_service(
+    bank, admin_client
+) -> None:
+    pending = _op(dedupe_key="adm1")
+    done = _op(status=COMPLETED, dedupe_key="adm2")
+    page = admin_client.get("/admin/operations/operation/?status__exact=pending")
+    assert page.status_code == 200
+    assert str(pending.id) in page.content.decode() and str(done.id) not in page.content.decode()
+    response = admin_client.post("/admin/operations/operation/", {
+        "action": "cancel_pending", "_selected_action": [str(pending.id), str(done.id)]})
+    assert response.status_code == 302
+    assert Operation.objects.get(id=pending.id).status == CANCELLED
+    assert Operation.objects.get(id=done.id).status == COMPLETED  # refused, unchanged
