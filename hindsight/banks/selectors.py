@@ -288,6 +288,38 @@ def _filters(
     return " AND ".join(parts), out
 
 
+def _keyword_arm(
+    cursor: Any, query: str, where: str, params: list[Any], floor: float | None, candidates: int
+) -> list[tuple[str, float]]:
+    """Full-text candidates, best ``ts_rank_cd`` first.
+
+    Memories holding every lexeme of the query are tried first: when there are enough of them
+    they are the top of the ranking anyway, and the query stays cheap. Otherwise the lexemes
+    are OR-ed (a question rarely matches in full) and every match is ranked.
+    """
+    cursor.execute("SELECT plainto_tsquery('english', %s)::text", [query])
+    all_terms = cursor.fetchone()[0]
+    if not all_terms:
+        return []
+    attempts = [all_terms.replace(" & ", " | ")]
+    if " & " in all_terms:
+        attempts.insert(0, all_terms)
+    floor_sql = "AND ts_rank_cd(m.search_vector, %s::tsquery) >= %s" if floor is not None else ""
+    rows: list[tuple[Any, float]] = []
+    for tsquery in attempts:
+        cursor.execute(
+            "SELECT m.id, ts_rank_cd(m.search_vector, %s::tsquery) AS rank FROM banks_memoryunit m "
+            f"WHERE m.search_vector @@ %s::tsquery AND {where} {floor_sql} "
+            "ORDER BY rank DESC, m.updated_at DESC LIMIT %s",
+            [tsquery, tsquery, *params, *([tsquery, floor] if floor is not None else []),
+             candidates],
+        )
+        rows = cursor.fetchall()
+        if len(rows) >= candidates:
+            break
+    return [(str(i), float(r)) for i, r in rows]
+
+
 def memory_recall(
     *,
     bank_id: str,
@@ -342,18 +374,7 @@ def memory_recall(
             [vector_literal, vector_literal, *params, *semantic_params, vector_literal, candidates],
         )
         arms["semantic"] = [(str(i), float(s)) for i, s in cursor.fetchall()]
-        # OR of the query's lexemes: plainto_tsquery ANDs every word, which a question rarely
-        # matches in full; ranking (ts_rank_cd) still prefers memories matching more of them.
-        keyword_floor = "AND ts_rank_cd(m.search_vector, q.tsq) >= %s" if floors.keyword is not None else ""
-        cursor.execute(
-            "WITH q AS (SELECT NULLIF(replace(plainto_tsquery('english', %s)::text, '&', '|'), '')"
-            "::tsquery AS tsq) "
-            "SELECT m.id, ts_rank_cd(m.search_vector, q.tsq) AS rank FROM banks_memoryunit m, q "
-            f"WHERE q.tsq IS NOT NULL AND m.search_vector @@ q.tsq AND {where} {keyword_floor} "
-            "ORDER BY rank DESC, m.updated_at DESC LIMIT %s",
-            [query, *params, *([floors.keyword] if floors.keyword is not None else []), candidates],
-        )
-        arms["keyword"] = [(str(i), float(r)) for i, r in cursor.fetchall()]
+        arms["keyword"] = _keyword_arm(cursor, query, where, params, floors.keyword, candidates)
         if temporal_window is not None:
             start, end = temporal_window
             cursor.execute(
