@@ -562,3 +562,37 @@ def test_task_options_make_delivery_at_least_once(settings) -> None:
     cfg = settings.HINDSIGHT
     assert (cfg.reflect_wall_timeout_seconds < app.conf.task_soft_time_limit
             < app.conf.task_time_limit < app.conf.broker_transport_options["visibility_timeout"])
+
+
+def test_failed_publish_leaves_dispatched_at_null_for_recovery_and_never_raises(
+    bank, monkeypatch
+) -> None:
+    from operations import dispatch
+    from operations.tasks import run_operation
+
+    op = Operation.objects.create(bank=bank, operation_type="x", dedupe_key="pub")
+
+    def broker_down(*args, **kwargs):
+        raise ConnectionError("broker down")
+
+    monkeypatch.setattr(run_operation, "apply_async", broker_down)
+    assert dispatch.operation_send(operation_id=op.id) is False
+    assert Operation.objects.get(id=op.id).dispatched_at is None
+
+    published = []
+    monkeypatch.setattr(run_operation, "apply_async",
+                        lambda *a, **k: published.append(k["args"]))
+    assert dispatch.operation_send(operation_id=op.id) is True
+    assert published == [[str(op.id)]]
+    assert Operation.objects.get(id=op.id).dispatched_at is not None
+
+
+def test_submit_publishes_only_after_commit(bank, django_capture_on_commit_callbacks,
+                                            monkeypatch) -> None:
+    published = []
+    monkeypatch.setattr("operations.dispatch.operation_send",
+                        lambda *, operation_id: published.append(operation_id))
+    with django_capture_on_commit_callbacks(execute=True) as callbacks:
+        op = operation_submit(bank_id="b1", operation_type="x", dedupe_key="oc").operation
+        assert published == []  # nothing leaves before the transaction commits
+    assert len(callbacks) == 1 and published == [op.id]
