@@ -210,3 +210,21 @@ def test_real_celery_beat_releases_a_parked_job_through_the_declared_schedule(
                           automatic=True, not_before=due).operation
     wait_until(_all_done([op.id]), timeout=30, message="beat released the parked job")
     assert job_log([op.id])[0]["started_at"] >= due
+
+
+def test_database_keeps_one_running_job_per_key_when_redis_loses_the_lock(
+    worker_factory,
+) -> None:
+    from operations.locks import LOCK_PREFIX, redis_client
+
+    worker = worker_factory(concurrency=2)
+    first = submit_job(key="guard", sleep=2.0)
+    wait_until(lambda: job_log([first.id]), timeout=20, message="first job start")
+    assert redis_client().delete(LOCK_PREFIX + "guard") == 1  # Redis "forgot" the lock
+    second = submit_job(key="guard", sleep=0.1)
+    time.sleep(1.0)  # its worker got the Redis lock, but the database refused the claim
+    assert Operation.objects.get(id=second.id).status == "pending"
+    assert "succeeded" in worker.log() and "'busy'" in worker.log()  # refused by the index
+    wait_until(_all_done([first.id, second.id]), timeout=30, message="both completed")
+    a, b = sorted(job_log([first.id, second.id]), key=lambda r: r["started_at"])
+    assert a["op_id"] == first.id and a["ended_at"] <= b["started_at"]
