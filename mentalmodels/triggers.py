@@ -18,7 +18,7 @@ import jsonschema
 from croniter import croniter
 
 from hindsight.errors import FieldError, FieldErrors
-from hindsight.tagscope import TAGS_MATCH_MODES, parse_tag_groups, parse_tags_match
+from hindsight.tagscope import parse_tag_groups, parse_tags_match
 
 FACT_TYPES = ("world", "experience", "observation")
 BUDGETS = ("low", "mid", "high")
