@@ -67,7 +67,7 @@ def _items(content: str) -> list[str]:
     return out
 
 
-def wait_operation(client: Hindsight, op_id: str, timeout: float = 40.0):
+def wait_operation(client: Hindsight, op_id: str, timeout: float = 90.0):
     def done():
         op = _run_async(client.operations.get_operation_status(BANK, op_id))
         return op if op.status in ("completed", "failed", "cancelled") else None

@@ -63,7 +63,7 @@ def op_status(op_id: str) -> str:
     return Operation.objects.get(id=op_id).status
 
 
-def wait_status(op_id: str, *statuses: str, timeout: float = 30.0) -> Operation:
+def wait_status(op_id: str, *statuses: str, timeout: float = 60.0) -> Operation:
     wait_until(lambda: op_status(op_id) in statuses, timeout, message=f"{op_id} in {statuses}")
     return Operation.objects.get(id=op_id)
 
