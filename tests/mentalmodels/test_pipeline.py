@@ -132,16 +132,31 @@ def test_empty_answer_fails_and_never_overwrites(bank, scripted_llm):
     assert row(model) == before
 
 
-def test_failed_retrieval_fails_and_leaves_content_and_watermark(bank, scripted_llm):
-    add_memory(bank, "some fact", embed=True)
-    model = add_model(bank, "team", content="kept", reflect_response={"structured_output": {"a": 1}})
+def test_embedder_failing_mid_refresh_fails_and_leaves_content_and_watermark(bank, scripted_llm):
+    unit = add_memory(bank, "some fact", embed=True)
+    model = add_model(bank, "team", content="kept",
+                      reflect_response={"structured_output": {"a": 1}})
     before = row(model)
-    answer_with(scripted_llm, "new", [])
-    scripted_llm.fail_embeddings(50)
+    seen = {"n": 0}
+
+    def respond(body: dict) -> Reply:
+        seen["n"] += 1
+        if seen["n"] == 2:
+            # The first lookup has already succeeded; the embedder breaks for the next one.
+            scripted_llm.fail_embeddings(50)
+        choice = body.get("tool_choice")
+        if isinstance(choice, dict):
+            return Reply.tool_calls([(choice["function"]["name"], {"query": "fact"})])
+        return Reply.tool_calls([("done", {"answer": "new", "memory_ids": [str(unit.id)],
+                                           "mental_model_ids": []})])
+
+    scripted_llm.respond_with(respond)
     with pytest.raises(RefreshFailed) as info:
         refresh_run(bank_id=bank.id, mental_model_id="team")
     assert info.value.failure_reason == "retrieval_failed"
     assert info.value.details["outcome"] == "refresh_failed_error"
+    assert len(scripted_llm.requests) == 2  # the first tool ran; the second lookup failed
+    assert len(scripted_llm.embedding_requests) >= 2
     assert row(model) == before
 
 
