@@ -204,7 +204,7 @@ def mental_model_delete(*, bank_id: str, mental_model_id: str) -> None:
     for operation_id in queued:
         try:
             operation_cancel(bank_id=bank_id, operation_id=operation_id)
-        except Exception:  # already claimed or finished: the running job sees the fence
+        except (Conflict, NotFound):  # claimed meanwhile: that job meets the bumped fence
             pass
 
 
