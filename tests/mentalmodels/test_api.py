@@ -384,3 +384,9 @@ def test_tags_source_mental_models_lists_model_tags_with_counts(api, bank):
     page = api.get(tags + "&limit=1&offset=1").json()
     assert page["items"] == [{"tag": "Alpha", "count": 1}] and page["total"] == 2
     assert api.get(tags + "&q=zzz*").json() == {"items": [], "total": 0, "limit": 100, "offset": 0}
+
+
+def test_delete_cancels_the_models_queued_refresh(api, bank):
+    created = create(api, id="team").json()
+    assert api.delete(url("mm-bank", "team")).status_code == 200
+    assert Operation.objects.get(id=created["operation_id"]).status == "cancelled"
