@@ -43,7 +43,7 @@ boolean computed in Python saying whether untagged memories are in.
 from __future__ import annotations
 
 from collections.abc import Hashable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TypeVar, Union
 
@@ -276,12 +276,6 @@ def _parse_group(value: Any, *, loc: Loc, depth: int, counter: list[int]) -> Gro
 
 # ---------------------------------------------------------------------------------------------
 # Compilation
-
-
-@dataclass
-class _Sql:
-    parts: list[str] = field(default_factory=list)
-    params: list[Any] = field(default_factory=list)
 
 
 def _untagged_leaf(leaf: Leaf, *, strict: bool) -> bool:
