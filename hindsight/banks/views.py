@@ -6,6 +6,8 @@ import time
 from datetime import datetime
 from typing import Any
 
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -22,6 +24,19 @@ from hindsight.banks.serializers import (
 from hindsight.embeddings import EmbeddingError
 from hindsight.errors import FieldError
 from hindsight.tagscope import TAGS_MATCH_MODES, TagScope
+
+
+def _doc(operation_id: str, *, request: Any = None, params: tuple[tuple[str, Any], ...] = ()) -> Any:
+    """OpenAPI metadata with upstream's operation ids (responses are documented in docs/api.md)."""
+    return extend_schema(
+        operation_id=operation_id,
+        request=request,
+        responses={200: OpenApiTypes.OBJECT},
+        parameters=[OpenApiParameter(name, type_, OpenApiParameter.QUERY) for name, type_ in params],
+    )
+
+
+_PAGE = (("limit", int), ("offset", int))
 
 
 def iso(value: datetime | None) -> str | None:
@@ -83,6 +98,7 @@ def bank_profile(bank: Bank) -> dict[str, Any]:
 
 
 class BankListView(APIView):
+    @_doc("list_banks", params=(("q", str), *_PAGE))
     def get(self, request: Request) -> Response:
         limit = _query_int(request, "limit", 100, maximum=1000)
         offset = _query_int(request, "offset", 0)
@@ -106,17 +122,21 @@ class BankListView(APIView):
 
 
 class BankView(APIView):
+    @_doc("get_bank")
     def get(self, request: Request, bank_id: str) -> Response:
         return Response(bank_profile(selectors.bank_get(bank_id=bank_id)))
 
+    @_doc("create_or_update_bank", request=BankWriteSerializer)
     def put(self, request: Request, bank_id: str) -> Response:
         services.bank_id_validate(bank_id)
         data = _validated(BankWriteSerializer, request.data).validated_data
         return Response(bank_profile(services.bank_upsert(bank_id=bank_id, data=data)))
 
+    @_doc("update_bank", request=BankWriteSerializer)
     def patch(self, request: Request, bank_id: str) -> Response:
         return self.put(request, bank_id)
 
+    @_doc("delete_bank")
     def delete(self, request: Request, bank_id: str) -> Response:
         deleted = services.bank_delete(bank_id=bank_id)
         return Response(
@@ -125,21 +145,25 @@ class BankView(APIView):
 
 
 class BankConfigView(APIView):
+    @_doc("get_bank_config")
     def get(self, request: Request, bank_id: str) -> Response:
         return Response(selectors.bank_config_get(bank_id=bank_id))
 
+    @_doc("update_bank_config", request=BankConfigUpdateSerializer)
     def patch(self, request: Request, bank_id: str) -> Response:
         services.bank_id_validate(bank_id)
         updates = _validated(BankConfigUpdateSerializer, request.data).validated_data["updates"]
         services.bank_config_update(bank_id=bank_id, updates=updates)
         return Response(selectors.bank_config_get(bank_id=bank_id))
 
+    @_doc("reset_bank_config")
     def delete(self, request: Request, bank_id: str) -> Response:
         services.bank_config_reset(bank_id=bank_id)
         return Response(selectors.bank_config_get(bank_id=bank_id))
 
 
 class BankStatsView(APIView):
+    @_doc("get_agent_stats", params=(("refresh", bool),))
     def get(self, request: Request, bank_id: str) -> Response:
         # ``refresh`` is accepted for upstream's clients; stats are computed on every call anyway.
         _query_bool(request, "refresh")
@@ -152,6 +176,7 @@ class BankStatsView(APIView):
 class MemoriesView(APIView):
     """``POST …/memories`` (retain)."""
 
+    @_doc("retain_memories", request=RetainRequestSerializer)
     def post(self, request: Request, bank_id: str) -> Response:
         services.bank_id_validate(bank_id)
         serializer = _validated(RetainRequestSerializer, request.data)
@@ -199,6 +224,7 @@ def recall_result(hit: selectors.RecallHit) -> dict[str, Any]:
 
 
 class RecallView(APIView):
+    @_doc("recall_memories", request=RecallRequestSerializer)
     def post(self, request: Request, bank_id: str) -> Response:
         started = time.monotonic()
         data = _validated(RecallRequestSerializer, request.data).validated_data
@@ -281,6 +307,7 @@ def memory_list_item(m: MemoryUnit) -> dict[str, Any]:
 
 
 class MemoryListView(APIView):
+    @_doc("list_memories", params=(("type", str), ("q", str), ("document_id", str), ("tags", str), ("tags_match", str), ("consolidation_state", str), ("time_field", str), ("start_date", str), ("end_date", str), *_PAGE))
     def get(self, request: Request, bank_id: str) -> Response:
         params = request.query_params
         limit = _query_int(request, "limit", 100, maximum=1000)
@@ -319,6 +346,7 @@ class MemoryListView(APIView):
 
 
 class TagsView(APIView):
+    @_doc("list_tags", params=(("source", str), ("q", str), *_PAGE))
     def get(self, request: Request, bank_id: str) -> Response:
         source = request.query_params.get("source") or "memories"
         if source not in ("memories", "mental_models"):
