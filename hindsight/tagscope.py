@@ -175,6 +175,9 @@ def parse_tags(value: Any, *, loc: Loc) -> tuple[str, ...]:
     for index, tag in enumerate(value):
         if not isinstance(tag, str):
             raise FieldError((*loc, index), "a tag must be a string", "string_type")
+        if "\x00" in tag:
+            raise FieldError((*loc, index), "Null characters are not allowed.",
+                             "null_characters_not_allowed")
     # Order and duplicates carry no meaning: tags are a set.
     return tuple(dict.fromkeys(value))
 

@@ -47,6 +47,8 @@ def _bool(value: Any, loc: Loc) -> Any:
 def _str(value: Any, loc: Loc) -> Any:
     if not isinstance(value, str):
         raise FieldError(loc, "must be a string", "string_type")
+    if "\x00" in value:
+        raise FieldError(loc, "Null characters are not allowed.", "null_characters_not_allowed")
     return value
 
 

@@ -208,6 +208,8 @@ class ContentField(serializers.Field):
             self.fail("invalid")
         if not text.strip():
             self.fail("blank")
+        if "\x00" in text:
+            raise ValidationError("Null characters are not allowed.", code="null_characters_not_allowed")
         return text
 
     def to_representation(self, value: Any) -> Any:
@@ -274,6 +276,13 @@ class MemoryItemSerializer(StrictSerializer):
     update_mode = serializers.ChoiceField(
         choices=("replace", "append"), required=False, allow_null=True
     )
+
+    def validate_metadata(self, value: dict[str, str] | None) -> dict[str, str] | None:
+        for key in value or {}:
+            if "\x00" in key:
+                raise ValidationError("Null characters are not allowed in keys.",
+                                      code="null_characters_not_allowed")
+        return value
 
     def to_item(self, data: dict[str, Any], *, document_tags: list[str] | None) -> RetainItem:
         timestamp = data.get("timestamp")

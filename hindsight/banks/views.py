@@ -65,6 +65,16 @@ def _query_int(request: Request, name: str, default: int, *, minimum: int = 0,
     return value
 
 
+def _query_text(request: Request, name: str) -> str | None:
+    raw = request.query_params.get(name)
+    if raw is None or raw == "":
+        return None
+    if "\x00" in raw:
+        raise FieldError(("query", name), "Null characters are not allowed.",
+                         "null_characters_not_allowed")
+    return raw
+
+
 def _query_bool(request: Request, name: str) -> bool:
     raw = request.query_params.get(name)
     if raw is None:
@@ -102,7 +112,7 @@ class BankListView(APIView):
     def get(self, request: Request) -> Response:
         limit = _query_int(request, "limit", 100, maximum=1000)
         offset = _query_int(request, "offset", 0)
-        rows, total = selectors.bank_list(q=request.query_params.get("q"), limit=limit, offset=offset)
+        rows, total = selectors.bank_list(q=_query_text(request, "q"), limit=limit, offset=offset)
         banks = [
             {
                 **bank_profile(row["bank"]),
@@ -321,6 +331,9 @@ class MemoryListView(APIView):
             raise FieldError(("query", "tags_match"),
                              f"must be one of {', '.join(TAGS_MATCH_MODES)}", "literal_error")
         tags = params.getlist("tags")
+        if any("\x00" in tag for tag in tags):
+            raise FieldError(("query", "tags"), "Null characters are not allowed.",
+                             "null_characters_not_allowed")
         scope = TagScope(tags=tuple(tags), tags_match=tags_match) if tags or tags_match == "exact" else None
         fact_type = params.get("type") or None
         if fact_type is not None and fact_type not in ("world", "experience", "observation", "opinion"):
@@ -329,10 +342,10 @@ class MemoryListView(APIView):
         page, total = selectors.memories_list(
             bank_id=bank_id,
             fact_type=fact_type,
-            q=params.get("q") or None,
-            document_id=params.get("document_id") or None,
+            q=_query_text(request, "q"),
+            document_id=_query_text(request, "document_id"),
             scope=scope,
-            consolidation_state=params.get("consolidation_state") or None,
+            consolidation_state=_query_text(request, "consolidation_state"),
             time_field=time_field,
             start=_query_datetime(request, "start_date"),
             end=_query_datetime(request, "end_date"),
@@ -356,7 +369,7 @@ class TagsView(APIView):
         offset = _query_int(request, "offset", 0)
         return Response(
             selectors.tags_list(
-                bank_id=bank_id, source=source, q=request.query_params.get("q") or None,
+                bank_id=bank_id, source=source, q=_query_text(request, "q"),
                 limit=limit, offset=offset,
             )
         )

@@ -41,6 +41,10 @@ RETAIN_CASES: list[tuple[Any, list[Any]]] = [
      ["body", "items", 0, "observation_scopes"]),
     ({"items": [{"content": [{"type": "image", "source": {}}]}]}, ["body", "items", 0, "content", 0]),
     ({"items": [{"content": "x", "context": 7}]}, ["body", "items", 0, "context"]),
+    # PostgreSQL text and jsonb cannot hold NUL: a 422, not a database error.
+    ({"items": [{"content": "a\x00b"}]}, ["body", "items", 0, "content"]),
+    ({"items": [{"content": "x", "metadata": {"k\x00": "v"}}]}, ["body", "items", 0, "metadata"]),
+    ({"items": [{"content": "x", "tags": ["t\x00"]}]}, ["body", "items", 0, "tags", 0]),
 ]
 
 
@@ -72,6 +76,7 @@ RECALL_CASES: list[tuple[Any, list[Any]]] = [
                                         "end": "2026-01-01T00:00:00Z"}},
      ["body", "temporal_window", "end"]),
     ({"query": "x", "unknown": True}, ["body", "unknown"]),
+    ({"query": "x", "tag_groups": [{"tags": ["a\x00"]}]}, ["body", "tag_groups", 0, "tags", 0]),
 ]
 
 
@@ -107,7 +112,8 @@ def test_bad_query_parameters_are_422(api: APIClient) -> None:
     api.put(f"{BASE}/q", {}, format="json")
     for path in ("q/tags?limit=-1", "q/tags?offset=x", "q/memories/list?time_field=when",
                  "q/memories/list?type=fact", "q/memories/list?start_date=nope",
-                 "q/stats?refresh=maybe", "?limit=x"):
+                 "q/stats?refresh=maybe", "?limit=x", "q/tags?q=a%00", "q/memories/list?q=%00",
+                 "q/memories/list?tags=%00", "?q=%00"):
         response = api.get(f"{BASE}{path}" if path.startswith("?") else f"{BASE}/{path}")
         assert response.status_code == 422, path
         assert response.json()["detail"][0]["loc"][0] == "query"
@@ -117,3 +123,10 @@ def test_overlong_bank_id_is_422(api: APIClient) -> None:
     response = api.put(f"{BASE}/{'b' * 300}", {}, format="json")
     assert response.status_code == 422
     assert response.json()["detail"][0]["loc"] == ["path", "bank_id"]
+
+
+def test_nul_in_a_config_string_is_422(api: APIClient) -> None:
+    api.put(f"{BASE}/nc", {}, format="json")
+    response = api.patch(f"{BASE}/nc/config", {"updates": {"retain_mission": "a\x00"}}, format="json")
+    assert response.status_code == 422
+    assert response.json()["detail"][0]["loc"] == ["body", "updates", "retain_mission"]
