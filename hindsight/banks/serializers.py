@@ -100,7 +100,13 @@ def parse_datetime_value(value: str) -> datetime:
     if text.endswith(("z", "Z")):
         text = text[:-1] + "+00:00"
     parsed = datetime.fromisoformat(text)
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=timezone.utc)
+    try:
+        # Stored and read back in UTC: a value that has no UTC form (year 0 or 10000) is bad input.
+        return parsed.astimezone(timezone.utc)
+    except OverflowError as exc:
+        raise ValueError("date-time out of range") from exc
 
 
 class DateTimeStringField(StrictCharField):

@@ -31,6 +31,8 @@ RETAIN_CASES: list[tuple[Any, list[Any]]] = [
     ({"items": [{"content": "x", "tags": "a"}]}, ["body", "items", 0, "tags"]),
     ({"items": [{"content": "x", "tags": [1]}]}, ["body", "items", 0, "tags", 0]),
     ({"items": [{"content": "x", "timestamp": "yesterday"}]}, ["body", "items", 0, "timestamp"]),
+    ({"items": [{"content": "x", "timestamp": "9999-12-31T23:59:59-01:00"}]},
+     ["body", "items", 0, "timestamp"]),
     ({"items": [{"content": "x", "metadata": {"k": 1}}]}, ["body", "items", 0, "metadata", "k"]),
     ({"items": [{"content": "x", "bogus": 1}]}, ["body", "items", 0, "bogus"]),
     ({"items": [{"content": "x"}], "asynk": True}, ["body", "asynk"]),
