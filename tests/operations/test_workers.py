@@ -228,3 +228,20 @@ def test_database_keeps_one_running_job_per_key_when_redis_loses_the_lock(
     wait_until(_all_done([first.id, second.id]), timeout=30, message="both completed")
     a, b = sorted(job_log([first.id, second.id]), key=lambda r: r["started_at"])
     assert a["op_id"] == first.id and a["ended_at"] <= b["started_at"]
+
+
+def test_wall_timeout_ends_a_job_in_a_real_worker_as_a_recorded_failure(
+    worker_factory, settings
+) -> None:
+    from tests.workers import apply_test_settings
+
+    apply_test_settings(settings, worker_max_retries=0)
+    worker = worker_factory()
+    op = submit_job(key="slow", sleep=10, wall=0.5)
+    wait_until(_all_done([op.id], status="failed"), timeout=15, message="timed out")
+    failed = Operation.objects.get(id=op.id)
+    assert "wall timeout of 0.5s exceeded" in failed.error_message
+    assert (failed.completed_at - failed.created_at).total_seconds() < 5
+    assert worker.alive()  # a recorded failure, not a crash
+    follow_up = submit_job(key="slow")
+    wait_until(_all_done([follow_up.id]), timeout=15, message="the worker carries on")
