@@ -72,6 +72,9 @@ def test_run_starts_embedded_servers_api_worker_and_beat_and_stops_on_ctrl_c(tmp
         replies = _wait(lambda: probe.control.ping(timeout=1.0), 90, "a worker to answer ping")
         assert replies
         _wait(lambda: b"beat: Starting" in log_path.read_bytes(), 60, "celery-beat")
+        # Beat's schedules (declared in code, created at migrate) reach the worker through Redis.
+        _wait(lambda: b"operations.release_due" in log_path.read_bytes()
+              and b"succeeded" in log_path.read_bytes(), 90, "a beat task to run on the worker")
 
         process.send_signal(signal.SIGINT)
         assert process.wait(60) == 0

@@ -72,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
                     "--workers", str(args.web_workers), "--threads", "8",
                     "--timeout", "600", "--access-logfile", "-"],
             "worker": [python, "-m", "celery", "-A", "hindsight", "worker", "--loglevel", "INFO",
-                       "--concurrency", str(args.worker_concurrency), "-Q", "hindsight"],
+                       "--concurrency", str(args.worker_concurrency)],
             "beat": [python, "-m", "celery", "-A", "hindsight", "beat", "--loglevel", "INFO"],
         }
         for name, command in commands.items():
