@@ -295,6 +295,8 @@ def beat(worker_factory: WorkerFactory) -> Iterator[BeatThread]:
 @contextmanager
 def use_broker(settings: Any, redis_url: str) -> Iterator[None]:
     """Send this process's messages (and take its locks) through another Redis."""
+    from kombu import pools as kombu_pools
+
     from hindsight.celery import app
 
     previous_url = app.conf.broker_url
@@ -304,9 +306,11 @@ def use_broker(settings: Any, redis_url: str) -> Iterator[None]:
         app.conf.broker_url = url
         app.conf.broker_write_url = None
         app.conf.broker_read_url = None
-        if app._pool is not None:
-            app._pool.force_close_all()
-            app._pool = None
+        # Celery's pools live in kombu's global per-connection registries: closing only the
+        # app's pool would leave a closed pool registered for the old URL, and the next publish
+        # after switching back would fail with "Acquire on closed pool".
+        kombu_pools.reset()
+        app._pool = None
         app.amqp._producer_pool = None
 
     settings.HINDSIGHT = dataclasses.replace(previous_cfg, redis_url=redis_url)
