@@ -8,11 +8,15 @@ class MentalModelsConfig(AppConfig):
     verbose_name = "Mental models"
 
     def ready(self) -> None:
-        from hindsight.banks.selectors import tag_source_register
+        from functools import partial
+
+        from hindsight.banks.selectors import tag_counts, tag_source_register
         from operations.registry import register
 
         from mentalmodels.handlers import RefreshMentalModelHandler
-        from mentalmodels.selectors import mental_model_tags
+        from mentalmodels.models import MentalModel
 
         register(RefreshMentalModelHandler())
-        tag_source_register("mental_models", mental_model_tags)
+        tag_source_register(
+            "mental_models", partial(tag_counts, table=MentalModel._meta.db_table)
+        )

@@ -61,34 +61,3 @@ def mental_models_list(
 def mental_model_history(*, bank_id: str, mental_model_id: str) -> list[MentalModelHistory]:
     model = mental_model_get(bank_id=bank_id, mental_model_id=mental_model_id)
     return list(model.history.order_by("-changed_at", "-id"))
-
-
-def mental_model_tags(
-    *, bank_id: str, pattern: str | None = None, limit: int = 100, offset: int = 0
-) -> tuple[list[dict[str, object]], int]:
-    """``GET …/tags?source=mental_models``: the tags on this bank's models with their counts,
-    most used first. ``pattern`` is an ``ILIKE`` pattern (``hindsight.banks.selectors.tag_pattern``
-    builds it from the request's ``q``). Registered as a tag source in ``MentalModelsConfig``.
-    """
-    from django.db import connection
-
-    condition = "AND tag ILIKE %s" if pattern else ""
-    params: list[object] = [bank_id] + ([pattern] if pattern else [])
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "WITH t AS (SELECT tag, count(*) AS n FROM mentalmodels_mentalmodel mm, "
-            f"unnest(mm.tags) AS tag WHERE mm.bank_id = %s {condition} GROUP BY tag) "
-            "SELECT tag, n, count(*) OVER () FROM t ORDER BY n DESC, tag LIMIT %s OFFSET %s",
-            [*params, limit, offset],
-        )
-        rows = cursor.fetchall()
-        if rows:
-            total = rows[0][2]
-        else:
-            cursor.execute(
-                "SELECT count(DISTINCT tag) FROM mentalmodels_mentalmodel mm, unnest(mm.tags) AS tag "
-                f"WHERE mm.bank_id = %s {condition}",
-                params,
-            )
-            total = cursor.fetchone()[0]
-    return [{"tag": tag, "count": n} for tag, n, _ in rows], int(total)

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import partial
 from typing import Any
 
 from django.db import connection, transaction
@@ -196,30 +197,37 @@ def tag_pattern(q: str | None) -> str | None:
     return escaped.replace("*", "%") if "*" in q else f"%{escaped}%"
 
 
-def _memory_tags(*, bank_id: str, pattern: str | None, limit: int, offset: int) -> tuple[list[dict[str, Any]], int]:
+def tag_counts(
+    *, table: str, bank_id: str, pattern: str | None, limit: int, offset: int
+) -> tuple[list[dict[str, Any]], int]:
+    """Tags of ``table``'s rows in a bank with their counts, most used first (any tag source).
+
+    ``table`` is a model's ``_meta.db_table`` (never request input); ``pattern`` an ``ILIKE``
+    pattern from ``tag_pattern``.
+    """
     condition = "AND tag ILIKE %s" if pattern else ""
     params: list[Any] = [bank_id] + ([pattern] if pattern else [])
+    source = f"{connection.ops.quote_name(table)} t0, unnest(t0.tags) AS tag"
     with connection.cursor() as cursor:
         cursor.execute(
-            "WITH t AS (SELECT tag, count(*) AS n FROM banks_memoryunit m, unnest(m.tags) AS tag "
-            f"WHERE m.bank_id = %s {condition} GROUP BY tag) "
+            f"WITH t AS (SELECT tag, count(*) AS n FROM {source} "
+            f"WHERE t0.bank_id = %s {condition} GROUP BY tag) "
             "SELECT tag, n, count(*) OVER () FROM t ORDER BY n DESC, tag LIMIT %s OFFSET %s",
             [*params, limit, offset],
         )
         rows = cursor.fetchall()
         if rows:
             total = rows[0][2]
-        else:
+        else:  # past the last page: the window count is not there to read
             cursor.execute(
-                "SELECT count(DISTINCT tag) FROM banks_memoryunit m, unnest(m.tags) AS tag "
-                f"WHERE m.bank_id = %s {condition}",
+                f"SELECT count(DISTINCT tag) FROM {source} WHERE t0.bank_id = %s {condition}",
                 params,
             )
             total = cursor.fetchone()[0]
-    return [{"tag": tag, "count": n} for tag, n, _ in rows], total
+    return [{"tag": tag, "count": n} for tag, n, _ in rows], int(total)
 
 
-_tag_sources["memories"] = _memory_tags
+_tag_sources["memories"] = partial(tag_counts, table=MemoryUnit._meta.db_table)
 
 
 def tags_list(
