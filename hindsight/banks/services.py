@@ -222,7 +222,9 @@ def memories_retain(
     )
     with transaction.atomic():
         bank_ensure(bank_id=bank_id)
-        hold_bank_write_lock(bank_id)
+        stamp = hold_bank_write_lock(bank_id)
+        for unit in units:
+            unit.created_at = unit.updated_at = stamp
         if replaced_documents:
             # Re-sent documents replace what they stored before (observations are kept:
             # consolidation owns them).

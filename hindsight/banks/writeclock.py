@@ -19,14 +19,21 @@ from django.db import connection, transaction
 _LOCK_CLASS = 0x48534D  # "HSM"
 
 
-def hold_bank_write_lock(bank_id: str) -> None:
-    """Take the bank's shared write lock for the rest of the current transaction."""
+def hold_bank_write_lock(bank_id: str) -> datetime:
+    """Take the bank's shared write lock for the rest of the current transaction.
+
+    Returns the write stamp: ``clock_timestamp()`` read once the lock is granted, so every row
+    of one write carries the same ``created_at``/``updated_at``.
+    """
     if not connection.in_atomic_block:
         raise RuntimeError("hold_bank_write_lock must run inside transaction.atomic()")
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT pg_advisory_xact_lock_shared(%s, hashtext(%s))", [_LOCK_CLASS, bank_id]
         )
+        cursor.execute("SELECT clock_timestamp()")
+        (stamp,) = cursor.fetchone()
+    return stamp
 
 
 def take_cutoff(bank_id: str) -> datetime:

@@ -103,6 +103,15 @@ def test_retain_stamps_from_the_database_clock_under_the_bank_write_lock(db: Non
     assert unit.updated_at >= before and unit.created_at == unit.updated_at
 
 
+def test_every_row_of_one_retain_carries_the_same_write_stamp(db: None) -> None:
+    result = services.memories_retain(
+        bank_id="wc2", items=[RetainItem(content="one"), RetainItem(content="two")]
+    )
+    stamps = set(MemoryUnit.objects.filter(id__in=result.memory_ids)
+                 .values_list("updated_at", flat=True))
+    assert len(stamps) == 1
+
+
 def test_async_retain_without_engine_is_a_400_and_stores_nothing(api: APIClient, monkeypatch: Any) -> None:
     monkeypatch.setattr(services, "_async_submitter", None)
     response = post(api, "as/memories", {"items": [{"content": "x"}], "async": True})
@@ -191,8 +200,10 @@ def test_recall_cuts_results_to_the_token_budget(api: APIClient) -> None:
 
 
 def test_recall_snapshot_window_and_exclusions(api: APIClient) -> None:
-    _seed(api, "rw")
+    for text in ("alpha x", "beta x", "gamma x", "delta x"):  # one write each: four stamps
+        post(api, "rw/memories", {"items": [{"content": text}]})
     units = list(MemoryUnit.objects.filter(bank_id="rw").order_by("updated_at"))
+    assert len({u.updated_at for u in units}) == 4
     cutoff = units[1].updated_at
     before = selectors.memory_recall(bank_id="rw", query="x", scope=TagScope(), cutoff=cutoff)
     assert {h.id for h in before} == {str(u.id) for u in units[:2]}
