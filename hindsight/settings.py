@@ -100,6 +100,18 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": "Hindsight v1 wire-compatible API: banks, memories, mental models, operations.",
     "VERSION": "0.1.0",
     "SERVE_INCLUDE_SCHEMA": False,
+    # One component name per choice set that several schemas share (drf-spectacular names enums
+    # by field name otherwise, and warns on the collisions).
+    "ENUM_NAME_OVERRIDES": {
+        "Budget": "mentalmodels.triggers.BUDGETS",
+        "TagsMatch": "hindsight.tagscope.TAGS_MATCH_MODES",
+        "RefreshMode": "mentalmodels.api.schema.REFRESH_MODES",
+        "ModeFallbackReason": "mentalmodels.api.schema.MODE_FALLBACK_REASONS",
+        "RefreshOutcome": "operations.api.schema.REFRESH_OUTCOMES",
+        "DryRunRefreshOutcome": "mentalmodels.api.schema.DRY_RUN_OUTCOMES",
+        "RefreshFailureReason": "operations.api.schema.REFRESH_FAILURE_REASONS",
+        "OperationStatus": "operations.api.schema.OPERATION_STATUSES",
+    },
 }
 
 _REDIS_URL = HINDSIGHT.redis_url or "redis://127.0.0.1:6379/0"

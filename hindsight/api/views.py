@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 from django.db import connection
+from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework.decorators import api_view, permission_classes
 from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 import hindsight
+from hindsight.api.schema import HealthSerializer, VersionSerializer
 
 
+@extend_schema(operation_id="health_endpoint_health_get",
+               responses={200: HealthSerializer,
+                          503: OpenApiResponse(HealthSerializer, description="Database unreachable")})
 @api_view(["GET"])
 @permission_classes([AllowAny])
 def health(request: Request) -> Response:
@@ -23,6 +28,7 @@ def health(request: Request) -> Response:
     return Response({"status": "healthy", "database": database})
 
 
+@extend_schema(operation_id="get_version", responses={200: VersionSerializer})
 @api_view(["GET"])
 @permission_classes([AllowAny])
 def version(request: Request) -> Response:

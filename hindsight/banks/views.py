@@ -6,13 +6,13 @@ import time
 from datetime import datetime
 from typing import Any
 
-from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from hindsight.banks import selectors, services
+from hindsight.api.schema import errors as api_errors
+from hindsight.banks import schema, selectors, services
 from hindsight.banks.models import Bank, MemoryUnit
 from hindsight.banks.serializers import (
     BankConfigUpdateSerializer,
@@ -26,17 +26,15 @@ from hindsight.errors import FieldError
 from hindsight.tagscope import TAGS_MATCH_MODES, TagScope
 
 
-def _doc(operation_id: str, *, request: Any = None, params: tuple[tuple[str, Any], ...] = ()) -> Any:
-    """OpenAPI metadata with upstream's operation ids (responses are documented in docs/api.md)."""
+def _doc(operation_id: str, *, response: Any, request: Any = None, params: Any = (),
+         errors: tuple[int, ...] = (404, 422)) -> Any:
+    """OpenAPI metadata with upstream's operation ids; the shapes live in ``hindsight.banks.schema``."""
     return extend_schema(
         operation_id=operation_id,
         request=request,
-        responses={200: OpenApiTypes.OBJECT},
-        parameters=[OpenApiParameter(name, type_, OpenApiParameter.QUERY) for name, type_ in params],
+        responses={200: response, **api_errors(*errors)},
+        parameters=list(params),
     )
-
-
-_PAGE = (("limit", int), ("offset", int))
 
 
 def iso(value: datetime | None) -> str | None:
@@ -108,7 +106,8 @@ def bank_profile(bank: Bank) -> dict[str, Any]:
 
 
 class BankListView(APIView):
-    @_doc("list_banks", params=(("q", str), *_PAGE))
+    @_doc("list_banks", response=schema.BankListResponseSerializer,
+          params=schema.BANK_LIST_PARAMS, errors=(422,))
     def get(self, request: Request) -> Response:
         limit = _query_int(request, "limit", 100, maximum=1000)
         offset = _query_int(request, "offset", 0)
@@ -132,21 +131,23 @@ class BankListView(APIView):
 
 
 class BankView(APIView):
-    @_doc("get_bank")
+    @_doc("get_bank", response=schema.BankProfileResponseSerializer, errors=(404,))
     def get(self, request: Request, bank_id: str) -> Response:
         return Response(bank_profile(selectors.bank_get(bank_id=bank_id)))
 
-    @_doc("create_or_update_bank", request=BankWriteSerializer)
+    @_doc("create_or_update_bank", request=BankWriteSerializer,
+          response=schema.BankProfileResponseSerializer, errors=(422,))
     def put(self, request: Request, bank_id: str) -> Response:
         services.bank_id_validate(bank_id)
         data = _validated(BankWriteSerializer, request.data).validated_data
         return Response(bank_profile(services.bank_upsert(bank_id=bank_id, data=data)))
 
-    @_doc("update_bank", request=BankWriteSerializer)
+    @_doc("update_bank", request=BankWriteSerializer,
+          response=schema.BankProfileResponseSerializer, errors=(422,))
     def patch(self, request: Request, bank_id: str) -> Response:
         return self.put(request, bank_id)
 
-    @_doc("delete_bank")
+    @_doc("delete_bank", response=schema.DeleteResponseSerializer, errors=(404,))
     def delete(self, request: Request, bank_id: str) -> Response:
         deleted = services.bank_delete(bank_id=bank_id)
         return Response(
@@ -155,25 +156,27 @@ class BankView(APIView):
 
 
 class BankConfigView(APIView):
-    @_doc("get_bank_config")
+    @_doc("get_bank_config", response=schema.BankConfigResponseSerializer, errors=(404,))
     def get(self, request: Request, bank_id: str) -> Response:
         return Response(selectors.bank_config_get(bank_id=bank_id))
 
-    @_doc("update_bank_config", request=BankConfigUpdateSerializer)
+    @_doc("update_bank_config", request=BankConfigUpdateSerializer,
+          response=schema.BankConfigResponseSerializer)
     def patch(self, request: Request, bank_id: str) -> Response:
         services.bank_id_validate(bank_id)
         updates = _validated(BankConfigUpdateSerializer, request.data).validated_data["updates"]
         services.bank_config_update(bank_id=bank_id, updates=updates)
         return Response(selectors.bank_config_get(bank_id=bank_id))
 
-    @_doc("reset_bank_config")
+    @_doc("reset_bank_config", response=schema.BankConfigResponseSerializer, errors=(404,))
     def delete(self, request: Request, bank_id: str) -> Response:
         services.bank_config_reset(bank_id=bank_id)
         return Response(selectors.bank_config_get(bank_id=bank_id))
 
 
 class BankStatsView(APIView):
-    @_doc("get_agent_stats", params=(("refresh", bool),))
+    @_doc("get_agent_stats", response=schema.BankStatsResponseSerializer,
+          params=schema.STATS_PARAMS)
     def get(self, request: Request, bank_id: str) -> Response:
         # ``refresh`` is accepted for upstream's clients; stats are computed on every call anyway.
         _query_bool(request, "refresh")
@@ -186,7 +189,8 @@ class BankStatsView(APIView):
 class MemoriesView(APIView):
     """``POST …/memories`` (retain)."""
 
-    @_doc("retain_memories", request=RetainRequestSerializer)
+    @_doc("retain_memories", request=RetainRequestSerializer,
+          response=schema.RetainResponseSerializer, errors=(400, 404, 422, 503))
     def post(self, request: Request, bank_id: str) -> Response:
         services.bank_id_validate(bank_id)
         serializer = _validated(RetainRequestSerializer, request.data)
@@ -234,7 +238,8 @@ def recall_result(hit: selectors.RecallHit) -> dict[str, Any]:
 
 
 class RecallView(APIView):
-    @_doc("recall_memories", request=RecallRequestSerializer)
+    @_doc("recall_memories", request=RecallRequestSerializer,
+          response=schema.RecallResponseSerializer, errors=(404, 422, 503))
     def post(self, request: Request, bank_id: str) -> Response:
         started = time.monotonic()
         data = _validated(RecallRequestSerializer, request.data).validated_data
@@ -317,7 +322,8 @@ def memory_list_item(m: MemoryUnit) -> dict[str, Any]:
 
 
 class MemoryListView(APIView):
-    @_doc("list_memories", params=(("type", str), ("q", str), ("document_id", str), ("tags", str), ("tags_match", str), ("consolidation_state", str), ("time_field", str), ("start_date", str), ("end_date", str), *_PAGE))
+    @_doc("list_memories", response=schema.ListMemoryUnitsResponseSerializer,
+          params=schema.MEMORY_LIST_PARAMS)
     def get(self, request: Request, bank_id: str) -> Response:
         params = request.query_params
         limit = _query_int(request, "limit", 100, maximum=1000)
@@ -359,7 +365,8 @@ class MemoryListView(APIView):
 
 
 class TagsView(APIView):
-    @_doc("list_tags", params=(("source", str), ("q", str), *_PAGE))
+    @_doc("list_tags", response=schema.ListTagsResponseSerializer,
+          params=schema.TAG_LIST_PARAMS)
     def get(self, request: Request, bank_id: str) -> Response:
         source = request.query_params.get("source") or "memories"
         if source not in ("memories", "mental_models"):

@@ -9,16 +9,17 @@ dressed up as an answer.
 from __future__ import annotations
 
 from django.conf import settings
-from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from hindsight.api.schema import errors
 from hindsight.banks.selectors import bank_exists
 from hindsight.errors import NotFound
 from hindsight.llm import Deadline, LLMError, LLMTimeout
 from hindsight.reflect import RetrievalError, reflect_run
+from hindsight.reflect.schema import ReflectResponseSerializer
 from hindsight.reflect.serializers import ReflectRequestSerializer, render_response
 
 
@@ -26,7 +27,7 @@ class ReflectView(APIView):
     @extend_schema(
         operation_id="reflect",
         request=ReflectRequestSerializer,
-        responses={200: OpenApiTypes.OBJECT},
+        responses={200: ReflectResponseSerializer, **errors(400, 404, 422, 502, 503, 504)},
         summary="Reflect and generate answer",
     )
     def post(self, request: Request, bank_id: str) -> Response:

@@ -5,11 +5,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from hindsight.api.schema import errors
 from mentalmodels import selectors, services
+from mentalmodels.api import schema
 from mentalmodels.api import serializers as s
 from mentalmodels.staleness import stale_flags
 
@@ -23,6 +26,8 @@ def _body(request: Request) -> Any:
 
 
 class MentalModelCollection(APIView):
+    @extend_schema(operation_id="list_mental_models", parameters=schema.LIST_PARAMS,
+                   responses={200: schema.MentalModelListResponseSerializer, **errors(404, 422)})
     def get(self, request: Request, bank_id: str) -> Response:
         query = s.parse_list_query(request.query_params)
         page, total = selectors.mental_models_list(
@@ -38,6 +43,10 @@ class MentalModelCollection(APIView):
             {"items": items, "total": total, "limit": query["limit"], "offset": query["offset"]}
         )
 
+    @extend_schema(operation_id="create_mental_model",
+                   request=schema.CreateMentalModelRequestSerializer,
+                   responses={200: schema.CreateMentalModelResponseSerializer,
+                              **errors(404, 409, 422)})
     def post(self, request: Request, bank_id: str) -> Response:
         fields = s.parse_create(_body(request))
         model, operation = services.mental_model_create(bank_id=bank_id, **fields)
@@ -45,12 +54,17 @@ class MentalModelCollection(APIView):
 
 
 class MentalModelItem(APIView):
+    @extend_schema(operation_id="get_mental_model", parameters=schema.GET_PARAMS,
+                   responses={200: schema.MentalModelResponseSerializer, **errors(404, 422)})
     def get(self, request: Request, bank_id: str, mental_model_id: str) -> Response:
         detail = s.parse_detail(request.query_params, default="full")
         model = selectors.mental_model_get(bank_id=bank_id, mental_model_id=mental_model_id)
         flags = stale_flags([model])
         return Response(s.render_model(model, detail=detail, is_stale=flags[model.uid]))
 
+    @extend_schema(operation_id="update_mental_model",
+                   request=schema.UpdateMentalModelRequestSerializer,
+                   responses={200: schema.MentalModelResponseSerializer, **errors(404, 422)})
     def patch(self, request: Request, bank_id: str, mental_model_id: str) -> Response:
         # Unknown model before body problems: a PATCH of a missing model is a 404.
         selectors.mental_model_get(bank_id=bank_id, mental_model_id=mental_model_id)
@@ -60,12 +74,18 @@ class MentalModelItem(APIView):
         )
         return Response(s.render_model(model, detail="full", is_stale=stale_flags([model])[model.uid]))
 
+    @extend_schema(operation_id="delete_mental_model", request=None,
+                   responses={200: schema.MentalModelDeleteResponseSerializer, **errors(404)})
     def delete(self, request: Request, bank_id: str, mental_model_id: str) -> Response:
         services.mental_model_delete(bank_id=bank_id, mental_model_id=mental_model_id)
         return Response({"status": "deleted"})
 
 
 class MentalModelRefresh(APIView):
+    @extend_schema(operation_id="refresh_mental_model",
+                   request=schema.RefreshMentalModelRequestSerializer,
+                   responses={200: schema.AsyncOperationSubmitResponseSerializer,
+                              **errors(404, 409, 422)})
     def post(self, request: Request, bank_id: str, mental_model_id: str) -> Response:
         mode = s.parse_refresh(_body(request))
         operation = services.mental_model_refresh_request(
@@ -75,18 +95,27 @@ class MentalModelRefresh(APIView):
 
 
 class MentalModelClear(APIView):
+    @extend_schema(operation_id="clear_mental_model", request=None,
+                   responses={200: schema.MentalModelResponseSerializer, **errors(404)})
     def post(self, request: Request, bank_id: str, mental_model_id: str) -> Response:
         model = services.mental_model_clear(bank_id=bank_id, mental_model_id=mental_model_id)
         return Response(s.render_model(model, detail="full", is_stale=stale_flags([model])[model.uid]))
 
 
 class MentalModelHistoryView(APIView):
+    @extend_schema(operation_id="get_mental_model_history",
+                   responses={200: OpenApiResponse(schema.MentalModelHistoryEntrySerializer(many=True),
+                                                   description="Newest first"),
+                              **errors(404)})
     def get(self, request: Request, bank_id: str, mental_model_id: str) -> Response:
         entries = selectors.mental_model_history(bank_id=bank_id, mental_model_id=mental_model_id)
         return Response([s.render_history_entry(e) for e in entries])
 
 
 class MentalModelDryRun(APIView):
+    @extend_schema(operation_id="dry_run_refresh_mental_model", request=None,
+                   responses={200: schema.MentalModelDryRunRefreshResultSerializer,
+                              **errors(400, 404, 502, 503, 504)})
     def post(self, request: Request, bank_id: str, mental_model_id: str) -> Response:
         from mentalmodels.pipeline import refresh_dry_run
 

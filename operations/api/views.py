@@ -5,15 +5,16 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import extend_schema
 from rest_framework.exceptions import ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from hindsight.api.schema import errors as api_errors
 from hindsight.banks.models import Bank
 from hindsight.errors import BadRequest, NotFound
+from operations.api import schema
 from operations.api.serializers import (
     OperationGetQuery,
     OperationsListQuery,
@@ -25,17 +26,14 @@ from operations.selectors import operation_get, operations_list
 from operations.services import operation_cancel, operation_delete, operation_retry
 
 
-def _doc(operation_id: str, *, params: tuple[tuple[str, Any], ...] = (),
+def _doc(operation_id: str, *, response: Any, params: Any = (),
          statuses: tuple[int, ...] = ()) -> Any:
-    """OpenAPI metadata with upstream's operation ids; the bodies are in docs/api.md."""
-    responses: dict[int, Any] = {200: OpenApiTypes.OBJECT}
-    responses.update({code: OpenApiTypes.OBJECT for code in statuses})
+    """OpenAPI metadata with upstream's operation ids; the shapes live in ``operations.api.schema``."""
     return extend_schema(
         operation_id=operation_id,
         request=None,
-        responses=responses,
-        parameters=[OpenApiParameter(name, type_, OpenApiParameter.QUERY)
-                    for name, type_ in params],
+        responses={200: response, **api_errors(*statuses)},
+        parameters=list(params),
     )
 
 
@@ -56,9 +54,8 @@ def _query(serializer_class: type, request: Request) -> dict:
 
 
 class OperationsListView(APIView):
-    @_doc("list_operations", params=(("status", str), ("type", str), ("limit", int),
-                                     ("offset", int), ("exclude_parents", bool)),
-          statuses=(404, 422))
+    @_doc("list_operations", response=schema.OperationsListResponseSerializer,
+          params=schema.LIST_PARAMS, statuses=(404, 422))
     def get(self, request: Request, bank_id: str) -> Response:
         query = _query(OperationsListQuery, request)
         if not Bank.objects.filter(id=bank_id).exists():
@@ -80,7 +77,8 @@ class OperationsListView(APIView):
 
 
 class OperationView(APIView):
-    @_doc("get_operation_status", params=(("include_payload", bool),), statuses=(400,))
+    @_doc("get_operation_status", response=schema.OperationStatusResponseSerializer,
+          params=schema.GET_PARAMS, statuses=(400, 422))
     def get(self, request: Request, bank_id: str, operation_id: str) -> Response:
         op_uuid = _operation_uuid(operation_id)
         query = _query(OperationGetQuery, request)
@@ -89,7 +87,8 @@ class OperationView(APIView):
             return Response(operation_not_found(operation_id))
         return Response(operation_status(op, include_payload=query["include_payload"]))
 
-    @_doc("cancel_operation", statuses=(400, 404, 409))
+    @_doc("cancel_operation", response=schema.OperationActionResponseSerializer,
+          statuses=(400, 404, 409))
     def delete(self, request: Request, bank_id: str, operation_id: str) -> Response:
         op = operation_cancel(bank_id=bank_id, operation_id=_operation_uuid(operation_id))
         return Response({"success": True, "message": f"Operation {op.id} cancelled",
@@ -97,7 +96,8 @@ class OperationView(APIView):
 
 
 class OperationRetryView(APIView):
-    @_doc("retry_operation", statuses=(400, 404, 409))
+    @_doc("retry_operation", response=schema.OperationActionResponseSerializer,
+          statuses=(400, 404, 409))
     def post(self, request: Request, bank_id: str, operation_id: str) -> Response:
         op, message = operation_retry(bank_id=bank_id,
                                       operation_id=_operation_uuid(operation_id))
@@ -105,7 +105,8 @@ class OperationRetryView(APIView):
 
 
 class OperationDeleteView(APIView):
-    @_doc("delete_operation", statuses=(400, 404, 409))
+    @_doc("delete_operation", response=schema.OperationActionResponseSerializer,
+          statuses=(400, 404, 409))
     def delete(self, request: Request, bank_id: str, operation_id: str) -> Response:
         op_uuid = _operation_uuid(operation_id)
         operation_delete(bank_id=bank_id, operation_id=op_uuid)

@@ -1,0 +1,330 @@
+"""OpenAPI documentation of the banks API: response shapes, query parameters, custom fields.
+
+Schema-only (nothing here parses or renders a request): the serializers describe what
+``hindsight.banks.views`` answers, in upstream's component names, and the extensions tell
+drf-spectacular what the hand-written request fields of ``hindsight.banks.serializers`` accept.
+Importing this module registers the extensions (the views import it).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.extensions import OpenApiSerializerExtension, OpenApiSerializerFieldExtension
+from drf_spectacular.plumbing import build_basic_type
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter
+from rest_framework import serializers
+
+from hindsight.banks.selectors import TIME_FIELDS
+from hindsight.banks.serializers import OBSERVATION_SCOPE_MODES
+from hindsight.tagscope import TAGS_MATCH_MODES
+
+MEMORY_FACT_TYPES = ("world", "experience", "observation", "opinion")
+TAG_SOURCES = ("memories", "mental_models")
+
+# --- request fields the serializers define by hand --------------------------------------------
+
+_TAG_GROUP = {
+    "type": "object",
+    "description": "A tag-group node: a leaf {tags, match} or one of {and: [...]}, {or: [...]}, "
+                   "{not: {...}}.",
+    "additionalProperties": True,
+}
+
+
+class AnyJSONFieldExtension(OpenApiSerializerFieldExtension):
+    """``tag_groups`` (recall) and config ``updates`` values: any JSON, checked by the service."""
+
+    target_class = "hindsight.banks.serializers.AnyJSONField"
+
+    def map_serializer_field(self, auto_schema: Any, direction: str) -> dict[str, Any]:
+        if self.target.field_name == "tag_groups":
+            return {"type": "array", "items": _TAG_GROUP, "nullable": True}
+        return {}  # any JSON value
+
+
+class ContentFieldExtension(OpenApiSerializerFieldExtension):
+    target_class = "hindsight.banks.serializers.ContentField"
+
+    def map_serializer_field(self, auto_schema: Any, direction: str) -> dict[str, Any]:
+        text_block = {
+            "type": "object",
+            "properties": {"type": {"type": "string", "enum": ["text"]}, "text": {"type": "string"}},
+            "required": ["type", "text"],
+            "additionalProperties": False,
+        }
+        return {
+            "description": "The text to retain, or a list of text content blocks (other block "
+                           "types are refused).",
+            "oneOf": [{"type": "string", "minLength": 1}, {"type": "array", "items": text_block}],
+        }
+
+
+class TimestampFieldExtension(OpenApiSerializerFieldExtension):
+    target_class = "hindsight.banks.serializers.TimestampField"
+
+    def map_serializer_field(self, auto_schema: Any, direction: str) -> dict[str, Any]:
+        return {
+            "description": "ISO 8601 date-time of the event, 'unset' for none, or null for now.",
+            "oneOf": [{"type": "string", "format": "date-time"},
+                      {"type": "string", "enum": ["unset"]}],
+            "nullable": True,
+        }
+
+
+class ObservationScopesFieldExtension(OpenApiSerializerFieldExtension):
+    target_class = "hindsight.banks.serializers.ObservationScopesField"
+
+    def map_serializer_field(self, auto_schema: Any, direction: str) -> dict[str, Any]:
+        return {
+            "oneOf": [
+                {"type": "string", "enum": list(OBSERVATION_SCOPE_MODES)},
+                {"type": "array", "items": {"type": "array", "items": {"type": "string"}}},
+            ],
+            "nullable": True,
+        }
+
+
+class RecallIncludeNameExtension(OpenApiSerializerExtension):
+    """Recall's ``include`` is upstream's ``IncludeOptions`` (reflect has an ``Include`` too)."""
+
+    target_class = "hindsight.banks.serializers.IncludeSerializer"
+
+    def get_name(self, auto_schema: Any, direction: str) -> str | None:
+        return "IncludeOptions"
+
+    def map_serializer(self, auto_schema: Any, direction: str) -> dict[str, Any]:
+        return auto_schema._map_serializer(self.target, direction, bypass_extensions=True)
+
+
+# --- responses ---------------------------------------------------------------------------------
+
+
+class DispositionTraitsSerializer(serializers.Serializer):
+    skepticism = serializers.IntegerField(min_value=1, max_value=5)
+    literalism = serializers.IntegerField(min_value=1, max_value=5)
+    empathy = serializers.IntegerField(min_value=1, max_value=5)
+
+
+class BankProfileResponseSerializer(serializers.Serializer):
+    bank_id = serializers.CharField()
+    name = serializers.CharField(allow_blank=True)
+    disposition = DispositionTraitsSerializer()
+    mission = serializers.CharField(allow_blank=True)
+    background = serializers.CharField(allow_null=True, allow_blank=True)
+
+
+class BankListItemSerializer(serializers.Serializer):
+    bank_id = serializers.CharField()
+    name = serializers.CharField(allow_null=True, allow_blank=True)
+    disposition = DispositionTraitsSerializer()
+    mission = serializers.CharField(allow_null=True, allow_blank=True)
+    created_at = serializers.DateTimeField(allow_null=True)
+    updated_at = serializers.DateTimeField(allow_null=True)
+    fact_count = serializers.IntegerField()
+    last_document_at = serializers.DateTimeField(allow_null=True)
+    last_write_at = serializers.DateTimeField(allow_null=True)
+    display_alias = serializers.CharField(allow_null=True)
+    matched_aliases = serializers.ListField(child=serializers.CharField())
+
+
+class BankListResponseSerializer(serializers.Serializer):
+    banks = BankListItemSerializer(many=True)
+    total = serializers.IntegerField()
+    limit = serializers.IntegerField()
+    offset = serializers.IntegerField()
+
+
+class DeleteResponseSerializer(serializers.Serializer):
+    success = serializers.BooleanField()
+    message = serializers.CharField(allow_null=True)
+    deleted_count = serializers.IntegerField(allow_null=True)
+
+
+class BankConfigResponseSerializer(serializers.Serializer):
+    bank_id = serializers.CharField()
+    config = serializers.DictField(child=serializers.JSONField())
+    overrides = serializers.DictField(child=serializers.JSONField())
+
+
+class BankStatsResponseSerializer(serializers.Serializer):
+    bank_id = serializers.CharField()
+    total_nodes = serializers.IntegerField()
+    total_links = serializers.IntegerField()
+    total_documents = serializers.IntegerField()
+    nodes_by_fact_type = serializers.DictField(child=serializers.IntegerField())
+    links_by_link_type = serializers.DictField(child=serializers.IntegerField())
+    links_by_fact_type = serializers.DictField(child=serializers.IntegerField())
+    links_breakdown = serializers.DictField(
+        child=serializers.DictField(child=serializers.IntegerField())
+    )
+    pending_operations = serializers.IntegerField()
+    failed_operations = serializers.IntegerField()
+    operations_by_status = serializers.DictField(child=serializers.IntegerField())
+    last_consolidated_at = serializers.DateTimeField(allow_null=True)
+    last_memory_write_at = serializers.DateTimeField(allow_null=True)
+    pending_consolidation = serializers.IntegerField()
+    failed_consolidation = serializers.IntegerField()
+    total_observations = serializers.IntegerField()
+
+
+class TokenUsageSerializer(serializers.Serializer):
+    input_tokens = serializers.IntegerField()
+    output_tokens = serializers.IntegerField()
+    total_tokens = serializers.IntegerField()
+    cached_tokens = serializers.IntegerField(required=False)
+    thoughts_tokens = serializers.IntegerField(required=False)
+
+
+class RetainResponseSerializer(serializers.Serializer):
+    success = serializers.BooleanField()
+    bank_id = serializers.CharField()
+    items_count = serializers.IntegerField()
+    operation_id = serializers.UUIDField(allow_null=True)
+    operation_ids = serializers.ListField(child=serializers.UUIDField(), allow_null=True)
+    usage = TokenUsageSerializer(allow_null=True)
+
+    def get_fields(self) -> dict[str, serializers.Field]:
+        fields = super().get_fields()
+        fields["async"] = serializers.BooleanField()  # a Python keyword: declared by name
+        return fields
+
+
+class RecallScoresSerializer(serializers.Serializer):
+    final = serializers.FloatField()
+    reranker = serializers.FloatField(allow_null=True)
+    semantic = serializers.FloatField(allow_null=True)
+    keyword = serializers.FloatField(allow_null=True)
+
+
+class RecallResultSerializer(serializers.Serializer):
+    id = serializers.CharField()
+    text = serializers.CharField()
+    type = serializers.CharField(allow_null=True)
+    entities = serializers.ListField(child=serializers.CharField(), allow_null=True)
+    context = serializers.CharField(allow_null=True)
+    occurred_start = serializers.DateTimeField(allow_null=True)
+    occurred_end = serializers.DateTimeField(allow_null=True)
+    mentioned_at = serializers.DateTimeField(allow_null=True)
+    document_id = serializers.CharField(allow_null=True)
+    metadata = serializers.DictField(child=serializers.CharField(), allow_null=True)
+    chunk_id = serializers.CharField(allow_null=True)
+    tags = serializers.ListField(child=serializers.CharField(), allow_null=True)
+    source_fact_ids = serializers.ListField(child=serializers.CharField(), allow_null=True)
+    scores = RecallScoresSerializer(allow_null=True)
+
+
+class RecallResponseSerializer(serializers.Serializer):
+    results = RecallResultSerializer(many=True)
+    trace = serializers.DictField(allow_null=True, help_text="Present when trace=true was sent.")
+    entities = serializers.DictField(allow_null=True)
+    chunks = serializers.DictField(allow_null=True)
+    source_facts = serializers.DictField(allow_null=True)
+    source_facts_truncated = serializers.BooleanField(allow_null=True)
+
+
+class MemoryUnitListItemSerializer(serializers.Serializer):
+    id = serializers.CharField()
+    text = serializers.CharField()
+    context = serializers.CharField(allow_blank=True)
+    date = serializers.CharField(allow_blank=True)
+    fact_type = serializers.ChoiceField(choices=MEMORY_FACT_TYPES)
+    document_id = serializers.CharField(allow_null=True)
+    mentioned_at = serializers.DateTimeField(allow_null=True)
+    occurred_start = serializers.DateTimeField(allow_null=True)
+    occurred_end = serializers.DateTimeField(allow_null=True)
+    entities = serializers.CharField(allow_blank=True)
+    chunk_id = serializers.CharField(allow_null=True)
+    proof_count = serializers.IntegerField()
+    tags = serializers.ListField(child=serializers.CharField())
+    metadata = serializers.DictField(child=serializers.CharField())
+    consolidated_at = serializers.DateTimeField(allow_null=True)
+    consolidation_failed_at = serializers.DateTimeField(allow_null=True)
+    state = serializers.CharField()
+    invalidation_reason = serializers.CharField(allow_null=True)
+    invalidated_at = serializers.DateTimeField(allow_null=True)
+    edited_at = serializers.DateTimeField(allow_null=True)
+    updated_at = serializers.DateTimeField(allow_null=True)
+    source_memory_ids = serializers.ListField(child=serializers.CharField())
+
+
+class ListMemoryUnitsResponseSerializer(serializers.Serializer):
+    items = MemoryUnitListItemSerializer(many=True)
+    total = serializers.IntegerField()
+    limit = serializers.IntegerField()
+    offset = serializers.IntegerField()
+
+
+class TagItemSerializer(serializers.Serializer):
+    tag = serializers.CharField()
+    count = serializers.IntegerField()
+
+
+class ListTagsResponseSerializer(serializers.Serializer):
+    items = TagItemSerializer(many=True)
+    total = serializers.IntegerField()
+    limit = serializers.IntegerField()
+    offset = serializers.IntegerField()
+
+
+# --- query parameters --------------------------------------------------------------------------
+
+
+def query_int(name: str, default: int, *, minimum: int = 0, maximum: int | None = None,
+              description: str = "") -> OpenApiParameter:
+    schema: dict[str, Any] = {**build_basic_type(OpenApiTypes.INT), "default": default,
+                              "minimum": minimum}
+    if maximum is not None:
+        schema["maximum"] = maximum
+    return OpenApiParameter(name, schema, OpenApiParameter.QUERY, description=description)
+
+
+def query_enum(name: str, values: tuple[str, ...], *, default: str | None = None,
+               description: str = "") -> OpenApiParameter:
+    schema: dict[str, Any] = {"type": "string", "enum": list(values)}
+    if default is not None:
+        schema["default"] = default
+    return OpenApiParameter(name, schema, OpenApiParameter.QUERY, description=description)
+
+
+def query_text(name: str, description: str = "") -> OpenApiParameter:
+    return OpenApiParameter(name, OpenApiTypes.STR, OpenApiParameter.QUERY,
+                            description=description)
+
+
+def query_bool(name: str, description: str = "") -> OpenApiParameter:
+    return OpenApiParameter(name, {"type": "boolean", "default": False}, OpenApiParameter.QUERY,
+                            description=description)
+
+
+def query_tags(description: str = "Filter by tags (repeat the parameter for several)") -> OpenApiParameter:
+    return OpenApiParameter("tags", {"type": "array", "items": {"type": "string"}},
+                            OpenApiParameter.QUERY, explode=True, description=description)
+
+
+PAGE = (query_int("limit", 100, maximum=1000), query_int("offset", 0))
+
+BANK_LIST_PARAMS = [query_text("q", "Case-insensitive substring filter on bank id or name"), *PAGE]
+STATS_PARAMS = [query_bool("refresh", "Accepted for upstream's clients; stats are always fresh")]
+MEMORY_LIST_PARAMS = [
+    query_enum("type", MEMORY_FACT_TYPES, description="Only memories of this fact type"),
+    query_text("q", "Case-insensitive substring filter on text and context"),
+    query_text("document_id"),
+    query_tags(),
+    query_enum("tags_match", TAGS_MATCH_MODES, default="any"),
+    query_text("consolidation_state"),
+    query_enum("time_field", tuple(TIME_FIELDS),
+               description="Time axis to filter and order by"),
+    OpenApiParameter("start_date", OpenApiTypes.DATETIME, OpenApiParameter.QUERY,
+                     description="From this ISO date-time (inclusive)"),
+    OpenApiParameter("end_date", OpenApiTypes.DATETIME, OpenApiParameter.QUERY,
+                     description="Until this ISO date-time (exclusive)"),
+    *PAGE,
+]
+TAG_LIST_PARAMS = [
+    query_enum("source", TAG_SOURCES, default="memories"),
+    query_text("q", "Wildcard pattern ('*'), case-insensitive"),
+    *PAGE,
+]
+
