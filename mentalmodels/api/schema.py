@@ -210,7 +210,7 @@ class MentalModelRefreshTraceSerializer(serializers.Serializer):
     recorded_at = serializers.DateTimeField(allow_null=True)
     effective_mode = serializers.ChoiceField(choices=REFRESH_MODES)
     mode_fallback_reason = serializers.ChoiceField(choices=MODE_FALLBACK_REASONS, allow_null=True)
-    outcome = serializers.ChoiceField(choices=REFRESH_OUTCOMES)
+    outcome = serializers.ChoiceField(choices=DRY_RUN_OUTCOMES)
     tool_calls = MentalModelTraceToolCallSerializer(many=True)
     llm_calls = LLMCallTraceSerializer(many=True)
     delta_operations = serializers.DictField(allow_null=True)
