@@ -240,18 +240,21 @@ def render_model(model: MentalModel, *, detail: str, is_stale: bool | None) -> d
 
 
 def render_history_entry(entry: MentalModelHistory) -> dict[str, Any]:
+    """Upstream's version entry ``{previous_content, previous_reflect_response, changed_at}`` in
+    its wire order, then what the seed adds: ``kind`` (and, for failures, why and which
+    operation)."""
     if entry.kind == "failure":
         return {
-            "kind": "failure",
+            "previous_content": None,
             "changed_at": iso(entry.changed_at),
+            "kind": "failure",
             "reason": entry.reason,
             "exception": entry.exception,
             "operation_id": str(entry.operation_id) if entry.operation_id else None,
-            "previous_content": None,
         }
     return {
-        "kind": "version",
-        "changed_at": iso(entry.changed_at),
         "previous_content": entry.previous_content,
         "previous_reflect_response": entry.previous_reflect_response,
+        "changed_at": iso(entry.changed_at),
+        "kind": "version",
     }
