@@ -50,6 +50,7 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "hindsight.api.auth.TenantApiKeyMiddleware",
     "hindsight.api.middleware.RequestSizeLimitMiddleware",
+    "hindsight.api.middleware.PathNulMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",

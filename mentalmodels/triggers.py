@@ -21,6 +21,9 @@ from hindsight.errors import FieldError, FieldErrors
 from hindsight.tagscope import parse_tag_groups, parse_tags_match
 
 FACT_TYPES = ("world", "experience", "observation")
+# Integer keys stay within a 32-bit range: a larger interval or token budget means nothing, and
+# an unbounded one would overflow a timedelta or an SQL integer where it is used.
+INT_MAX = 2**31 - 1
 BUDGETS = ("low", "mid", "high")
 SCHEMA_PROPERTY_TYPES = ("string", "number", "integer", "boolean", "array", "object")
 
@@ -146,8 +149,8 @@ def _key_problems(key: str, value: Any, loc: Loc) -> list[dict[str, object]]:
         if problem:
             return [_err(loc, f"{key} {problem}")]
     elif key == "min_refresh_interval_seconds":
-        if not _is_int(value) or value < 0:
-            return [_err(loc, "must be an integer >= 0 or null")]
+        if not _is_int(value) or not 0 <= value <= INT_MAX:
+            return [_err(loc, f"must be an integer between 0 and {INT_MAX}, or null")]
     elif key == "fact_types":
         if not isinstance(value, list):
             return [_err(loc, "must be a list of fact types or null", "list_type")]
@@ -172,9 +175,11 @@ def _key_problems(key: str, value: Any, loc: Loc) -> list[dict[str, object]]:
     elif key in ("recall_max_tokens", "recall_chunks_max_tokens"):
         if not _is_int(value):
             return [_err(loc, "must be an integer or null", "int_type")]
+        if abs(value) > INT_MAX:
+            return [_err(loc, f"must be at most {INT_MAX} in magnitude, or null")]
     elif key == "reflect_search_observations_max_tokens":
-        if not _is_int(value) or value < 1:
-            return [_err(loc, "must be an integer >= 1 or null")]
+        if not _is_int(value) or not 1 <= value <= INT_MAX:
+            return [_err(loc, f"must be an integer between 1 and {INT_MAX}, or null")]
     elif key == "response_schema":
         return response_schema_problems(value, loc)
     return []

@@ -1,8 +1,10 @@
-"""Request body size limit (``HINDSIGHT_API_MAX_REQUEST_BYTES``) answered with a 413."""
+"""Request guards applied before any view: the body size limit
+(``HINDSIGHT_API_MAX_REQUEST_BYTES``, a 413) and NUL characters in path parameters (a 422)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse
@@ -25,3 +27,31 @@ class RequestSizeLimitMiddleware:
                 status=413,
             )
         return self.get_response(request)
+
+
+class PathNulMiddleware:
+    """A NUL character in a path parameter is a 422 naming the parameter.
+
+    PostgreSQL text cannot hold NUL, so such an id would otherwise reach a query and fail there
+    as a 500. Checked once, for every route, on the resolved URL parameters.
+    """
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]):
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        return self.get_response(request)
+
+    def process_view(
+        self, request: HttpRequest, view_func: Callable[..., Any], view_args: Any,
+        view_kwargs: dict[str, Any],
+    ) -> HttpResponse | None:
+        bad = [name for name, value in view_kwargs.items()
+               if isinstance(value, str) and "\x00" in value]
+        if not bad:
+            return None
+        return JsonResponse(
+            {"detail": [{"loc": ["path", name], "msg": "Null characters are not allowed.",
+                         "type": "null_characters_not_allowed"} for name in bad]},
+            status=422,
+        )

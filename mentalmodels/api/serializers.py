@@ -32,9 +32,38 @@ def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
+NUL_MSG = "Null characters are not allowed."
+# Offsets past PostgreSQL's bigint are a database error; no page is that far anyway.
+OFFSET_MAX = 2**31 - 1
+
+
+def _nul_errors(data: Any, loc: list[str | int]) -> list[dict[str, object]]:
+    """Every place in ``data`` (keys and string values, at any depth) holding a NUL character:
+    PostgreSQL text and jsonb cannot store one. Iterative, so nesting depth cannot overflow."""
+    errors: list[dict[str, object]] = []
+    stack: list[tuple[Any, list[str | int]]] = [(data, loc)]
+    while stack:
+        value, where = stack.pop()
+        if isinstance(value, str):
+            if "\x00" in value:
+                errors.append(_err(where, NUL_MSG, "null_characters_not_allowed"))
+        elif isinstance(value, Mapping):
+            for key, item in value.items():
+                if isinstance(key, str) and "\x00" in key:
+                    errors.append(_err([*where, key], NUL_MSG, "null_characters_not_allowed"))
+                else:
+                    stack.append((item, [*where, key]))
+        elif isinstance(value, list):
+            stack.extend((item, [*where, index]) for index, item in enumerate(value))
+    return errors
+
+
 def _require_object(data: Any) -> Mapping[str, Any]:
     if not isinstance(data, Mapping):
         raise FieldErrors([_err(["body"], "the body must be a JSON object", "dict_type")])
+    nul = _nul_errors(data, ["body"])
+    if nul:
+        raise FieldErrors(nul)
     return data
 
 
@@ -133,7 +162,9 @@ def parse_create(data: Any) -> dict[str, Any]:
 
 
 def parse_update(data: Any, *, stored_trigger: Any = None) -> dict[str, Any]:
-    data = _require_object(data)
+    """A PATCH body; no body at all (``None``) changes nothing. Anything else but an object —
+    ``[]``, ``0``, ``false``, ``""`` — is a 422, not a silent no-op."""
+    data = _require_object({} if data is None else data)
     errors = _unknown(data, UPDATE_FIELDS)
     out = {
         "name": _text(data, "name", errors, required=False),
@@ -148,7 +179,8 @@ def parse_update(data: Any, *, stored_trigger: Any = None) -> dict[str, Any]:
 
 
 def parse_refresh(data: Any) -> str | None:
-    if data is None or data == {} or data == b"" or data == "":
+    """No body, JSON ``null`` or ``{}``: the model's own mode; ``{"mode": "full"}`` forces full."""
+    if data is None:
         return None
     data = _require_object(data)
     errors = _unknown(data, ("mode",))
@@ -194,8 +226,10 @@ def parse_list_query(query: QueryDict) -> dict[str, Any]:
         errors.extend(exc.errors)
         detail = "metadata"
     limit = _query_int(query, "limit", 100, 1, LIST_LIMIT_MAX, errors)
-    offset = _query_int(query, "offset", 0, 0, None, errors)
+    offset = _query_int(query, "offset", 0, 0, OFFSET_MAX, errors)
     tags = [t for t in query.getlist("tags") if t != ""]
+    if any("\x00" in t for t in tags):
+        errors.append(_err(["query", "tags"], NUL_MSG, "null_characters_not_allowed"))
     tags_match = query.get("tags_match") or "any"
     if tags_match not in LIST_TAGS_MATCH:
         errors.append(

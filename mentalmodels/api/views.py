@@ -68,7 +68,7 @@ class MentalModelItem(APIView):
     def patch(self, request: Request, bank_id: str, mental_model_id: str) -> Response:
         # Unknown model before body problems: a PATCH of a missing model is a 404.
         selectors.mental_model_get(bank_id=bank_id, mental_model_id=mental_model_id)
-        fields = s.parse_update(_body(request) or {})
+        fields = s.parse_update(_body(request))
         model = services.mental_model_update(
             bank_id=bank_id, mental_model_id=mental_model_id, **fields
         )

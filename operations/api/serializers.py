@@ -109,7 +109,9 @@ class OperationsListQuery(serializers.Serializer):
     type = serializers.CharField(required=False, allow_null=True, allow_blank=True,
                                  max_length=64)
     limit = serializers.IntegerField(required=False, default=20, min_value=1, max_value=100)
-    offset = serializers.IntegerField(required=False, default=0, min_value=0)
+    # Past PostgreSQL's bigint an OFFSET is a database error; no page is that far anyway.
+    offset = serializers.IntegerField(required=False, default=0, min_value=0,
+                                      max_value=2**31 - 1)
     exclude_parents = serializers.BooleanField(required=False, default=False)
 
 
