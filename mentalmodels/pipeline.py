@@ -36,7 +36,7 @@ from django.conf import settings
 from django.db import DatabaseError, connection, transaction
 
 from hindsight.banks.models import ClockTimestamp
-from hindsight.errors import DomainError, NotFound
+from hindsight.errors import DomainError, LLMNotConfigured, NotFound
 from hindsight.tagscope import TagScope, scope_sql
 from mentalmodels.models import MentalModel
 from mentalmodels.services import history_record_version
@@ -653,6 +653,10 @@ def refresh_dry_run(*, bank_id: str, mental_model_id: str) -> dict[str, Any]:
     try:
         plan, decided = _run(model, mode=None, automatic=False, clock=clock)
     except RefreshFailed as exc:
+        if isinstance(exc.__cause__, LLMNotConfigured):
+            # No refresh can run on this server at all: the same 400 as reflect, not a 502
+            # (no LLM was asked, so nothing upstream failed).
+            raise exc.__cause__ from None
         failed = DryRunFailed(
             f"Dry run: a refresh would fail ({exc.outcome}, {exc.failure_reason}): {exc}"
         )
