@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.contrib import admin
 from django.urls import include, path
-from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from drf_spectacular.views import SpectacularJSONAPIView, SpectacularSwaggerView
 
 from hindsight.api import views as core_views
 
@@ -14,7 +14,7 @@ handler500 = "hindsight.api.errors.json_500"
 urlpatterns = [
     path("health", core_views.health, name="health"),
     path("version", core_views.version, name="version"),
-    path("openapi.json", SpectacularAPIView.as_view(), name="openapi"),
+    path("openapi.json", SpectacularJSONAPIView.as_view(), name="openapi"),
     path("docs", SpectacularSwaggerView.as_view(url_name="openapi"), name="docs"),
     path("admin/", admin.site.urls),
     path("v1/default/", include("hindsight.banks.urls")),

@@ -19,7 +19,7 @@ HTTP_METHODS = ("get", "post", "put", "patch", "delete")
 
 @pytest.fixture(scope="module")
 def document() -> dict[str, Any]:
-    response = APIClient().get("/openapi.json", HTTP_ACCEPT="application/json")
+    response = APIClient().get("/openapi.json")
     assert response.status_code == 200
     return json.loads(response.content)
 
@@ -54,6 +54,13 @@ def _v1_routes() -> dict[str, set[str]]:
         path = "/" + re.sub(r"<(?:\w+:)?(\w+)>", r"{\1}", route)
         routes[path] = methods
     return routes
+
+
+def test_openapi_json_is_served_as_json_without_asking() -> None:
+    response = APIClient().get("/openapi.json")
+    assert response.status_code == 200
+    assert response["Content-Type"].startswith("application/vnd.oai.openapi+json")
+    assert json.loads(response.content)["openapi"].startswith("3.")
 
 
 def test_document_validates_without_a_warning(tmp_path: Path) -> None:

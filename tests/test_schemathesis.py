@@ -1,0 +1,110 @@
+"""Schemathesis against the in-process WSGI app: no /v1 operation answers a 5xx.
+
+Requests are generated from our own OpenAPI document (valid and invalid ones: every generation
+mode), a bounded number per operation with a fixed seed, so the run is repeatable and short.
+Half of the generated path ids are swapped for the ids of a seeded bank that has a memory, a
+mental model and an operation, so the routes with ids reach their services instead of stopping
+at a 404. The LLM provider is ``none`` (the default): LLM routes answer 400, which is fine here.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import schemathesis
+from django.core import signals
+from django.db import close_old_connections, connection
+from hypothesis import HealthCheck, settings as hsettings, strategies as st
+from schemathesis.checks import not_a_server_error
+from schemathesis.config import SchemathesisConfig
+
+from hindsight.banks.models import Bank, MemoryUnit
+from hindsight.wsgi import application
+from mentalmodels.models import MentalModel
+
+BANK = "st-bank"
+MODEL = "st-model"
+MAX_EXAMPLES = 15
+_MARK = "known-"
+
+CONFIG = SchemathesisConfig.from_dict({
+    "generation": {"mode": "all", "max-examples": MAX_EXAMPLES, "deterministic": True,
+                   "allow-x00": True},
+    # The coverage phase enumerates every boundary of every field (hundreds of cases on the
+    # larger bodies); the fuzzing phase with both modes keeps the run bounded.
+    "phases": {"coverage": {"enabled": False}, "stateful": {"enabled": False}},
+})
+
+
+@pytest.fixture
+def in_test_transaction() -> Any:
+    """Keep Django's per-request connection closing off, as its own test client does.
+
+    The WSGI handler closes the connection when a request finishes; inside the test's
+    transaction that would end it (and every later example) with "connection is closed".
+    """
+    signals.request_started.disconnect(close_old_connections)
+    signals.request_finished.disconnect(close_old_connections)
+    try:
+        yield
+    finally:
+        signals.request_started.connect(close_old_connections)
+        signals.request_finished.connect(close_old_connections)
+
+
+_seeded: dict[str, str] = {}
+
+
+def _seed() -> dict[str, str]:
+    """The bank, memory, mental model and operation the path ids point at (re-made if deleted)."""
+    from hindsight.embeddings import get_embedder
+    from mentalmodels.services import mental_model_create
+
+    if not Bank.objects.filter(id=BANK).exists():
+        Bank.objects.create(id=BANK, name="Schemathesis bank")
+        _seeded.pop("operation_id", None)
+    if not MemoryUnit.objects.filter(bank_id=BANK).exists():
+        text = "Alice leads the platform team."
+        [vector] = get_embedder().embed([text])
+        MemoryUnit.objects.create(bank_id=BANK, text=text, fact_type="world", tags=["team"],
+                                  embedding=vector)
+    if not MentalModel.objects.filter(bank_id=BANK, mental_model_id=MODEL).exists():
+        _, operation = mental_model_create(bank_id=BANK, name="Team", source_query="Who leads?",
+                                           tags=["team"], mental_model_id=MODEL)
+        _seeded["operation_id"] = str(operation.id)
+    return {"bank_id": BANK, "mental_model_id": MODEL,
+            "operation_id": _seeded.get("operation_id", "00000000-0000-0000-0000-000000000000")}
+
+
+def _known_ids_half_the_time(context: Any, path_parameters: dict[str, Any]) -> Any:
+    if not path_parameters:
+        return st.just(path_parameters)
+    # Markers resolved per example in the test body (the rows are made there). Path values
+    # arrive percent-encoded, so the marker uses only characters that encode to themselves.
+    known = {key: f"{_MARK}{key}" for key in path_parameters}
+    return st.sampled_from([path_parameters, known])
+
+
+# Loaded at import (one pytest item per operation): the document is generated in-process and
+# touches no database.
+schema = schemathesis.openapi.from_wsgi("/openapi.json", application, config=CONFIG).include(
+    path_regex=r"^/v1/"
+)
+schema.hook("flatmap_path_parameters")(_known_ids_half_the_time)
+
+
+@schema.parametrize()
+@hsettings(max_examples=MAX_EXAMPLES, deadline=None, derandomize=True,
+           suppress_health_check=list(HealthCheck))
+@pytest.mark.django_db
+def test_no_v1_operation_answers_a_server_error(case: Any, in_test_transaction: None) -> None:
+    ids = _seed()
+    for key, value in list((case.path_parameters or {}).items()):
+        if isinstance(value, str) and value.startswith(_MARK) and value[len(_MARK):] in ids:
+            case.path_parameters[key] = ids[value[len(_MARK):]]
+    response = case.call()
+    # A failed statement would poison the rest of the test's transaction and turn every later
+    # example into a misleading error: fail on the first one.
+    assert not connection.needs_rollback, (case.method, case.formatted_path)
+    case.validate_response(response, checks=[not_a_server_error])
