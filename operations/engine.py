@@ -11,7 +11,8 @@ Order matters and is deliberate:
 4. heartbeat thread: extends the lock's TTL and stamps ``heartbeat_at``;
 5. ``handler.run(job)`` under the wall timeout; completion is fenced (``Job.finishing``);
 6. failure → retry / follower merge / failed (``services._fail_locked``), then the handler's
-   hooks; superseded (``FenceLost``) → ``cancelled``;
+   hooks; superseded (``FenceLost``, or a failure after the key's fence moved on) →
+   ``cancelled``, not an attempt;
 7. release the lock, **then** dispatch the key's next due pending operation.
 """
 
@@ -181,6 +182,9 @@ def _run_handler(handler: Any, job: Job) -> str:
         )
         if record is None:
             return "lost"
+        if record.superseded:
+            _hook(handler, "on_cancelled", job)
+            return "superseded"
         if handler is not None:
             _hook(handler, "on_attempt_failed", job, exc, final=record.final)
         log.info("operation %s attempt %d failed (%s): %s", job.id, job.attempt,

@@ -55,6 +55,9 @@ class FailureRecord:
     final: bool
     # The operation that carries the retry: the same one, a pending follower of its key, or None.
     retried_as: uuid.UUID | None
+    # The job had lost its fence (an edit or a newer claim took the key over): it ended
+    # ``cancelled`` and its failure was not recorded as an attempt.
+    superseded: bool = False
 
 
 def _db_now_plus(seconds: float) -> ExpressionWrapper:
@@ -386,7 +389,13 @@ def operation_record_failure(
     details: dict[str, Any] | None = None,
     result_metadata: dict[str, Any] | None = None,
 ) -> FailureRecord | None:
-    """Record a failed attempt of a running job; None if the job no longer owns the op."""
+    """Record a failed attempt of a running job; None if the job no longer owns the op.
+
+    A job whose key's lease no longer carries its fence was superseded (an edit bumped it, or
+    recovery handed the key on): its failure is not an attempt — it ends ``cancelled``, with no
+    retry and nothing pushed onto the operation queued behind it. Lock order: the operation row,
+    then the lease (as claim and recovery take them).
+    """
     with transaction.atomic():
         op = (
             Operation.objects.select_for_update()
@@ -395,6 +404,25 @@ def operation_record_failure(
         )
         if op is None:
             return None
+        lease_fence = (
+            Lease.objects.select_for_update()
+            .filter(key=op.lease_key)
+            .values_list("fence", flat=True)
+            .first()
+        )
+        if lease_fence != fence:
+            op.status = CANCELLED
+            op.completed_at = ClockTimestamp()
+            op.updated_at = ClockTimestamp()
+            op.heartbeat_at = None
+            op.error_message = (
+                f"superseded: an edit or a newer claim took over its key before it failed "
+                f"({message})"
+            )
+            op.save(update_fields=["status", "completed_at", "updated_at", "heartbeat_at",
+                                   "error_message"])
+            op.refresh_from_db()
+            return FailureRecord(op, final=False, retried_as=None, superseded=True)
         return _fail_locked(op, message=message, retryable=retryable, delay_seconds=None,
                             details=details, result_metadata=result_metadata)
 
