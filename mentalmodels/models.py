@@ -43,6 +43,10 @@ class MentalModel(models.Model):
     # Set after a refresh's final failed attempt; while set, automatic triggers skip the model.
     last_refresh_failed_at = models.DateTimeField(null=True, blank=True)
     last_full_refreshed_at = models.DateTimeField(null=True, blank=True)
+    # The cron tick has handled every refresh_cron / full_refresh_cron fire up to this instant
+    # (queued, parked, or skipped as fresh or paused), so a fire is acted on once, at its time,
+    # and a model that turns stale later waits for the next fire (mentalmodels.triggers_auto).
+    cron_checked_at = models.DateTimeField(null=True, blank=True)
     # The source query the last refresh ran with (delta falls back to full when it changed).
     last_refresh_source_query = models.TextField(null=True, blank=True)
     created_at = models.DateTimeField(db_default=ClockTimestamp())

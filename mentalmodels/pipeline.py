@@ -586,7 +586,9 @@ def _run(model: MentalModel, *, mode: str | None, automatic: bool, clock: _Clock
         outcome="content_preserved_no_new_facts", content=model.content or "",
         candidate="", watermark=watermark, based_on={}, mental_models=[],
     )
-    if automatic and not stale_flags([model])[model.uid]:
+    # An automatic run that asks for mode full is a due full_refresh_cron: a periodic rebuild
+    # runs regardless of staleness (OP-5); every other automatic run re-checks it (OP-1).
+    if automatic and mode != "full" and not stale_flags([model])[model.uid]:
         # OP-1: the previous refresh already read everything this trigger was about.
         clock.warnings.append("The model was not stale when the automatic refresh started.")
         return plan, preserved

@@ -7,7 +7,7 @@ variant: untagged memories never count under ``any``/``all``). GET, list, reflec
 automatic triggers and the refresh's own start check all call ``stale_flags``.
 
 ``stale_flags`` answers a whole page in a constant number of queries: one
-``bank_last_memory_write_at`` per distinct bank (a page is one bank) and one batched scope query
+``bank_last_memory_write_at_many`` for every bank of the models given and one batched scope query
 for the models the bank-watermark shortcut cannot settle (a watermark at or after the bank's
 last write is fresh without looking at its scope).
 """
@@ -55,12 +55,13 @@ def model_scope(model: MentalModel) -> TagScope:
 
 def stale_flags(models: Iterable[MentalModel]) -> dict[int, bool]:
     """``{model.uid: is_stale}`` for every model given, in a constant number of queries."""
-    from hindsight.banks.selectors import bank_last_memory_write_at
+    from hindsight.banks.selectors import bank_last_memory_write_at_many
 
     models = list(models)
-    last_write: dict[str, datetime | None] = {}
-    for bank_id in {m.bank_id for m in models}:
-        last_write[bank_id] = bank_last_memory_write_at(bank_id=bank_id)
+    if not models:
+        return {}
+    # One query for every bank (the cron tick evaluates models of many banks together).
+    last_write = bank_last_memory_write_at_many(bank_ids=(m.bank_id for m in models))
     flags: dict[int, bool] = {}
     pending: list[tuple[int, str, TagScope, datetime | None]] = []
     for model in models:

@@ -15,6 +15,8 @@ SCHEDULES = {
     # name (also the task name): the config attribute holding its interval in seconds
     "operations.release_due": "release_interval_seconds",
     "operations.recover": "recovery_interval_seconds",
+    # OP-5: the mental-model cron tick (mentalmodels.tasks).
+    "mentalmodels.cron_tick": "mental_model_refresh_tick_seconds",
 }
 
 

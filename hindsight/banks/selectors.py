@@ -8,7 +8,7 @@ temporal arm when a window is given, fused by reciprocal rank (k = 60), filtered
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import partial
@@ -49,6 +49,20 @@ def bank_last_memory_write_at(*, bank_id: str) -> datetime | None:
         )
         row = cursor.fetchone()
     return row[0] if row else None
+
+
+def bank_last_memory_write_at_many(*, bank_ids: Iterable[str]) -> dict[str, datetime | None]:
+    """``bank_last_memory_write_at`` of many banks in one query (one index probe per bank)."""
+    ids = sorted(set(bank_ids))
+    if not ids:
+        return {}
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT b.id, (SELECT m.updated_at FROM banks_memoryunit m WHERE m.bank_id = b.id "
+            "ORDER BY m.updated_at DESC LIMIT 1) FROM unnest(%s::text[]) AS b(id)",
+            [ids],
+        )
+        return {row[0]: row[1] for row in cursor.fetchall()}
 
 
 def bank_list(*, q: str | None = None, limit: int = 100, offset: int = 0) -> tuple[list[dict[str, Any]], int]:

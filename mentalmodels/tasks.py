@@ -1,0 +1,15 @@
+"""Celery tasks of mental models: the cron tick that celery-beat runs every
+``HINDSIGHT_API_MENTAL_MODEL_REFRESH_TICK_SECONDS`` (its schedule: ``operations.schedules``)."""
+
+from __future__ import annotations
+
+from celery import shared_task
+
+from mentalmodels.triggers_auto import mental_models_cron_tick
+
+
+# Idempotent: a fire is claimed once (compare-and-set), so a late or duplicated tick queues
+# nothing extra; a tick that expired in the queue is simply replaced by the next one.
+@shared_task(name="mentalmodels.cron_tick", ignore_result=True)
+def cron_tick() -> dict[str, int]:
+    return mental_models_cron_tick().counts()
