@@ -27,7 +27,7 @@ from __future__ import annotations
 import difflib
 import time
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
@@ -591,7 +591,10 @@ def _run(model: MentalModel, *, mode: str | None, automatic: bool, clock: _Clock
     if automatic and mode != "full" and not stale_flags([model])[model.uid]:
         # OP-1: the previous refresh already read everything this trigger was about.
         clock.warnings.append("The model was not stale when the automatic refresh started.")
-        return plan, preserved
+        # Nothing was read, so the watermark stays where the last read left it: under any/all
+        # the scope can hold untagged memories staleness ignores, and moving past them would
+        # drop them from a later delta window (RF-1).
+        return plan, replace(preserved, watermark=model.last_memory_seen_at)
     if in_window is None and not _sibling_in_reach(plan):
         clock.warnings.append(NOTHING_READABLE)
         return plan, preserved
