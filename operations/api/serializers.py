@@ -7,7 +7,7 @@ from typing import Any
 
 from rest_framework import serializers
 
-from operations.models import STATUSES, Operation
+from operations.models import STATUSES, TERMINAL_STATUSES, Operation
 
 REFRESH_TYPE = "refresh_mental_model"
 
@@ -18,9 +18,12 @@ def _iso(value: datetime | None) -> str | None:
 
 def _details(op: Operation) -> dict[str, Any] | None:
     # Typed details exist for refreshes only, and only once an outcome is known; anything else
-    # would fail the client's enum validation.
+    # would fail the client's enum validation. Upstream: null while the operation is in flight —
+    # a pending retry included (its last failure is in ``error_message``).
     details = op.details
     if op.operation_type != REFRESH_TYPE or not isinstance(details, dict):
+        return None
+    if op.status not in TERMINAL_STATUSES:
         return None
     if not details.get("outcome"):
         return None

@@ -330,3 +330,19 @@ def test_an_unknown_operation_uuid_is_200_not_found_with_every_other_key_null(ap
     assert list(body) == OP_STATUS_KEYS
     assert body["operation_id"] == unknown and body["status"] == "not_found"
     assert all(body[k] is None for k in OP_STATUS_KEYS[2:])
+
+
+def test_details_are_null_while_a_failed_refresh_waits_for_its_retry(api, llm, sent, settings):
+    """Upstream: ``details`` is null for operations still in flight; a retry is still in flight
+    (its last failure shows in ``error_message``), and the failed outcome lands on completion."""
+    settings.HINDSIGHT = dataclasses.replace(settings.HINDSIGHT, worker_max_retries=1)
+    Bank.objects.create(id=BANK)
+    add_memory(BANK, "Alice prefers async communication.", embed=True)
+    llm.respond_with(lambda body: Reply.error(400, "bad request"))
+    op_id = ok(api.post(MM, {"id": "m", "name": "M", "source_query": "q?"},
+                        format="json"))["operation_id"]
+    assert run(op_id) == "retrying"
+    waiting = ok(api.get(f"{OPS}/{op_id}"), OperationStatusResponse)
+    assert waiting["status"] == "pending" and waiting["retry_count"] == 1
+    assert waiting["error_message"] and waiting["details"] is None
+    assert ok(api.get(OPS))["operations"][0]["details"] is None
