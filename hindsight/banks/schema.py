@@ -303,7 +303,9 @@ def query_tags(description: str = "Filter by tags (repeat the parameter for seve
                             OpenApiParameter.QUERY, explode=True, description=description)
 
 
-PAGE = (query_int("limit", 100, maximum=1000), query_int("offset", 0))
+# PostgreSQL's OFFSET is a bigint; the views refuse what is past it (a 422).
+OFFSET_MAX = 2**31 - 1
+PAGE = (query_int("limit", 100, maximum=1000), query_int("offset", 0, maximum=OFFSET_MAX))
 
 BANK_LIST_PARAMS = [query_text("q", "Case-insensitive substring filter on bank id or name"), *PAGE]
 STATS_PARAMS = [query_bool("refresh", "Accepted for upstream's clients; stats are always fresh")]

@@ -37,6 +37,10 @@ def _doc(operation_id: str, *, response: Any, request: Any = None, params: Any =
     )
 
 
+# Past PostgreSQL's bigint an OFFSET is a database error (a 500); no page is that far anyway.
+OFFSET_MAX = schema.OFFSET_MAX
+
+
 def iso(value: datetime | None) -> str | None:
     return value.isoformat() if value is not None else None
 
@@ -110,7 +114,7 @@ class BankListView(APIView):
           params=schema.BANK_LIST_PARAMS, errors=(422,))
     def get(self, request: Request) -> Response:
         limit = _query_int(request, "limit", 100, maximum=1000)
-        offset = _query_int(request, "offset", 0)
+        offset = _query_int(request, "offset", 0, maximum=OFFSET_MAX)
         rows, total = selectors.bank_list(q=_query_text(request, "q"), limit=limit, offset=offset)
         banks = [
             {
@@ -327,7 +331,7 @@ class MemoryListView(APIView):
     def get(self, request: Request, bank_id: str) -> Response:
         params = request.query_params
         limit = _query_int(request, "limit", 100, maximum=1000)
-        offset = _query_int(request, "offset", 0)
+        offset = _query_int(request, "offset", 0, maximum=OFFSET_MAX)
         time_field = params.get("time_field") or None
         if time_field is not None and time_field not in selectors.TIME_FIELDS:
             raise FieldError(("query", "time_field"),
@@ -373,7 +377,7 @@ class TagsView(APIView):
             raise FieldError(("query", "source"), "must be one of memories, mental_models",
                              "literal_error")
         limit = _query_int(request, "limit", 100, maximum=1000)
-        offset = _query_int(request, "offset", 0)
+        offset = _query_int(request, "offset", 0, maximum=OFFSET_MAX)
         return Response(
             selectors.tags_list(
                 bank_id=bank_id, source=source, q=_query_text(request, "q"),

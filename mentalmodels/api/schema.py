@@ -15,7 +15,7 @@ from rest_framework import serializers
 
 from hindsight.banks.schema import TokenUsageSerializer, query_bool, query_enum, query_int, query_tags
 from hindsight.tagscope import TAGS_MATCH_MODES
-from mentalmodels.api.serializers import DETAILS, LIST_LIMIT_MAX, MAX_TOKENS_RANGE
+from mentalmodels.api.serializers import DETAILS, LIST_LIMIT_MAX, MAX_TOKENS_RANGE, OFFSET_MAX
 from mentalmodels.models import HISTORY_KINDS
 from mentalmodels.selectors import LIST_TAGS_MATCH
 from mentalmodels.triggers import BUDGETS, FACT_TYPES
@@ -257,7 +257,7 @@ LIST_PARAMS = [
     query_enum("tags_match", LIST_TAGS_MATCH, default="any", description="How to match tags"),
     detail_param("metadata"),
     query_int("limit", 100, minimum=1, maximum=LIST_LIMIT_MAX),
-    query_int("offset", 0),
+    query_int("offset", 0, maximum=OFFSET_MAX),
     query_bool("exclude_knowledge_pages",
                "Accepted for upstream's clients; this service has no knowledge pages"),
 ]

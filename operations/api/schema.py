@@ -103,7 +103,7 @@ LIST_PARAMS = [
     OpenApiParameter("type", {"type": "string", "maxLength": 64}, OpenApiParameter.QUERY,
                      description="Only operations of this type (e.g. refresh_mental_model)"),
     query_int("limit", 20, minimum=1, maximum=100),
-    query_int("offset", 0),
+    query_int("offset", 0, maximum=2**31 - 1),
     query_bool("exclude_parents", "Accepted for upstream's clients; no effect here"),
 ]
 GET_PARAMS = [query_bool("include_payload", "Include the submitted task payload")]
