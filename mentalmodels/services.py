@@ -363,6 +363,9 @@ def mental_model_record_failure(
         if fields:
             model.save(update_fields=fields)
     if final:
+        # Paused: no automatic refresh may run, neither a parked one nor one queued behind the
+        # failed job (it would spend another round of attempts). A manual one stays (OP-7).
         operations_cancel_parked(
-            dedupe_key=refresh_dedupe_key(bank_id=model.bank_id, mental_model_id=model.mental_model_id)
+            dedupe_key=refresh_dedupe_key(bank_id=model.bank_id, mental_model_id=model.mental_model_id),
+            parked_only=False,
         )

@@ -508,14 +508,18 @@ def operations_release_due(*, limit: int | None = None) -> list[uuid.UUID]:
     return ids
 
 
-def operations_cancel_parked(*, dedupe_key: str) -> list[uuid.UUID]:
-    """Cancel the key's parked *automatic* pending operation(s) (pause after failure)."""
+def operations_cancel_parked(*, dedupe_key: str, parked_only: bool = True) -> list[uuid.UUID]:
+    """Cancel the key's parked *automatic* pending operation(s) (pause after failure).
+
+    ``parked_only=False`` cancels a due automatic one too (one queued behind the failed job).
+    """
     with transaction.atomic():
-        ops = list(
-            Operation.objects.select_for_update()
-            .filter(dedupe_key=dedupe_key, status=PENDING, automatic=True,
-                    next_retry_at__gt=ClockTimestamp())
+        pending = Operation.objects.select_for_update().filter(
+            dedupe_key=dedupe_key, status=PENDING, automatic=True
         )
+        if parked_only:
+            pending = pending.filter(next_retry_at__gt=ClockTimestamp())
+        ops = list(pending)
         ids = [op.id for op in ops]
         if ids:
             Operation.objects.filter(id__in=ids).update(

@@ -351,6 +351,26 @@ def test_final_failure_pauses_and_cancels_the_parked_automatic_refresh(bank):
 
 
 @pytest.mark.django_db
+def test_final_failure_cancels_an_automatic_refresh_queued_behind_but_keeps_a_manual_one(bank):
+    add_memory(bank, "fact")
+    model = add_model(bank, "team")
+    queued = mental_model_refresh_auto(model=model, reason=REASON_CONSOLIDATION).operation
+    assert queued.next_retry_at is None
+    mental_model_record_failure(model_uid=model.uid, reason="unexpected_error",
+                                exception="RuntimeError: boom", operation_id=None, final=True)
+    queued.refresh_from_db()
+    assert queued.status == CANCELLED
+    assert "paused" in queued.error_message
+
+    other = add_model(bank, "other")
+    manual = mental_model_refresh_request(bank_id=bank.id, mental_model_id="other")
+    mental_model_record_failure(model_uid=other.uid, reason="unexpected_error",
+                                exception="RuntimeError: boom", operation_id=None, final=True)
+    manual.refresh_from_db()
+    assert manual.status == PENDING
+
+
+@pytest.mark.django_db
 def test_non_final_failure_keeps_the_parked_refresh(bank):
     model, _ = _recently_refreshed(bank, min_refresh_interval_seconds=3600)
     parked = mental_model_refresh_auto(model=model, reason=REASON_CONSOLIDATION).operation
