@@ -8,6 +8,7 @@ from drf_spectacular.views import SpectacularJSONAPIView, SpectacularSwaggerView
 
 from hindsight.api import views as core_views
 
+handler400 = "hindsight.api.errors.json_400"
 handler404 = "hindsight.api.errors.json_404"
 handler500 = "hindsight.api.errors.json_500"
 

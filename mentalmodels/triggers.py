@@ -26,6 +26,10 @@ FACT_TYPES = ("world", "experience", "observation")
 INT_MAX = 2**31 - 1
 BUDGETS = ("low", "mid", "high")
 SCHEMA_PROPERTY_TYPES = ("string", "number", "integer", "boolean", "array", "object")
+# JSON nesting a response_schema may have (objects and lists, ~30 nested properties): far
+# beyond any document's structure, and well inside what the recursive checks (ours,
+# jsonschema's) can walk without a RecursionError.
+SCHEMA_MAX_DEPTH = 64
 
 # Upstream 1.1.0's trigger keys, in its wire order, with their defaults.
 TRIGGER_DEFAULTS: dict[str, Any] = {
@@ -119,8 +123,27 @@ def _schema_node_problems(node: Any, loc: Loc, *, top: bool) -> list[dict[str, o
     return errors
 
 
+def _too_deep(value: Any, loc: Loc, limit: int) -> Loc | None:
+    """Where ``value`` nests objects/lists past ``limit`` levels (iteratively), or None."""
+    stack: list[tuple[Any, Loc]] = [(value, loc)]
+    base = len(loc)
+    while stack:
+        node, where = stack.pop()
+        if len(where) - base > limit:
+            return where
+        if isinstance(node, Mapping):
+            stack.extend((v, (*where, k)) for k, v in node.items())
+        elif isinstance(node, list):
+            stack.extend((v, (*where, i)) for i, v in enumerate(node))
+    return None
+
+
 def response_schema_problems(schema: Any, loc: Loc) -> list[dict[str, object]]:
     """MM-4: an object schema with a non-empty ``properties`` map of supported types."""
+    deep = _too_deep(schema, loc, SCHEMA_MAX_DEPTH)
+    if deep is not None:
+        return [_err(deep[: len(loc) + SCHEMA_MAX_DEPTH],
+                     f"response_schema may nest at most {SCHEMA_MAX_DEPTH} levels deep")]
     errors = _schema_node_problems(schema, loc, top=True)
     if errors:
         return errors

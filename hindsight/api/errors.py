@@ -64,6 +64,13 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
     return None
 
 
+def json_400(request: HttpRequest, exception: Exception | None = None) -> JsonResponse:
+    """Django's own 400s (too many query parameters or fields, a suspicious request) in the
+    error shape, with Django's message, which names the setting at fault."""
+    detail = str(exception) if exception is not None and str(exception) else "Bad Request"
+    return JsonResponse({"detail": detail}, status=status.HTTP_400_BAD_REQUEST)
+
+
 def json_404(request: HttpRequest, exception: Exception | None = None) -> JsonResponse:
     return JsonResponse({"detail": "Not Found"}, status=status.HTTP_404_NOT_FOUND)
 

@@ -151,3 +151,52 @@ def test_huge_trigger_integers_are_422_naming_the_key(api, bank, key):
     assert response.status_code == 422, response.content
     assert [e["loc"] for e in response.json()["detail"]] == [["body", "trigger", key]]
     assert snapshot() == before
+
+
+def _nested_schema(depth: int) -> dict:
+    schema: dict = {"type": "string"}
+    for _ in range(depth):
+        schema = {"type": "object", "properties": {"a": schema}}
+    return schema
+
+
+def test_json_nested_past_the_parsers_recursion_limit_is_422_not_500(api, bank):
+    raw = '{"name": "a", "source_query": "q", "trigger": ' + "[" * 50000 + "]" * 50000 + "}"
+    before = snapshot()
+    response = call(api, "post", MM, raw)
+    assert response.status_code == 422, response.content
+    assert response.json()["detail"][0]["loc"] == ["body"]
+    assert snapshot() == before
+
+
+def test_a_response_schema_nested_too_deep_is_422_naming_it(api, bank):
+    before = snapshot()
+    response = call(api, "post", MM, {"name": "a", "source_query": "q",
+                                      "trigger": {"response_schema": _nested_schema(300)}})
+    assert response.status_code == 422, response.content
+    loc = response.json()["detail"][0]["loc"]
+    assert loc[:4] == ["body", "trigger", "response_schema", "properties"]
+    assert snapshot() == before
+
+
+def test_a_response_schema_nested_up_to_the_limit_is_accepted(api, bank):
+    response = call(api, "post", MM, {"name": "a", "source_query": "q",
+                                      "trigger": {"response_schema": _nested_schema(31)}})
+    assert response.status_code == 200, response.content
+
+
+def test_deep_nesting_outside_properties_is_a_4xx_not_500(api, bank):
+    inner: dict = {"type": "string"}
+    for _ in range(31):
+        inner = {"allOf": [inner]}
+    schema = {"type": "object", "properties": {"a": {"type": "string", "not": inner}}}
+    response = call(api, "post", MM, {"name": "a", "source_query": "q",
+                                      "trigger": {"response_schema": schema}})
+    assert response.status_code in (200, 422), response.content
+
+
+def test_too_many_query_parameters_is_a_json_400(api, bank):
+    query = "&".join(f"tags=t{i}" for i in range(2000))
+    response = call(api, "get", f"{MM}?{query}")
+    assert response.status_code == 400
+    assert "DATA_UPLOAD_MAX_NUMBER_FIELDS" in response.json()["detail"]
