@@ -72,7 +72,7 @@ class AutoRefresh:
     action: str  # QUEUED | PARKED | SKIPPED_PAUSED | SKIPPED_FRESH | SKIPPED_GONE
     reason: str
     operation: Any = None  # operations.models.Operation when queued or parked
-    not_before: datetime | None = None
+    not_before: datetime | None = None  # when a parked refresh becomes due
 
 
 # ---------------------------------------------------------------------------------------------
@@ -176,8 +176,10 @@ def mental_models_refresh_auto(
             now=now,
         )
         action, operation = _submit_unless_paused(model=model, mode=mode, not_before=not_before)
+        # Parked: until the window closes, or until the park it folded into ends.
         results.append(AutoRefresh(action=action, operation=operation,
-                                   not_before=not_before if action == PARKED else None, **ids))
+                                   not_before=operation.next_retry_at if action == PARKED else None,
+                                   **ids))
         log.info("automatic refresh (%s) of %s/%s: %s%s", reason, model.bank_id,
                  model.mental_model_id, action,
                  f" until {operation.next_retry_at.isoformat()}" if action == PARKED else "")

@@ -231,7 +231,7 @@ def test_trigger_inside_the_floor_is_parked_until_the_window_closes(bank):
     assert result.action == PARKED
     [op] = ops(model)
     assert op.status == PENDING and op.automatic is True
-    assert op.next_retry_at == last + timedelta(seconds=3600)
+    assert op.next_retry_at == last + timedelta(seconds=3600) == result.not_before
     assert op.dispatched_at is None  # not sent: beat's release_due sends it when due
     # A second trigger in the window folds into the same parked refresh.
     again = mental_model_refresh_auto(model=model, reason=REASON_CONSOLIDATION)
