@@ -25,6 +25,10 @@ def mental_model_get(*, bank_id: str, mental_model_id: str) -> MentalModel:
         raise NotFound(f"Mental model '{mental_model_id}' not found") from None
 
 
+def mental_model_exists(*, bank_id: str, mental_model_id: str) -> bool:
+    return MentalModel.objects.filter(bank_id=bank_id, mental_model_id=mental_model_id).exists()
+
+
 def _tags_filter(qs: QuerySet[MentalModel], tags: Sequence[str], tags_match: str) -> QuerySet[MentalModel]:
     """Upstream's list semantics: the requested tags against the model's own tag array."""
     tags = list(dict.fromkeys(tags))

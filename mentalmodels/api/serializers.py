@@ -192,6 +192,21 @@ def parse_refresh(data: Any) -> str | None:
     return mode
 
 
+def parse_no_parameters(data: Any, *, call: str) -> None:
+    """Clear and dry run take no parameters (a dry run on purpose: it predicts the refresh as
+    configured). No body, ``null`` or ``{}`` is fine; anything sent is a 422 naming it rather
+    than being ignored in silence."""
+    if data is None:
+        return
+    data = _require_object(data)
+    if data:
+        raise FieldErrors([
+            _err(["body", key], f"{call} takes no parameters; unknown field {key!r} (change the "
+                                "model with PATCH instead)", "extra_forbidden")
+            for key in data
+        ])
+
+
 def parse_detail(query: QueryDict, *, default: str) -> str:
     detail = query.get("detail") or default
     if detail not in DETAILS:

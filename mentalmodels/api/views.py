@@ -98,6 +98,9 @@ class MentalModelClear(APIView):
     @extend_schema(operation_id="clear_mental_model", request=None,
                    responses={200: schema.MentalModelResponseSerializer, **errors(404)})
     def post(self, request: Request, bank_id: str, mental_model_id: str) -> Response:
+        # Unknown model before body problems, and the body checked before anything changes.
+        selectors.mental_model_get(bank_id=bank_id, mental_model_id=mental_model_id)
+        s.parse_no_parameters(_body(request), call="clear")
         model = services.mental_model_clear(bank_id=bank_id, mental_model_id=mental_model_id)
         return Response(s.render_model(model, detail="full", is_stale=stale_flags([model])[model.uid]))
 
@@ -119,5 +122,7 @@ class MentalModelDryRun(APIView):
     def post(self, request: Request, bank_id: str, mental_model_id: str) -> Response:
         from mentalmodels.pipeline import refresh_dry_run
 
+        if selectors.mental_model_exists(bank_id=bank_id, mental_model_id=mental_model_id):
+            s.parse_no_parameters(_body(request), call="dry-run-refresh")
         preview = refresh_dry_run(bank_id=bank_id, mental_model_id=mental_model_id)
         return Response(preview)

@@ -200,3 +200,32 @@ def test_too_many_query_parameters_is_a_json_400(api, bank):
     response = call(api, "get", f"{MM}?{query}")
     assert response.status_code == 400
     assert "DATA_UPLOAD_MAX_NUMBER_FIELDS" in response.json()["detail"]
+
+
+@pytest.mark.parametrize("action", ["clear", "dry-run-refresh"])
+@pytest.mark.parametrize("raw", ['{"mode": "delta"}', "[]", '"x"'])
+def test_clear_and_dry_run_take_no_parameters_and_refuse_a_body_that_sends_some(
+    api, bank, action, raw
+):
+    """A dry run "takes no parameters, on purpose" (seed): a body asking for something (say a
+    delta preview) would otherwise be ignored silently and mislead. Nothing runs or changes."""
+    add_model(bank, "m1", content="doc")
+    before = snapshot()
+    response = call(api, "post", f"{MM}/m1/{action}", raw)
+    assert response.status_code == 422, response.content
+    assert response.json()["detail"][0]["loc"][0] == "body"
+    assert snapshot() == before
+
+
+@pytest.mark.parametrize("action", ["clear", "dry-run-refresh"])
+@pytest.mark.parametrize("raw", [None, "{}", "null"])
+def test_clear_and_dry_run_accept_no_body_an_empty_object_or_null(api, bank, action, raw):
+    add_model(bank, "m1", content="doc")
+    response = call(api, "post", f"{MM}/m1/{action}", raw)
+    assert response.status_code == 200, response.content
+
+
+def test_an_unknown_model_with_a_bad_body_is_still_a_404(api, bank):
+    for action in ("clear", "dry-run-refresh"):
+        response = call(api, "post", f"{MM}/nope/{action}", '{"mode": "delta"}')
+        assert response.status_code == 404
