@@ -63,8 +63,9 @@ def _choice(*choices: str) -> Callable[[Any, Loc], Any]:
 
 # key → (validator, default from the deployment). Defaults are read at call time.
 FIELDS: dict[str, tuple[Callable[[Any, Loc], Any], Callable[[], Any]]] = {
+    # Seconds, bounded so the floor stays a valid timedelta when a trigger adds it to a time.
     "mental_model_min_refresh_interval_seconds": (
-        _int_min(0),
+        _int_range(0, 2**31 - 1),
         lambda: int(settings.HINDSIGHT.mental_model_min_refresh_interval_seconds),
     ),
     "enable_observations": (_bool, lambda: True),

@@ -229,3 +229,15 @@ def test_an_unknown_model_with_a_bad_body_is_still_a_404(api, bank):
     for action in ("clear", "dry-run-refresh"):
         response = call(api, "post", f"{MM}/nope/{action}", '{"mode": "delta"}')
         assert response.status_code == 404
+
+
+def test_a_huge_bank_floor_is_422_not_an_overflow_in_the_trigger_gate(api, bank):
+    """The bank-wide rate floor becomes a timedelta when an automatic trigger fires: a value
+    past what a timedelta holds would crash every automatic refresh of the bank."""
+    response = call(api, "patch", "/v1/default/banks/mm-bank/config",
+                    {"updates": {"mental_model_min_refresh_interval_seconds": 10**30}})
+    assert response.status_code == 422, response.content
+    assert response.json()["detail"][0]["loc"] == [
+        "body", "updates", "mental_model_min_refresh_interval_seconds"]
+    bank.refresh_from_db()
+    assert "mental_model_min_refresh_interval_seconds" not in (bank.config or {})
