@@ -56,6 +56,13 @@ def _get_for_update(*, bank_id: str, mental_model_id: str) -> MentalModel:
         raise NotFound(f"Mental model '{mental_model_id}' not found") from None
 
 
+def _require_exists(*, bank_id: str, mental_model_id: str) -> None:
+    """Not found before any lease is touched: an edit of a model that does not exist bumps
+    nothing (and an id no model can have, say 5,000 characters, never reaches the lease key)."""
+    if not MentalModel.objects.filter(bank_id=bank_id, mental_model_id=mental_model_id).exists():
+        raise NotFound(f"Mental model '{mental_model_id}' not found")
+
+
 def _refresh_running(*, key: str) -> bool:
     from operations.models import PROCESSING, Operation
 
@@ -192,6 +199,7 @@ def mental_model_delete(*, bank_id: str, mental_model_id: str) -> None:
     from operations.services import lease_bump, operation_cancel
 
     key = refresh_dedupe_key(bank_id=bank_id, mental_model_id=mental_model_id)
+    _require_exists(bank_id=bank_id, mental_model_id=mental_model_id)
     with transaction.atomic():
         # Lease before rows: the same lock order as a finishing refresh.
         lease_bump(key=key)
@@ -218,6 +226,7 @@ def mental_model_clear(*, bank_id: str, mental_model_id: str) -> MentalModel:
     from operations.services import lease_bump
 
     key = refresh_dedupe_key(bank_id=bank_id, mental_model_id=mental_model_id)
+    _require_exists(bank_id=bank_id, mental_model_id=mental_model_id)
     with transaction.atomic():
         # Lease before rows (a finishing refresh's lock order); a refresh that runs now can no
         # longer write, and one claimed after this commits reads the cleared model.

@@ -241,3 +241,15 @@ def test_a_huge_bank_floor_is_422_not_an_overflow_in_the_trigger_gate(api, bank)
         "body", "updates", "mental_model_min_refresh_interval_seconds"]
     bank.refresh_from_db()
     assert "mental_model_min_refresh_interval_seconds" not in (bank.config or {})
+
+
+@pytest.mark.parametrize(("method", "suffix"), [("delete", ""), ("post", "/clear"),
+                                               ("patch", ""), ("post", "/refresh")])
+def test_an_overlong_model_id_is_a_404_not_a_500(api, bank, method, suffix):
+    """No model id is longer than 64 characters; an edit must say "not found" before it
+    touches the refresh lease (whose key would overflow)."""
+    before = snapshot()
+    body = {"name": "x"} if method == "patch" else None
+    response = call(api, method, f"{MM}/{'x' * 5000}{suffix}", body)
+    assert response.status_code == 404, response.content
+    assert snapshot() == before
