@@ -17,6 +17,11 @@ from django.core import signals
 from django.db import close_old_connections, connection
 from hypothesis import HealthCheck, settings as hsettings, strategies as st
 from schemathesis.checks import not_a_server_error
+from schemathesis.specs.openapi.checks import (
+    content_type_conformance,
+    response_schema_conformance,
+    status_code_conformance,
+)
 from schemathesis.config import SchemathesisConfig
 
 from hindsight.banks.models import Bank, MemoryUnit
@@ -86,6 +91,13 @@ def _known_ids_half_the_time(context: Any, path_parameters: dict[str, Any]) -> A
     return st.sampled_from([path_parameters, known])
 
 
+def _resolve_known_ids(case: Any) -> None:
+    ids = _seed()
+    for key, value in list((case.path_parameters or {}).items()):
+        if isinstance(value, str) and value.startswith(_MARK) and value[len(_MARK):] in ids:
+            case.path_parameters[key] = ids[value[len(_MARK):]]
+
+
 # Loaded at import (one pytest item per operation): the document is generated in-process and
 # touches no database.
 schema = schemathesis.openapi.from_wsgi("/openapi.json", application, config=CONFIG).include(
@@ -99,15 +111,27 @@ schema.hook("flatmap_path_parameters")(_known_ids_half_the_time)
            suppress_health_check=list(HealthCheck))
 @pytest.mark.django_db
 def test_no_v1_operation_answers_a_server_error(case: Any, in_test_transaction: None) -> None:
-    ids = _seed()
-    for key, value in list((case.path_parameters or {}).items()):
-        if isinstance(value, str) and value.startswith(_MARK) and value[len(_MARK):] in ids:
-            case.path_parameters[key] = ids[value[len(_MARK):]]
+    _resolve_known_ids(case)
     response = case.call()
     # A failed statement would poison the rest of the test's transaction and turn every later
     # example into a misleading error: fail on the first one.
     assert not connection.needs_rollback, (case.method, case.formatted_path)
     case.validate_response(response, checks=[not_a_server_error])
+
+
+@schema.parametrize()
+@hsettings(max_examples=10, deadline=None, derandomize=True,
+           suppress_health_check=list(HealthCheck))
+@pytest.mark.django_db
+def test_every_answer_matches_its_documented_status_and_shape(case: Any,
+                                                              in_test_transaction: None) -> None:
+    # The document is what clients are generated from: an undocumented status code or a body
+    # that does not match its schema (error bodies included) is a bug in one of the two.
+    _resolve_known_ids(case)
+    response = case.call()
+    assert not connection.needs_rollback, (case.method, case.formatted_path)
+    case.validate_response(response, checks=[status_code_conformance, content_type_conformance,
+                                             response_schema_conformance])
 
 
 @pytest.mark.django_db
