@@ -15,7 +15,8 @@ from hindsight.api.schema import HealthSerializer, VersionSerializer
 
 @extend_schema(operation_id="health_endpoint_health_get",
                responses={200: HealthSerializer,
-                          503: OpenApiResponse(HealthSerializer, description="Database unreachable")})
+                          503: OpenApiResponse(HealthSerializer,
+                                               description="Database unreachable")})
 @api_view(["GET"])
 @permission_classes([AllowAny])
 def health(request: Request) -> Response:

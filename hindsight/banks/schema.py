@@ -50,7 +50,8 @@ class ContentFieldExtension(OpenApiSerializerFieldExtension):
     def map_serializer_field(self, auto_schema: Any, direction: str) -> dict[str, Any]:
         text_block = {
             "type": "object",
-            "properties": {"type": {"type": "string", "enum": ["text"]}, "text": {"type": "string"}},
+            "properties": {"type": {"type": "string", "enum": ["text"]},
+                           "text": {"type": "string"}},
             "required": ["type", "text"],
             "additionalProperties": False,
         }
@@ -298,7 +299,9 @@ def query_bool(name: str, description: str = "") -> OpenApiParameter:
                             description=description)
 
 
-def query_tags(description: str = "Filter by tags (repeat the parameter for several)") -> OpenApiParameter:
+def query_tags(
+    description: str = "Filter by tags (repeat the parameter for several)",
+) -> OpenApiParameter:
     return OpenApiParameter("tags", {"type": "array", "items": {"type": "string"}},
                             OpenApiParameter.QUERY, explode=True, description=description)
 

@@ -28,7 +28,7 @@ from hindsight.tagscope import TAGS_MATCH_MODES, TagScope
 
 def _doc(operation_id: str, *, response: Any, request: Any = None, params: Any = (),
          errors: tuple[int, ...] = (404, 422)) -> Any:
-    """OpenAPI metadata with upstream's operation ids; the shapes live in ``hindsight.banks.schema``."""
+    """OpenAPI metadata with upstream's operation ids (shapes: ``hindsight.banks.schema``)."""
     return extend_schema(
         operation_id=operation_id,
         request=request,

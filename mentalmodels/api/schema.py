@@ -13,7 +13,13 @@ from typing import Any
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from hindsight.banks.schema import TokenUsageSerializer, query_bool, query_enum, query_int, query_tags
+from hindsight.banks.schema import (
+    TokenUsageSerializer,
+    query_bool,
+    query_enum,
+    query_int,
+    query_tags,
+)
 from hindsight.tagscope import TAGS_MATCH_MODES
 from mentalmodels.api.serializers import DETAILS, LIST_LIMIT_MAX, MAX_TOKENS_RANGE, OFFSET_MAX
 from mentalmodels.models import HISTORY_KINDS

@@ -107,8 +107,9 @@ class MentalModelClear(APIView):
 
 class MentalModelHistoryView(APIView):
     @extend_schema(operation_id="get_mental_model_history",
-                   responses={200: OpenApiResponse(schema.MentalModelHistoryEntrySerializer(many=True),
-                                                   description="Newest first"),
+                   responses={200: OpenApiResponse(
+                                  schema.MentalModelHistoryEntrySerializer(many=True),
+                                  description="Newest first"),
                               **errors(404)})
     def get(self, request: Request, bank_id: str, mental_model_id: str) -> Response:
         entries = selectors.mental_model_history(bank_id=bank_id, mental_model_id=mental_model_id)

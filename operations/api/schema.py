@@ -90,7 +90,8 @@ class OperationStatusResponseSerializer(serializers.Serializer):
 
 
 class OperationActionResponseSerializer(serializers.Serializer):
-    """Upstream's ``CancelOperationResponse`` / ``RetryOperationResponse`` / ``DeleteOperationResponse``."""
+    """Upstream's ``CancelOperationResponse``, ``RetryOperationResponse`` and
+    ``DeleteOperationResponse`` (one shape)."""
 
     success = serializers.BooleanField()
     message = serializers.CharField()

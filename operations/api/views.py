@@ -28,7 +28,7 @@ from operations.services import operation_cancel, operation_delete, operation_re
 
 def _doc(operation_id: str, *, response: Any, params: Any = (),
          statuses: tuple[int, ...] = ()) -> Any:
-    """OpenAPI metadata with upstream's operation ids; the shapes live in ``operations.api.schema``."""
+    """OpenAPI metadata with upstream's operation ids (shapes: ``operations.api.schema``)."""
     return extend_schema(
         operation_id=operation_id,
         request=None,

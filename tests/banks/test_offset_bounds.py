@@ -1,4 +1,7 @@
-"""An offset past PostgreSQL's bigint is a 422 naming it, not a database error (found by schemathesis)."""
+"""An offset past PostgreSQL's bigint is a 422 naming it, not a database error.
+
+Found by tests/test_schemathesis.py (``GET /banks?offset=411927680231677762732032`` was a 500).
+"""
 
 from __future__ import annotations
 
