@@ -7,8 +7,9 @@ Schema-only: nothing here validates or renders a request. The runtime error shap
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
+from drf_spectacular.extensions import OpenApiSerializerExtension
 from drf_spectacular.utils import OpenApiResponse, extend_schema_field
 from rest_framework import serializers
 
@@ -64,3 +65,28 @@ class FeaturesSerializer(serializers.Serializer):
 class VersionSerializer(serializers.Serializer):
     api_version = serializers.CharField()
     features = FeaturesSerializer()
+
+
+class ClosedSerializer(serializers.Serializer):
+    """Base of schema-only request shapes whose parser refuses keys it does not name."""
+
+
+class ClosedObjectExtension(OpenApiSerializerExtension):
+    """Strict request serializers refuse unknown keys: document them as closed objects.
+
+    Subclasses target another app's strict base class (``match_subclasses``) and may give some
+    of its serializers upstream's component names.
+    """
+
+    target_class: Any = "hindsight.api.schema.ClosedSerializer"
+    match_subclasses = True
+    component_names: ClassVar[dict[str, str]] = {}
+
+    def get_name(self, auto_schema: Any, direction: str) -> str | None:
+        cls = self.target if isinstance(self.target, type) else type(self.target)
+        return self.component_names.get(f"{cls.__module__}.{cls.__qualname__}")
+
+    def map_serializer(self, auto_schema: Any, direction: str) -> dict[str, Any]:
+        schema = auto_schema._map_serializer(self.target, direction, bypass_extensions=True)
+        schema["additionalProperties"] = False
+        return schema

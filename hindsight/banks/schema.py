@@ -8,14 +8,15 @@ Importing this module registers the extensions (the views import it).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
-from drf_spectacular.extensions import OpenApiSerializerExtension, OpenApiSerializerFieldExtension
+from drf_spectacular.extensions import OpenApiSerializerFieldExtension
 from drf_spectacular.plumbing import build_basic_type
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter
 from rest_framework import serializers
 
+from hindsight.api.schema import ClosedObjectExtension
 from hindsight.banks.selectors import TIME_FIELDS
 from hindsight.banks.serializers import OBSERVATION_SCOPE_MODES
 from hindsight.tagscope import TAGS_MATCH_MODES
@@ -87,16 +88,12 @@ class ObservationScopesFieldExtension(OpenApiSerializerFieldExtension):
         }
 
 
-class RecallIncludeNameExtension(OpenApiSerializerExtension):
-    """Recall's ``include`` is upstream's ``IncludeOptions`` (reflect has an ``Include`` too)."""
-
-    target_class = "hindsight.banks.serializers.IncludeSerializer"
-
-    def get_name(self, auto_schema: Any, direction: str) -> str | None:
-        return "IncludeOptions"
-
-    def map_serializer(self, auto_schema: Any, direction: str) -> dict[str, Any]:
-        return auto_schema._map_serializer(self.target, direction, bypass_extensions=True)
+class BanksStrictSerializerExtension(ClosedObjectExtension):
+    target_class = "hindsight.banks.serializers.StrictSerializer"
+    # Recall's ``include`` is upstream's ``IncludeOptions`` (reflect has an ``include`` too).
+    component_names: ClassVar[dict[str, str]] = {
+        "hindsight.banks.serializers.IncludeSerializer": "IncludeOptions",
+    }
 
 
 # --- responses ---------------------------------------------------------------------------------

@@ -8,37 +8,21 @@ Importing this module registers the extensions (the view imports it).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import ClassVar
 
-from drf_spectacular.extensions import OpenApiSerializerExtension
 from rest_framework import serializers
 
+from hindsight.api.schema import ClosedObjectExtension
 from hindsight.banks.schema import TokenUsageSerializer
 
 
-class _Renamed(OpenApiSerializerExtension):
-    component_name = ""
-
-    def get_name(self, auto_schema: Any, direction: str) -> str | None:
-        return self.component_name
-
-    def map_serializer(self, auto_schema: Any, direction: str) -> dict[str, Any]:
-        return auto_schema._map_serializer(self.target, direction, bypass_extensions=True)
-
-
-class ReflectIncludeName(_Renamed):
-    target_class = "hindsight.reflect.serializers.IncludeSerializer"
-    component_name = "ReflectIncludeOptions"
-
-
-class FactsIncludeName(_Renamed):
-    target_class = "hindsight.reflect.serializers.FactsIncludeSerializer"
-    component_name = "FactsIncludeOptions"
-
-
-class ToolCallsIncludeName(_Renamed):
-    target_class = "hindsight.reflect.serializers.ToolCallsIncludeSerializer"
-    component_name = "ToolCallsIncludeOptions"
+class ReflectStrictSerializerExtension(ClosedObjectExtension):
+    target_class = "hindsight.reflect.serializers.StrictSerializer"
+    component_names: ClassVar[dict[str, str]] = {
+        "hindsight.reflect.serializers.IncludeSerializer": "ReflectIncludeOptions",
+        "hindsight.reflect.serializers.FactsIncludeSerializer": "FactsIncludeOptions",
+        "hindsight.reflect.serializers.ToolCallsIncludeSerializer": "ToolCallsIncludeOptions",
+    }
 
 
 class ReflectFactSerializer(serializers.Serializer):

@@ -13,6 +13,7 @@ from typing import Any
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from hindsight.api.schema import ClosedSerializer
 from hindsight.banks.schema import (
     TokenUsageSerializer,
     query_bool,
@@ -59,7 +60,7 @@ class ResponseSchemaField(serializers.JSONField):
     pass
 
 
-class MentalModelTriggerSerializer(serializers.Serializer):
+class MentalModelTriggerSerializer(ClosedSerializer):
     budget = serializers.ChoiceField(choices=BUDGETS, allow_null=True, required=False)
     mode = serializers.ChoiceField(choices=REFRESH_MODES, required=False, default="full")
     refresh_after_consolidation = serializers.BooleanField(required=False, default=False)
@@ -93,7 +94,7 @@ class MentalModelTriggerSerializer(serializers.Serializer):
 _LOW, _HIGH = MAX_TOKENS_RANGE
 
 
-class CreateMentalModelRequestSerializer(serializers.Serializer):
+class CreateMentalModelRequestSerializer(ClosedSerializer):
     id = serializers.CharField(allow_null=True, required=False,
                                help_text="Optional id; generated when absent")
     name = serializers.CharField()
@@ -104,7 +105,7 @@ class CreateMentalModelRequestSerializer(serializers.Serializer):
     trigger = MentalModelTriggerSerializer(required=False)
 
 
-class UpdateMentalModelRequestSerializer(serializers.Serializer):
+class UpdateMentalModelRequestSerializer(ClosedSerializer):
     name = serializers.CharField(allow_null=True, required=False)
     source_query = serializers.CharField(allow_null=True, required=False)
     max_tokens = serializers.IntegerField(min_value=_LOW, max_value=_HIGH, allow_null=True,
@@ -115,7 +116,7 @@ class UpdateMentalModelRequestSerializer(serializers.Serializer):
                                                      "resets a key to its default")
 
 
-class RefreshMentalModelRequestSerializer(serializers.Serializer):
+class RefreshMentalModelRequestSerializer(ClosedSerializer):
     mode = serializers.ChoiceField(choices=("full",), allow_null=True, required=False,
                                    help_text="'full' forces a full rewrite; null keeps the "
                                              "trigger's mode")
