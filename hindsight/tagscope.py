@@ -56,6 +56,9 @@ LEGACY_FACT_TYPES = ("opinion",)
 MAX_GROUP_DEPTH = 12
 MAX_GROUP_NODES = 256
 MAX_TAGS = 256
+# Characters per tag: 4 bytes each at most in UTF-8, so a tag always fits one entry of the GIN
+# indexes on ``tags`` (PostgreSQL refuses entries over 2712 bytes, which would be a 500).
+MAX_TAG_LENGTH = 512
 
 _STRICT = {"any": "any_strict", "all": "all_strict"}
 
@@ -178,6 +181,9 @@ def parse_tags(value: Any, *, loc: Loc) -> tuple[str, ...]:
         if "\x00" in tag:
             raise FieldError((*loc, index), "Null characters are not allowed.",
                              "null_characters_not_allowed")
+        if len(tag) > MAX_TAG_LENGTH:
+            raise FieldError((*loc, index), f"a tag has at most {MAX_TAG_LENGTH} characters",
+                             "string_too_long")
     # Order and duplicates carry no meaning: tags are a set.
     return tuple(dict.fromkeys(value))
 

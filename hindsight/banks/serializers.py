@@ -15,7 +15,7 @@ from rest_framework import serializers
 from rest_framework.exceptions import ErrorDetail, ValidationError
 
 from hindsight.banks.retaintypes import RetainItem
-from hindsight.tagscope import TAGS_MATCH_MODES
+from hindsight.tagscope import MAX_TAG_LENGTH, TAGS_MATCH_MODES
 
 
 class StrictSerializer(serializers.Serializer):
@@ -92,6 +92,17 @@ class AnyJSONField(serializers.Field):
 
 def _str_list(**kwargs: Any) -> StrictListField:
     return StrictListField(child=StrictCharField(allow_blank=True), **kwargs)
+
+
+def _tag_list(**kwargs: Any) -> StrictListField:
+    """Tags to store: each must fit one entry of the GIN index on ``tags`` (``MAX_TAG_LENGTH``)."""
+    return StrictListField(
+        child=StrictCharField(
+            allow_blank=True, max_length=MAX_TAG_LENGTH,
+            error_messages={"max_length": f"a tag has at most {MAX_TAG_LENGTH} characters"},
+        ),
+        **kwargs,
+    )
 
 
 def parse_datetime_value(value: str) -> datetime:
@@ -272,7 +283,7 @@ class MemoryItemSerializer(StrictSerializer):
     )
     entities = StrictListField(child=EntityInputSerializer(), required=False, allow_null=True)
     resolve_entities = StrictBooleanField(required=False, default=True)
-    tags = _str_list(required=False, allow_null=True)
+    tags = _tag_list(required=False, allow_null=True)
     observation_scopes = ObservationScopesField(required=False, allow_null=True)
     strategy = serializers.ChoiceField(
         choices=RETAIN_STRATEGIES, required=False, allow_null=True,
@@ -309,7 +320,7 @@ class MemoryItemSerializer(StrictSerializer):
 
 class RetainRequestSerializer(StrictSerializer):
     items = StrictListField(child=MemoryItemSerializer(), min_length=1, max_length=1000)
-    document_tags = _str_list(required=False, allow_null=True)
+    document_tags = _tag_list(required=False, allow_null=True)
     operation_id = serializers.UUIDField(required=False, allow_null=True)
 
     def get_fields(self) -> dict[str, serializers.Field]:

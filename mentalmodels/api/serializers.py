@@ -15,6 +15,7 @@ from typing import Any
 from django.http import QueryDict
 
 from hindsight.errors import FieldErrors
+from hindsight.tagscope import MAX_TAG_LENGTH
 from mentalmodels.models import MentalModel, MentalModelHistory
 from mentalmodels.selectors import LIST_TAGS_MATCH
 from mentalmodels.triggers import trigger_fill, trigger_normalize
@@ -97,6 +98,12 @@ def _tags(data: Mapping[str, Any], errors: list[dict[str, object]]) -> list[str]
     if not isinstance(value, list) or not all(isinstance(t, str) for t in value):
         errors.append(_err(["body", "tags"], "must be a list of strings", "list_type"))
         return None
+    for index, tag in enumerate(value):
+        # A longer tag would not fit one entry of the GIN index on tags (a database error).
+        if len(tag) > MAX_TAG_LENGTH:
+            errors.append(_err(["body", "tags", index],
+                               f"a tag has at most {MAX_TAG_LENGTH} characters", "string_too_long"))
+            return None
     return value
 
 
