@@ -16,9 +16,15 @@ from django.contrib.postgres.indexes import GinIndex
 from django.contrib.postgres.search import SearchVector, SearchVectorField
 from django.db import models
 from django.db.models import Func
+from django.db.models.functions import Left
 from pgvector.django import HnswIndex, VectorField
 
 FACT_TYPES = ("world", "experience", "observation", "opinion")
+# Characters of text and context that go into the full-text vector. PostgreSQL refuses a
+# tsvector over 1 MB (a failed insert); 80,000 characters of any script stay well under it
+# (measured: ~400 KB worst case, CJK), and the semantic arm reads only the first 256 tokens.
+SEARCH_TEXT_CHARS = 60_000
+SEARCH_CONTEXT_CHARS = 20_000
 READ_FACT_TYPES = ("world", "experience", "observation")
 
 
@@ -70,7 +76,10 @@ class MemoryUnit(models.Model):
     updated_at = models.DateTimeField(db_default=ClockTimestamp())
     embedding = VectorField(dimensions=settings.HINDSIGHT.embeddings_dimensions, null=True)
     search_vector = models.GeneratedField(
-        expression=SearchVector("text", "context", config="english"),
+        expression=SearchVector(
+            Left("text", SEARCH_TEXT_CHARS), Left("context", SEARCH_CONTEXT_CHARS),
+            config="english",
+        ),
         output_field=SearchVectorField(),
         db_persist=True,
     )

@@ -80,3 +80,20 @@ def test_a_mental_model_tag_longer_than_the_index_allows_is_422_naming_it(api: A
     assert response.status_code == 422, response.content
     assert response.json()["detail"][0]["loc"] == ["body", "tags", 1]
     assert not MentalModel.objects.filter(bank_id="mm-long-tag").exists()
+
+
+@pytest.mark.parametrize("field", ["content", "context"])
+def test_a_memory_too_large_for_a_tsvector_is_stored_and_searchable_by_its_beginning(
+    api: APIClient, field: str
+) -> None:
+    # ~1.6 MB of distinct words: its full-text vector would pass PostgreSQL's 1 MB tsvector cap.
+    big = "zebracorn " + _words(200_000)
+    item = {"content": big} if field == "content" else {"content": "a note", "context": big}
+    response = api.post(f"{BASE}/huge/memories", {"items": [item]}, format="json")
+    assert response.status_code == 200, response.content[:500]
+    stored = MemoryUnit.objects.get(bank_id="huge")
+    assert (stored.text if field == "content" else stored.context) == big
+    # Lexical search still finds it by the words at its beginning (recall itself would cut a
+    # 1.6 MB memory at the token budget, so the index is asked directly).
+    matches = MemoryUnit.objects.filter(bank_id="huge", search_vector="zebracorn")
+    assert list(matches.values_list("id", flat=True)) == [stored.id]
