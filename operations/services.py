@@ -5,6 +5,17 @@ Every state change is a compare-and-set on the row's current status (and, for a 
 its fence), in a short transaction; no network I/O happens inside one. Publishing to the broker
 happens after commit (``operations.dispatch``). Times come from the database clock
 (``clock_timestamp()``), so parking and recovery are decided on one clock.
+
+Lock order — one for every transaction that locks more than one of these rows, so two of them
+can queue behind each other but never deadlock:
+
+1. the key's ``Lease`` row (claim, heartbeat, a failed attempt, recovery, ``Job.finishing`` /
+   ``Job.check_fence``, and every edit's ``lease_bump``);
+2. the row the handler writes (for a refresh, the ``MentalModel`` row);
+3. ``Operation`` rows of the key: the running one before its pending follower.
+
+A path that needs the lease key of an operation reads it first without a lock (``dedupe_key``
+never changes), locks the lease, then locks and re-checks the operation.
 """
 
 from __future__ import annotations
@@ -230,31 +241,31 @@ ON CONFLICT (key) DO UPDATE
 RETURNING fence
 """
 
-# One statement: lock the claimable row, take the next fence on its key's lease, flip it to
-# processing with that fence. If the processing index refuses (another job of the key runs),
-# the whole statement — the fence increment included — is undone.
+# The lease first (the global lock order), then the compare-and-set on the operation; both in
+# one transaction, so a claim that finds nothing claimable (or another job of its key running:
+# the processing index refuses) undoes the fence increment with it.
 _CLAIM_SQL = """
-WITH target AS (
-    SELECT id, COALESCE(dedupe_key, 'op:' || id::text) AS lease_key
-      FROM operations_operation
-     WHERE id = %s AND status = 'pending'
-       AND (next_retry_at IS NULL OR next_retry_at <= clock_timestamp())
-       FOR UPDATE
-), lease AS (
-    INSERT INTO operations_lease (key, fence, holder, heartbeat_at)
-    SELECT lease_key, 1, %s, clock_timestamp() FROM target
-    ON CONFLICT (key) DO UPDATE
-       SET fence = operations_lease.fence + 1, holder = EXCLUDED.holder,
-           heartbeat_at = EXCLUDED.heartbeat_at
-    RETURNING fence
-)
-UPDATE operations_operation o
-   SET status = 'processing', fence = (SELECT fence FROM lease),
+UPDATE operations_operation
+   SET status = 'processing', fence = %s,
        heartbeat_at = clock_timestamp(), updated_at = clock_timestamp(), next_retry_at = NULL
-  FROM target
- WHERE o.id = target.id
-RETURNING o.*
+ WHERE id = %s AND status = 'pending'
+   AND (next_retry_at IS NULL OR next_retry_at <= clock_timestamp())
+RETURNING *
 """
+
+
+class _NotClaimable(Exception):
+    """Rolls the claim's transaction (the fence increment) back."""
+
+
+def _lease_key_of(operation_id: uuid.UUID | str) -> str | None:
+    """The operation's lease key, read without a lock (``dedupe_key`` never changes)."""
+    dedupe_key = (
+        Operation.objects.filter(id=operation_id).values_list("dedupe_key", flat=True).first()
+    )
+    if dedupe_key is None and not Operation.objects.filter(id=operation_id).exists():
+        return None
+    return dedupe_key or f"op:{operation_id}"
 
 
 def operation_claim(*, operation_id: uuid.UUID | str, holder: str) -> Operation | str | None:
@@ -264,23 +275,35 @@ def operation_claim(*, operation_id: uuid.UUID | str, holder: str) -> Operation 
     parked); ``BUSY`` when another operation of its key is processing (the database's
     one-running-job guarantee, which holds even when Redis lost the lock).
     """
+    lease_key = _lease_key_of(operation_id)
+    if lease_key is None:
+        return None
     try:
-        # A savepoint only when the caller has a transaction open (tests); otherwise the one
-        # statement is its own transaction.
-        with transaction.atomic(savepoint=True) if connection.in_atomic_block else _nullcontext():
-            rows = list(Operation.objects.raw(_CLAIM_SQL, [operation_id, holder]))
+        with transaction.atomic():
+            with connection.cursor() as cursor:
+                cursor.execute(_BUMP_SQL, [lease_key, holder])
+                (fence,) = cursor.fetchone()
+            rows = list(Operation.objects.raw(_CLAIM_SQL, [fence, operation_id]))
+            if not rows:
+                raise _NotClaimable
+    except _NotClaimable:
+        return None
     except IntegrityError:
         return BUSY
-    return rows[0] if rows else None
+    return rows[0]
 
 
 def operation_heartbeat(*, operation_id: uuid.UUID | str, fence: int, key: str) -> bool:
-    """Stamp ``heartbeat_at``; False when the operation is no longer ours."""
+    """Stamp ``heartbeat_at``; False when the operation is no longer ours.
+
+    Lease before operation (the lock order): a heartbeat landing while the job's own
+    completion holds the lease waits for it, then finds the operation done.
+    """
     with transaction.atomic():
+        Lease.objects.filter(key=key, fence=fence).update(heartbeat_at=ClockTimestamp())
         alive = Operation.objects.filter(id=operation_id, status=PROCESSING, fence=fence).update(
             heartbeat_at=ClockTimestamp()
         )
-        Lease.objects.filter(key=key, fence=fence).update(heartbeat_at=ClockTimestamp())
     return alive == 1
 
 
@@ -393,10 +416,19 @@ def operation_record_failure(
 
     A job whose key's lease no longer carries its fence was superseded (an edit bumped it, or
     recovery handed the key on): its failure is not an attempt — it ends ``cancelled``, with no
-    retry and nothing pushed onto the operation queued behind it. Lock order: the operation row,
-    then the lease (as claim and recovery take them).
+    retry and nothing pushed onto the operation queued behind it. Lock order: the lease, then
+    the operation, then its follower (module docstring).
     """
+    lease_key = _lease_key_of(operation_id)
+    if lease_key is None:
+        return None
     with transaction.atomic():
+        lease_fence = (
+            Lease.objects.select_for_update()
+            .filter(key=lease_key)
+            .values_list("fence", flat=True)
+            .first()
+        )
         op = (
             Operation.objects.select_for_update()
             .filter(id=operation_id, status=PROCESSING, fence=fence)
@@ -404,12 +436,6 @@ def operation_record_failure(
         )
         if op is None:
             return None
-        lease_fence = (
-            Lease.objects.select_for_update()
-            .filter(key=op.lease_key)
-            .values_list("fence", flat=True)
-            .first()
-        )
         if lease_fence != fence:
             op.status = CANCELLED
             op.completed_at = ClockTimestamp()
@@ -641,7 +667,7 @@ class RecoveryReport:
 
 
 _STALE_SQL = """
-SELECT id FROM operations_operation
+SELECT id, COALESCE(dedupe_key, 'op:' || id::text) FROM operations_operation
  WHERE status = 'processing'
    AND COALESCE(heartbeat_at, updated_at) < clock_timestamp() - make_interval(secs => %s)
  ORDER BY COALESCE(heartbeat_at, updated_at)
@@ -670,15 +696,26 @@ def operations_recover(*, limit: int | None = None) -> RecoveryReport:
     ever wakes, cannot write. Pending, due operations whose message is not known to have been
     sent, or was sent more than ``redispatch_after_seconds`` ago while nothing of their key
     runs, are sent again.
+
+    A key whose lease row is locked is skipped for this sweep: someone holds it right now (a
+    job inside its fenced completion, an edit), which is no sign of a lost worker, and waiting
+    for it while holding the operation row is how a sweep would deadlock with a finishing job.
     """
     cfg = settings.HINDSIGHT
     batch = limit or cfg.recovery_batch_size
     recovered: list[FailureRecord] = []
     with connection.cursor() as cursor:
         cursor.execute(_STALE_SQL, [cfg.recovery_threshold_seconds, batch])
-        stale_ids = [row[0] for row in cursor.fetchall()]
-    for op_id in stale_ids:
+        stale = [(row[0], row[1]) for row in cursor.fetchall()]
+    for op_id, lease_key in stale:
         with transaction.atomic():
+            held = list(
+                Lease.objects.select_for_update(skip_locked=True)
+                .filter(key=lease_key)
+                .values_list("fence", flat=True)
+            )
+            if not held and Lease.objects.filter(key=lease_key).exists():
+                continue  # locked by a live writer
             op = (
                 Operation.objects.select_for_update(skip_locked=True)
                 .filter(id=op_id, status=PROCESSING)
