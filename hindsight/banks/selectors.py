@@ -143,6 +143,8 @@ def _operations_by_status(bank_id: str) -> dict[str, int]:
 # --- memory listing ----------------------------------------------------------------------------
 
 TIME_FIELDS = ("created_at", "updated_at", "mentioned_at", "occurred_start", "occurred_end")
+CONSOLIDATION_STATES = ("pending", "done", "failed")
+MEMORY_STATES = ("valid", "invalidated")
 
 
 def memories_list(
@@ -153,14 +155,25 @@ def memories_list(
     document_id: str | None = None,
     scope: TagScope | None = None,
     consolidation_state: str | None = None,
+    state: str | None = None,
+    entity_id: str | None = None,
     time_field: str | None = None,
     start: datetime | None = None,
     end: datetime | None = None,
     limit: int = 100,
     offset: int = 0,
 ) -> tuple[list[MemoryUnit], int]:
+    """A page of the bank's memories, newest first, and the total the filters select.
+
+    Filters this service has no data for select nothing rather than being ignored: no memory is
+    ever invalidated (``state=invalidated``), consolidation records no failure
+    (``consolidation_state=failed``), and entities are kept as text, not as linked entity rows
+    (``entity_id``).
+    """
     bank_get(bank_id=bank_id)
     qs = MemoryUnit.objects.filter(bank_id=bank_id).defer("embedding", "search_vector")
+    if state == "invalidated" or consolidation_state == "failed" or entity_id:
+        qs = qs.none()
     if fact_type:
         qs = qs.filter(fact_type=fact_type)
     if q:

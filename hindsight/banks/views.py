@@ -77,6 +77,15 @@ def _query_text(request: Request, name: str) -> str | None:
     return raw
 
 
+def _query_choice(request: Request, name: str, choices: tuple[str, ...]) -> str | None:
+    raw = request.query_params.get(name)
+    if raw is None or raw == "":
+        return None
+    if raw not in choices:
+        raise FieldError(("query", name), f"must be one of {', '.join(choices)}", "literal_error")
+    return raw
+
+
 def _query_bool(request: Request, name: str) -> bool:
     raw = request.query_params.get(name)
     if raw is None:
@@ -345,6 +354,9 @@ class MemoryListView(APIView):
             raise FieldError(("query", "tags"), "Null characters are not allowed.",
                              "null_characters_not_allowed")
         scope = TagScope(tags=tuple(tags), tags_match=tags_match) if tags or tags_match == "exact" else None
+        consolidation_state = _query_choice(request, "consolidation_state",
+                                            selectors.CONSOLIDATION_STATES)
+        state = _query_choice(request, "state", selectors.MEMORY_STATES)
         fact_type = params.get("type") or None
         if fact_type is not None and fact_type not in ("world", "experience", "observation", "opinion"):
             raise FieldError(("query", "type"), "must be one of world, experience, observation",
@@ -355,7 +367,9 @@ class MemoryListView(APIView):
             q=_query_text(request, "q"),
             document_id=_query_text(request, "document_id"),
             scope=scope,
-            consolidation_state=_query_text(request, "consolidation_state"),
+            consolidation_state=consolidation_state,
+            state=state,
+            entity_id=_query_text(request, "entity_id"),
             time_field=time_field,
             start=_query_datetime(request, "start_date"),
             end=_query_datetime(request, "end_date"),
