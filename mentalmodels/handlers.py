@@ -53,7 +53,8 @@ class RefreshMentalModelHandler:
             reason, trace = exc.failure_reason, exc.trace
         else:
             # Timeouts enforced by the engine, lost workers and bugs: no finer reason to give.
-            reason, trace = "unexpected_error", None
+            # The pipeline attached the trace so far (a lost worker leaves none).
+            reason, trace = "unexpected_error", getattr(exc, "refresh_trace", None)
         mental_model_record_failure(
             model_uid=model.uid,
             reason=reason,

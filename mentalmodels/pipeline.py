@@ -633,6 +633,8 @@ def refresh_run(
     clock = _Clock()
     try:
         plan, decided = _run(model, mode=mode, automatic=automatic, clock=clock)
+        trace = _trace(plan, clock, outcome=decided.outcome)
+        _persist(plan, decided, trace, job)
     except RefreshFailed as exc:
         clock.warnings.append(str(exc))
         exc.trace = _trace(clock.plan, clock, outcome=exc.outcome, failure_reason=exc.failure_reason,
@@ -642,8 +644,22 @@ def refresh_run(
             "outcome": exc.outcome, "failure_reason": exc.failure_reason,
         }
         raise
-    trace = _trace(plan, clock, outcome=decided.outcome)
-    _persist(plan, decided, trace, job)
+    except FenceLost:
+        raise  # superseded: not a failed attempt, nothing to record
+    except Exception as exc:
+        # Cut short from outside (the engine's wall-timeout backstop, the task's soft limit) or
+        # a bug: no finer reason than unexpected_error, but what the attempt did so far is still
+        # its record (RF-11). The handler stores it as a RefreshFailed's trace.
+        error = f"{type(exc).__name__}: {exc}"
+        clock.warnings.append(error)
+        try:
+            exc.refresh_trace = _trace(  # type: ignore[attr-defined]
+                clock.plan, clock, outcome="refresh_failed_error",
+                failure_reason="unexpected_error", error=error,
+            )
+        except Exception:  # an exception type without attributes: no trace, the failure stands
+            pass
+        raise
     return Report(plan=plan, outcome=decided, trace=trace, usage=dict(clock.usage),
                   duration_ms=clock.elapsed_ms(), warnings=list(clock.warnings),
                   tool_outputs=clock.tool_outputs)

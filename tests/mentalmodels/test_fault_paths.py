@@ -1,0 +1,130 @@
+"""Refresh fault paths run by the engine in process: the engine's wall-timeout backstop still
+leaves a failure trace (RF-11), a database error at the snapshot cutoff or in the precheck is
+``retrieval_failed`` (RF-4), and the pause flag is set once, by the final attempt (OP-7)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from mentalmodels.handlers import RefreshMentalModelHandler
+from mentalmodels.models import MentalModel, MentalModelHistory
+from mentalmodels.services import mental_model_refresh_submit
+from operations.engine import operation_execute
+from operations.models import FAILED, PENDING, Operation
+from tests.fakes.llm_server import Reply
+from tests.mentalmodels.conftest import add_memory, add_model
+
+pytestmark = pytest.mark.django_db
+
+KEPT = {"text": "kept", "outcome": "content_written", "based_on": {"world": []},
+        "mental_models": []}
+
+
+@pytest.fixture
+def sent(monkeypatch):
+    """Nothing is published: the test runs the engine itself."""
+    published: list[str] = []
+
+    def record(*, operation_id) -> bool:
+        published.append(str(operation_id))
+        return True
+
+    monkeypatch.setattr("operations.dispatch.operation_send", record)
+    monkeypatch.setattr("operations.services.operation_send_on_commit", record)
+    return published
+
+
+@pytest.fixture
+def env(scripted_llm, openai_embeddings):
+    return scripted_llm
+
+
+def test_engine_wall_timeout_backstop_stores_the_failure_trace_when_keep_trace_is_on(
+    bank, env, sent, settings, monkeypatch
+):
+    # The pipeline's own deadline is far away; the engine's alarm (the backstop) fires first,
+    # while the refresh waits on the LLM.
+    settings.HINDSIGHT = dataclasses.replace(
+        settings.HINDSIGHT, reflect_wall_timeout_seconds=30.0, worker_max_retries=0
+    )
+    monkeypatch.setattr(RefreshMentalModelHandler, "wall_timeout_seconds", 0.5)
+    add_memory(bank, "fact", embed=True)
+    model = add_model(bank, "m", content="kept", trigger={"keep_trace": True},
+                      reflect_response=dict(KEPT))
+    env.respond_with(lambda body: Reply.delay(3, Reply.text("too late")))
+    op = mental_model_refresh_submit(model=model)
+
+    assert operation_execute(operation_id=str(op.id), holder="t") == "failed"
+
+    done = Operation.objects.get(id=op.id)
+    assert done.status == FAILED and "wall timeout" in done.error_message
+    assert done.details["failure_reason"] == "unexpected_error"
+    model.refresh_from_db()
+    assert model.content == "kept" and model.reflect_response["text"] == "kept"
+    trace = model.reflect_response.get("trace")
+    assert trace is not None, "the backstop left no trace"
+    assert trace["outcome"] == "refresh_failed_error"
+    assert trace["failure_reason"] == "unexpected_error"
+    assert "wall timeout" in trace["error"]
+    assert trace["duration_ms"] >= 400
+    [failure] = MentalModelHistory.objects.filter(model=model, kind="failure")
+    assert failure.reason == "unexpected_error" and "WallTimeout" in failure.exception
+
+
+def test_pause_flag_is_set_once_by_the_final_attempt_and_not_before(bank, env, sent, settings):
+    settings.HINDSIGHT = dataclasses.replace(
+        settings.HINDSIGHT, worker_max_retries=2, worker_retry_backoff_seconds=0.0
+    )
+    add_memory(bank, "fact", embed=True)
+    model = add_model(bank, "m", content="kept")
+    env.respond_with(lambda body: Reply.error(400, "prompt too large"))
+    op = mental_model_refresh_submit(model=model)
+    flags = []
+    for expected in ("retrying", "retrying", "failed"):
+        assert operation_execute(operation_id=str(op.id), holder="t") == expected
+        model.refresh_from_db()
+        flags.append(model.last_refresh_failed_at)
+    assert flags[0] is None and flags[1] is None and flags[2] is not None
+    assert MentalModelHistory.objects.filter(model=model, kind="failure").count() == 3
+    # A redelivered message of the failed operation changes nothing (no second pause stamp).
+    assert operation_execute(operation_id=str(op.id), holder="t") == "skipped"
+    model.refresh_from_db()
+    assert model.last_refresh_failed_at == flags[2]
+    assert MentalModelHistory.objects.filter(model=model, kind="failure").count() == 3
+    assert Operation.objects.get(id=op.id).retry_count == 2
+
+
+def test_paused_model_cancels_the_automatic_refresh_queued_behind_the_failed_one(
+    bank, env, sent, settings
+):
+    settings.HINDSIGHT = dataclasses.replace(settings.HINDSIGHT, worker_max_retries=0)
+    add_memory(bank, "fact", embed=True)
+    model = add_model(bank, "m", content="kept")
+    env.respond_with(lambda body: Reply.error(400, "prompt too large"))
+    first = mental_model_refresh_submit(model=model)
+
+    queued: list = []
+
+    def queue_behind(job):
+        # While the first attempt runs, an automatic trigger queues one behind it.
+        queued.append(mental_model_refresh_submit(model=model, automatic=True))
+        return original(job)
+
+    handler = RefreshMentalModelHandler()
+    original = handler.run
+    handler.run = queue_behind  # type: ignore[method-assign]
+    from operations import registry
+
+    registry.register(handler)
+    try:
+        assert operation_execute(operation_id=str(first.id), holder="t") == "failed"
+    finally:
+        registry.register(RefreshMentalModelHandler)
+    [behind] = queued
+    assert behind.id != first.id and behind.status == PENDING
+    model.refresh_from_db()
+    assert model.last_refresh_failed_at is not None
+    assert Operation.objects.get(id=behind.id).status == "cancelled"
+    assert MentalModel.objects.filter(uid=model.uid).exists()
