@@ -27,6 +27,8 @@ from __future__ import annotations
 import difflib
 import time
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
@@ -568,19 +570,29 @@ def _load(*, bank_id: str, mental_model_id: str) -> MentalModel | None:
     return MentalModel.objects.filter(bank_id=bank_id, mental_model_id=mental_model_id).first()
 
 
+@contextmanager
+def _retrieval(step: str) -> Iterator[None]:
+    """RF-4: a database read of the snapshot or the precheck that raises is retrieval_failed."""
+    try:
+        yield
+    except DatabaseError as exc:
+        raise _fail(f"retrieval failed ({step}): {exc}", outcome="refresh_failed_error",
+                    reason="retrieval_failed") from exc
+
+
 def _run(model: MentalModel, *, mode: str | None, automatic: bool, clock: _Clock) -> tuple[Plan, Outcome]:
     """plan → precheck → gather → decide → extract: everything but the write."""
-    plan = _plan(model, mode=mode)
+    # The snapshot cutoff is the first read of the refresh (it bounds every later one): a
+    # database that fails it fails retrieval, not the refresh in some unexplained way.
+    with _retrieval("taking the snapshot cutoff"):
+        plan = _plan(model, mode=mode)
     clock.plan = plan
-    try:
+    with _retrieval("reading the newest memory in scope"):
         newest = _newest_in_scope(plan, after=None)
         in_window = (
             newest if plan.window_after is None
             else _newest_in_scope(plan, after=plan.window_after)
         )
-    except DatabaseError as exc:
-        raise _fail(f"retrieval failed: {exc}", outcome="refresh_failed_error",
-                    reason="retrieval_failed") from exc
     watermark = newest if newest is not None else model.last_memory_seen_at
     preserved = Outcome(
         outcome="content_preserved_no_new_facts", content=model.content or "",
@@ -588,16 +600,22 @@ def _run(model: MentalModel, *, mode: str | None, automatic: bool, clock: _Clock
     )
     # An automatic run that asks for mode full is a due full_refresh_cron: a periodic rebuild
     # runs regardless of staleness (OP-5); every other automatic run re-checks it (OP-1).
-    if automatic and mode != "full" and not stale_flags([model])[model.uid]:
-        # OP-1: the previous refresh already read everything this trigger was about.
-        clock.warnings.append("The model was not stale when the automatic refresh started.")
-        # Nothing was read, so the watermark stays where the last read left it: under any/all
-        # the scope can hold untagged memories staleness ignores, and moving past them would
-        # drop them from a later delta window (RF-1).
-        return plan, replace(preserved, watermark=model.last_memory_seen_at)
-    if in_window is None and not _sibling_in_reach(plan):
-        clock.warnings.append(NOTHING_READABLE)
-        return plan, preserved
+    if automatic and mode != "full":
+        with _retrieval("re-checking staleness"):
+            stale = stale_flags([model])[model.uid]
+        if not stale:
+            # OP-1: the previous refresh already read everything this trigger was about.
+            clock.warnings.append("The model was not stale when the automatic refresh started.")
+            # Nothing was read, so the watermark stays where the last read left it: under
+            # any/all the scope can hold untagged memories staleness ignores, and moving past
+            # them would drop them from a later delta window (RF-1).
+            return plan, replace(preserved, watermark=model.last_memory_seen_at)
+    if in_window is None:
+        with _retrieval("looking for sibling mental models in reach"):
+            sibling = _sibling_in_reach(plan)
+        if not sibling:
+            clock.warnings.append(NOTHING_READABLE)
+            return plan, preserved
     if plan.effective_mode == "delta":
         raise _fail(
             "delta refreshes are not available in this build; set trigger.mode to 'full' "

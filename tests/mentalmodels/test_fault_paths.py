@@ -7,9 +7,11 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
+from django.db import OperationalError
 
 from mentalmodels.handlers import RefreshMentalModelHandler
 from mentalmodels.models import MentalModel, MentalModelHistory
+from mentalmodels.pipeline import RefreshFailed, refresh_dry_run, refresh_run
 from mentalmodels.services import mental_model_refresh_submit
 from operations.engine import operation_execute
 from operations.models import FAILED, PENDING, Operation
@@ -71,6 +73,55 @@ def test_engine_wall_timeout_backstop_stores_the_failure_trace_when_keep_trace_i
     assert trace["duration_ms"] >= 400
     [failure] = MentalModelHistory.objects.filter(model=model, kind="failure")
     assert failure.reason == "unexpected_error" and "WallTimeout" in failure.exception
+
+
+def _cutoff_fails(monkeypatch):
+    def broken(bank_id: str):
+        raise OperationalError("canceling statement due to lock timeout")
+
+    monkeypatch.setattr("hindsight.banks.writeclock.take_cutoff", broken)
+
+
+def test_database_error_taking_the_snapshot_cutoff_is_retrieval_failed(bank, env, monkeypatch):
+    add_memory(bank, "fact", embed=True)
+    model = add_model(bank, "m", content="kept", reflect_response=dict(KEPT))
+    _cutoff_fails(monkeypatch)
+    with pytest.raises(RefreshFailed) as info:
+        refresh_run(bank_id=bank.id, mental_model_id="m")
+    assert info.value.failure_reason == "retrieval_failed"
+    assert info.value.details == {"operation_type": "refresh_mental_model",
+                                  "outcome": "refresh_failed_error",
+                                  "failure_reason": "retrieval_failed"}
+    assert info.value.retryable is True
+    assert "lock timeout" in str(info.value)
+    assert env.requests == []
+    model.refresh_from_db()
+    assert model.content == "kept" and model.last_memory_seen_at is None
+
+
+def test_dry_run_with_a_database_error_at_the_cutoff_answers_503(bank, env, monkeypatch):
+    add_memory(bank, "fact", embed=True)
+    add_model(bank, "m")
+    _cutoff_fails(monkeypatch)
+    with pytest.raises(Exception) as info:
+        refresh_dry_run(bank_id=bank.id, mental_model_id="m")
+    assert getattr(info.value, "status_code", None) == 503
+
+
+def test_database_error_looking_for_sibling_models_in_reach_is_retrieval_failed(
+    bank, env, monkeypatch
+):
+    # Nothing of the model's own scope: the precheck then asks whether a sibling is in reach.
+    add_model(bank, "m", tags=["nothing-here"])
+
+    def broken(**kwargs):
+        raise OperationalError("server closed the connection unexpectedly")
+
+    monkeypatch.setattr("hindsight.reflect.mm_search.visible_models", broken)
+    with pytest.raises(RefreshFailed) as info:
+        refresh_run(bank_id=bank.id, mental_model_id="m")
+    assert info.value.failure_reason == "retrieval_failed"
+    assert env.requests == []
 
 
 def test_pause_flag_is_set_once_by_the_final_attempt_and_not_before(bank, env, sent, settings):
