@@ -3,6 +3,11 @@
 Overrides live in ``Bank.config`` (only what a bank sets); the resolved view fills the rest
 from the deployment settings. Keys may be sent in Python form (``retain_mission``) or in
 environment-variable form (``HINDSIGHT_API_RETAIN_MISSION``), as upstream accepts.
+
+``FIELDS`` are the keys this server knows the rules of. ``ACCEPTED_WITHOUT_EFFECT`` are the
+other keys upstream 1.1.0's client sends (``update_bank_config``): type-checked, stored and
+shown, but nothing here acts on them (SPEC 0: every field upstream accepts is accepted). Any
+other key is a 422 naming it.
 """
 
 from __future__ import annotations
@@ -52,6 +57,62 @@ def _str(value: Any, loc: Loc) -> Any:
     return value
 
 
+def _int(value: Any, loc: Loc) -> Any:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise FieldError(loc, "must be an integer", "int_type")
+    if not -(2**63) <= value < 2**63:
+        raise FieldError(loc, "must fit a 64-bit integer", "int_too_large")
+    return value
+
+
+def _number(value: Any, loc: Loc) -> Any:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise FieldError(loc, "must be a number", "float_type")
+    return value
+
+
+def _no_nul(value: Any, loc: Loc) -> None:
+    """PostgreSQL's jsonb cannot hold NUL in a string (the write would fail): refuse it here."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str) and "\x00" in item:
+            raise FieldError(loc, "Null characters are not allowed.", "null_characters_not_allowed")
+        if isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+
+
+def _json(kind: type, what: str) -> Callable[[Any, Loc], Any]:
+    def check(value: Any, loc: Loc) -> Any:
+        if not isinstance(value, kind):
+            raise FieldError(loc, f"must be {what}", f"{kind.__name__}_type")
+        _no_nul(value, loc)
+        return value
+
+    return check
+
+
+def _str_list(value: Any, loc: Loc) -> Any:
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise FieldError(loc, "must be a list of strings", "list_type")
+    _no_nul(value, loc)
+    return value
+
+
+def _scopes(value: Any, loc: Loc) -> Any:
+    if isinstance(value, str):
+        return _str(value, loc)
+    if isinstance(value, list) and all(
+        isinstance(scope, list) and all(isinstance(t, str) for t in scope) for scope in value
+    ):
+        _no_nul(value, loc)
+        return value
+    raise FieldError(loc, "must be a string or a list of tag lists", "union_type")
+
+
 def _choice(*choices: str) -> Callable[[Any, Loc], Any]:
     def check(value: Any, loc: Loc) -> Any:
         if value not in choices:
@@ -87,6 +148,53 @@ FIELDS: dict[str, tuple[Callable[[Any, Loc], Any], Callable[[], Any]]] = {
     "disposition_literalism": (_int_range(1, 5), lambda: 3),
     "disposition_empathy": (_int_range(1, 5), lambda: 3),
 }
+
+_OBJECT = _json(dict, "an object")
+_LIST = _json(list, "a list")
+# The rest of the keys upstream's client sends: checked for type, stored, not acted on here.
+ACCEPTED_WITHOUT_EFFECT: dict[str, Callable[[Any, Loc], Any]] = {
+    "reflect_source_facts_max_tokens": _int,
+    "retain_default_strategy": _str,
+    "retain_strategies": _OBJECT,
+    "retain_chunk_batch_size": _int,
+    "store_document_text": _bool,
+    "entity_labels": _LIST,
+    "entities_allow_free_form": _bool,
+    "max_observations_per_scope": _int,
+    "observation_scope_limits": _LIST,
+    "consolidation_strategies": _LIST,
+    "default_observation_scopes": _scopes,
+    "enable_auto_consolidation": _bool,
+    "consolidation_use_decision_model": _bool,
+    "consolidation_llm_parallelism": _int,
+    "consolidation_max_memories_per_round": _int,
+    "knowledge_page_default_trigger": _OBJECT,
+    "reflect_default_options": _OBJECT,
+    "reflect_use_decision_model": _bool,
+    "mental_model_refresh_use_decision_model": _bool,
+    "mental_model_delta_use_decision_model": _bool,
+    "consolidation_llm_batch_size": _int,
+    "consolidation_source_facts_max_tokens": _int,
+    "consolidation_source_facts_max_tokens_per_observation": _int,
+    "recall_max_tokens": _int,
+    "recall_include_chunks": _bool,
+    "recall_prefer_observations": _bool,
+    "recall_chunks_max_tokens": _int,
+    "recall_budget_function": _str,
+    "recall_budget_fixed_low": _int,
+    "recall_budget_fixed_mid": _int,
+    "recall_budget_fixed_high": _int,
+    "recall_budget_adaptive_low": _number,
+    "recall_budget_adaptive_mid": _number,
+    "recall_budget_adaptive_high": _number,
+    "recall_budget_min": _int,
+    "recall_budget_max": _int,
+    "mcp_enabled_tools": _str_list,
+    "llm_gemini_safety_settings": _LIST,
+    "memory_defense": _OBJECT,
+    "audit_log_enabled": _bool,
+}
+FIELDS.update({key: (check, lambda: None) for key, check in ACCEPTED_WITHOUT_EFFECT.items()})
 
 _ENV_PREFIX = "HINDSIGHT_API_"
 
