@@ -141,6 +141,12 @@ class DispositionSerializer(StrictSerializer):
     empathy = StrictIntegerField(min_value=1, max_value=5)
 
 
+class DispositionUpdateSerializer(StrictSerializer):
+    """Upstream's ``UpdateDispositionRequest`` (``PUT …/profile``): all three traits."""
+
+    disposition = DispositionSerializer()
+
+
 def _opt_str() -> StrictCharField:
     return StrictCharField(required=False, allow_null=True, allow_blank=True)
 

@@ -9,6 +9,7 @@ from hindsight.banks import views
 urlpatterns: list[URLPattern] = [
     path("banks", views.BankListView.as_view(), name="bank-list"),
     path("banks/<str:bank_id>", views.BankView.as_view(), name="bank-detail"),
+    path("banks/<str:bank_id>/profile", views.BankProfileView.as_view(), name="bank-profile"),
     path("banks/<str:bank_id>/config", views.BankConfigView.as_view(), name="bank-config"),
     path("banks/<str:bank_id>/stats", views.BankStatsView.as_view(), name="bank-stats"),
     path("banks/<str:bank_id>/memories", views.MemoriesView.as_view(), name="memories"),

@@ -17,6 +17,7 @@ from hindsight.banks.models import Bank, MemoryUnit
 from hindsight.banks.serializers import (
     BankConfigUpdateSerializer,
     BankWriteSerializer,
+    DispositionUpdateSerializer,
     RecallRequestSerializer,
     RetainRequestSerializer,
     parse_datetime_value,
@@ -166,6 +167,22 @@ class BankView(APIView):
         return Response(
             {"success": True, "message": f"Bank '{bank_id}' deleted", "deleted_count": deleted}
         )
+
+
+class BankProfileView(APIView):
+    """``…/profile``: upstream's profile routes (the client's ``get_bank_profile`` and
+    ``update_bank_disposition``); the same body as ``GET …/banks/{bank_id}``."""
+
+    @_doc("get_bank_profile", response=schema.BankProfileResponseSerializer, errors=(404,))
+    def get(self, request: Request, bank_id: str) -> Response:
+        return Response(bank_profile(selectors.bank_get(bank_id=bank_id)))
+
+    @_doc("update_bank_disposition", request=DispositionUpdateSerializer,
+          response=schema.BankProfileResponseSerializer, errors=(422,))
+    def put(self, request: Request, bank_id: str) -> Response:
+        services.bank_id_validate(bank_id)
+        data = _validated(DispositionUpdateSerializer, request.data).validated_data
+        return Response(bank_profile(services.bank_upsert(bank_id=bank_id, data=data)))
 
 
 class BankConfigView(APIView):
