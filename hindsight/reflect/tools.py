@@ -223,7 +223,6 @@ class ToolBox:
         items = []
         for hit in hits:
             key = str(hit.id)
-            self.memories.setdefault(key, hit)
             item: dict[str, Any] = {"id": key, "type": hit.fact_type, "text": hit.text}
             if hit.context:
                 item["context"] = hit.context
@@ -243,6 +242,10 @@ class ToolBox:
         while items and total > max_tokens:
             items.pop()
             total -= sizes.pop() + 1
+        # Only what the model is sent counts as returned: it is what the answer may cite and
+        # what a refresh reports as read (a memory cut here was never seen).
+        for hit in hits[: len(items)]:
+            self.memories.setdefault(str(hit.id), hit)
         key = "observations" if fact_types == ["observation"] else "facts"
         return {key: items, "count": len(items)}, len(items)
 
