@@ -332,9 +332,12 @@ def _fail_locked(
     Retry while ``retry_count < worker_max_retries``: back to pending with ``retry_count + 1``
     and ``next_retry_at = now + backoff``. If the key already has a pending operation the
     failing one cannot go back to pending (one pending per key), so the *follower carries the
-    retry*: it inherits ``retry_count + 1`` (if higher than its own), waits at least the
-    backoff, becomes manual if either was manual, and takes the failing payload under its own;
-    the failing operation closes ``failed`` with a message naming the follower.
+    retry*: it inherits ``retry_count + 1`` (if higher than its own), becomes manual if either
+    was manual, and takes the failing payload under its own; the failing operation closes
+    ``failed`` with a message naming the follower. When it may run: if both are automatic, at
+    the later of its own park (the rate floor) and the backoff; if either is manual, after the
+    backoff alone — a manual request ignores the rate floor (OP-6), so a manual job's retry
+    landing on a parked automatic follower releases that park instead of inheriting it.
     """
     cfg = settings.HINDSIGHT
     if details is not None:
@@ -359,10 +362,15 @@ def _fail_locked(
         if follower is not None:
             follower.retry_count = max(follower.retry_count, op.retry_count + 1)
             wait_until = _db_now_plus(delay)
-            follower.next_retry_at = (
-                Greatest(Coalesce("next_retry_at", wait_until), wait_until) if delay > 0
-                else follower.next_retry_at
-            )
+            if follower.automatic and op.automatic:
+                follower.next_retry_at = (
+                    Greatest(Coalesce("next_retry_at", wait_until), wait_until) if delay > 0
+                    else follower.next_retry_at
+                )
+            else:
+                # Manual: only the backoff holds it back (a park it had was an automatic
+                # trigger's rate floor, which a manual request does not wait for).
+                follower.next_retry_at = wait_until if delay > 0 else None
             follower.automatic = follower.automatic and op.automatic
             follower.payload = _merge(op.payload, follower.payload)
             follower.updated_at = ClockTimestamp()
