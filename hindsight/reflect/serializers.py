@@ -11,14 +11,14 @@ from __future__ import annotations
 
 from typing import Any
 
-import jsonschema
 from rest_framework import serializers
+
+from hindsight.errors import FieldErrors
 
 from hindsight.reflect.result import ReflectResult
 from hindsight.tagscope import TagScope
 
 MEMORY_BUCKETS = ("world", "experience", "opinion", "observation")
-PROPERTY_TYPES = ("string", "number", "integer", "boolean", "array", "object")
 
 
 class StrictSerializer(serializers.Serializer):
@@ -49,44 +49,15 @@ class IncludeSerializer(StrictSerializer):
 
 
 def validate_response_schema(schema: dict[str, Any]) -> dict[str, Any]:
-    """A JSON Schema whose instances are objects: ``structured_output`` is always an object."""
-    try:
-        jsonschema.validators.validator_for(schema).check_schema(schema)
-    except jsonschema.SchemaError as exc:
-        raise serializers.ValidationError(
-            f"response_schema is not a valid JSON Schema: {exc.message}"
-        ) from exc
-    kind = schema.get("type", "object")
-    if kind != "object":
-        raise serializers.ValidationError(
-            'response_schema must be an object schema (its "type" must be "object")'
-        )
-    properties = schema.get("properties")
-    if not isinstance(properties, dict) or not properties:
-        raise serializers.ValidationError(
-            "response_schema must define a non-empty 'properties' object"
-        )
-    _check_property_types(properties, "properties")
+    """The one MM-4 rule a mental model's ``trigger.response_schema`` follows too (an object
+    schema with typed properties, ``required`` naming them, nesting bounded so no check
+    recurses past Python's limit); a problem is a 422 naming where it is."""
+    from mentalmodels.triggers import response_schema_problems
+
+    problems = response_schema_problems(schema, ("body", "response_schema"))
+    if problems:
+        raise FieldErrors(problems)
     return schema
-
-
-def _check_property_types(properties: dict[str, Any], where: str) -> None:
-    for name, prop in properties.items():
-        if not isinstance(prop, dict):
-            continue
-        kind = prop.get("type")
-        kinds = kind if isinstance(kind, list) else [kind] if kind is not None else []
-        bad = [k for k in kinds if k not in PROPERTY_TYPES and k != "null"]
-        if bad:
-            raise serializers.ValidationError(
-                f"response_schema {where}.{name}: type must be one of "
-                f"{', '.join(PROPERTY_TYPES)}; got {bad[0]!r}"
-            )
-        if isinstance(prop.get("properties"), dict):
-            _check_property_types(prop["properties"], f"{where}.{name}.properties")
-        items = prop.get("items")
-        if isinstance(items, dict) and isinstance(items.get("properties"), dict):
-            _check_property_types(items["properties"], f"{where}.{name}.items.properties")
 
 
 class StrictCharField(serializers.CharField):

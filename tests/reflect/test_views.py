@@ -140,7 +140,7 @@ def test_structured_output_failure_is_reported_not_raised(api, bank, scripted_ll
         ({"query": "q", "response_schema": {"type": "object"}}, ["body", "response_schema"]),
         ({"query": "q", "response_schema": {"type": "object",
                                             "properties": {"a": {"type": "date"}}}},
-         ["body", "response_schema"]),
+         ["body", "response_schema", "properties", "a"]),
         ({"query": "q", "include": {"facts": {}, "everything": True}},
          ["body", "include", "everything"]),
     ],
