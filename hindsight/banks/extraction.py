@@ -89,7 +89,8 @@ def facts_extract(*, item: RetainItem) -> tuple[list[ExtractedFact], Usage]:
     )
     facts = []
     for raw in result.data.get("facts", []):
-        text = str(raw.get("text", "")).strip()
+        # PostgreSQL text cannot hold NUL: a model that emits one would fail the whole retain.
+        text = str(raw.get("text", "")).replace("\x00", "").strip()
         if not text:
             continue
         fact_type = raw.get("fact_type") if raw.get("fact_type") in ("world", "experience") else "world"
