@@ -54,7 +54,13 @@ log = logging.getLogger(__name__)
 
 
 class _Heartbeat(threading.Thread):
-    """Extends the key lock and stamps ``heartbeat_at`` every ``heartbeat_seconds``."""
+    """Extends the key lock and stamps ``heartbeat_at`` every ``heartbeat_seconds``.
+
+    The lock follows the lease: once the database says the operation is no longer this job's
+    (recovery took the key over from a worker whose heartbeat came late, or an edit superseded
+    it), the heartbeat stops and releases the lock, so the operation's next attempt does not
+    wait for a job whose writes the fence already refuses.
+    """
 
     def __init__(self, job: Job, lock: Any):
         super().__init__(name=f"heartbeat-{job.id}", daemon=True)
@@ -62,6 +68,7 @@ class _Heartbeat(threading.Thread):
         self.lock = lock
         self.stopped = threading.Event()
         self.lock_lost = False
+        self.lease_lost = False
 
     def run(self) -> None:
         cfg = settings.HINDSIGHT
@@ -75,11 +82,21 @@ class _Heartbeat(threading.Thread):
                 except redis.RedisError:
                     log.warning("heartbeat: cannot extend lock of %s", self.job.key, exc_info=True)
                 try:
-                    operation_heartbeat(
+                    ours = operation_heartbeat(
                         operation_id=self.job.id, fence=self.job.fence, key=self.job.key
                     )
                 except Exception:
+                    # Unknown (a broken connection is dropped and reopened next beat): keep
+                    # the lock, the fence protects the writes either way.
                     log.warning("heartbeat: cannot stamp %s", self.job.id, exc_info=True)
+                    ours = True
+                if not ours:
+                    self.lease_lost = True
+                    try:
+                        self.lock.release()
+                    except (LockError, redis.RedisError):
+                        pass  # expired or taken: nothing of ours to release
+                    return
         finally:
             connection.close()  # this thread's own connection
 

@@ -258,6 +258,37 @@ def test_a_slow_worker_recovered_meanwhile_writes_nothing_and_counts_one_attempt
 
 
 @pytest.mark.django_db(transaction=True)
+def test_a_heartbeat_that_learns_its_job_was_recovered_stops_holding_the_key_lock(
+    sent, settings
+) -> None:
+    settings.HINDSIGHT = dataclasses.replace(settings.HINDSIGHT, lock_ttl_seconds=1.0,
+                                             heartbeat_seconds=0.1,
+                                             recovery_threshold_seconds=30)
+    Bank.objects.create(id="fp")
+    op = operation_submit(bank_id="fp", operation_type="x", dedupe_key=KEY).operation
+    claimed = operation_claim(operation_id=op.id, holder="slow")
+    lock = key_lock(KEY)
+    assert lock.acquire(blocking=False)
+    beat = _Heartbeat(Job(claimed, fence=claimed.fence, key=KEY), lock)
+    beat.start()
+    try:
+        time.sleep(0.3)
+        Operation.objects.filter(id=op.id).update(heartbeat_at=_db_now() - timedelta(seconds=60))
+        assert [r.operation.id for r in operations_recover().recovered] == [op.id]
+        # The retry must not wait for the doomed job to end: the lock goes with the lease.
+        deadline = time.monotonic() + 3.0
+        while time.monotonic() < deadline and key_lock(KEY).locked():
+            time.sleep(0.1)
+        assert not key_lock(KEY).locked()
+    finally:
+        beat.stop()
+        try:
+            lock.release()
+        except Exception:
+            pass
+
+
+@pytest.mark.django_db(transaction=True)
 def test_a_heartbeat_whose_connection_broke_reconnects_and_keeps_stamping(
     sent, settings, caplog
 ) -> None:
