@@ -85,7 +85,7 @@ class ReflectRequestSerializer(StrictSerializer):
     apply_all_directives = serializers.BooleanField(required=False, allow_null=True, default=False)
     fact_types = serializers.JSONField(required=False, allow_null=True, default=None)
     exclude_mental_models = serializers.BooleanField(required=False, allow_null=True, default=False)
-    exclude_mental_model_ids = serializers.ListField(child=serializers.CharField(), required=False,
+    exclude_mental_model_ids = serializers.ListField(child=StrictCharField(), required=False,
                                                      allow_null=True, default=None)
     reflect_search_observations_max_tokens = serializers.IntegerField(
         required=False, allow_null=True, default=None, min_value=1, max_value=100000

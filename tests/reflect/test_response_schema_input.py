@@ -1,5 +1,6 @@
-"""POST …/reflect: a response_schema is checked by the one MM-4 rule (mentalmodels.triggers),
-so a schema nested too deeply is a 422 naming it, not a RecursionError (a 500)."""
+"""POST …/reflect input: a response_schema is checked by the one MM-4 rule
+(mentalmodels.triggers), so a schema nested too deeply is a 422 naming it, not a RecursionError
+(a 500); list fields take strings only."""
 
 from __future__ import annotations
 
@@ -33,3 +34,10 @@ def test_required_naming_a_missing_property_is_422(bank) -> None:
     response = api.post(URL, {"query": "q", "response_schema": schema}, format="json")
     assert response.status_code == 422
     assert response.json()["detail"][0]["loc"][:2] == ["body", "response_schema"]
+
+
+def test_a_non_string_excluded_model_id_is_422_not_coerced(bank) -> None:
+    api = APIClient(raise_request_exception=False)
+    response = api.post(URL, {"query": "q", "exclude_mental_model_ids": ["ok", 5]}, format="json")
+    assert response.status_code == 422
+    assert response.json()["detail"][0]["loc"] == ["body", "exclude_mental_model_ids", 1]
