@@ -111,3 +111,33 @@ def test_bank_config_calls_accept_every_key_the_client_sends(client: Hindsight, 
 
     reset = client.reset_bank_config(seeded)
     assert reset["overrides"] == {}
+
+
+def test_recall_with_every_option_the_client_offers(client: Hindsight, seeded: str) -> None:
+    from datetime import datetime, timezone
+
+    response = client.recall(
+        seeded, "Who likes tea?", types=["world", "observation"], max_tokens=512, budget="high",
+        trace=True, query_timestamp="2026-01-05T09:00:00", include_entities=True,
+        include_chunks=True, include_source_facts=True, tags=["drinks"],
+        tags_match="all_strict", prefer_observations=True,
+        min_scores={"semantic": -1.0, "final": 0.0},
+        temporal_window={"start": datetime(2020, 1, 1, tzinfo=timezone.utc),
+                         "end": "2030-01-01T00:00:00Z"},
+    )
+    assert {r.text for r in response.results} == {"Alice likes tea.", "Bob likes coffee."}
+    assert response.trace["num_results"] == 2
+
+
+def test_async_retain_with_an_operation_id_is_idempotent(client: Hindsight, seeded: str) -> None:
+    import uuid
+
+    operation_id = str(uuid.uuid4())
+    first = client.retain(seeded, "Carol likes juice.", retain_async=True,
+                          operation_id=operation_id)
+    again = client.retain(seeded, "Carol likes juice.", retain_async=True,
+                          operation_id=operation_id)
+    assert first.var_async is True and first.operation_id == again.operation_id == operation_id
+    from operations.models import Operation
+
+    assert Operation.objects.filter(id=operation_id, bank_id=seeded).count() == 1
