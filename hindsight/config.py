@@ -7,6 +7,7 @@ Django system checks (``hindsight.checks``), which stop start-up naming the vari
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass, field
 from typing import Mapping
@@ -118,6 +119,10 @@ class _Reader:
             parsed = float(value)
         except ValueError:
             self.errors.append((name, f"must be a number; got {value!r}"))
+            return default
+        if not math.isfinite(parsed):
+            # inf/nan pass a minimum check and then overflow int() or timedelta where used.
+            self.errors.append((name, f"must be a finite number; got {value!r}"))
             return default
         if parsed < minimum:
             self.errors.append((name, f"must be >= {minimum}; got {parsed}"))
