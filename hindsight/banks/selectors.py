@@ -85,10 +85,26 @@ def bank_list(*, q: str | None = None, limit: int = 100, offset: int = 0) -> tup
     ], total
 
 
+DISPOSITION_TRAITS = ("skepticism", "literalism", "empathy")
+
+
+def bank_disposition(*, bank: Bank) -> dict[str, int]:
+    """The bank's disposition: its ``disposition_*`` config overrides, else what the bank row
+    holds (rows written before the config became the disposition's home), else 3."""
+    config = bank.config or {}
+    legacy = bank.disposition or {}
+    return {
+        trait: config.get(f"disposition_{trait}", legacy.get(trait, 3))
+        for trait in DISPOSITION_TRAITS
+    }
+
+
 def bank_config_get(*, bank_id: str) -> dict[str, Any]:
     bank = bank_get(bank_id=bank_id)
     overrides = dict(bank.config or {})
-    return {"bank_id": bank.id, "config": bankconfig.resolved(overrides), "overrides": overrides}
+    config = bankconfig.resolved(overrides)
+    config.update({f"disposition_{t}": v for t, v in bank_disposition(bank=bank).items()})
+    return {"bank_id": bank.id, "config": config, "overrides": overrides}
 
 
 def bank_stats(*, bank_id: str) -> dict[str, Any]:

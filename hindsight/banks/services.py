@@ -76,21 +76,29 @@ def _apply_bank_fields(bank: Bank, data: dict[str, Any]) -> None:
     for key in ("background", "mission", "reflect_mission"):
         if data.get(key) is not None:
             bank.mission = data[key]
-    disposition = dict(DEFAULT_DISPOSITION | (bank.disposition or {}))
-    if data.get("disposition") is not None:
-        disposition.update(data["disposition"])
-    for trait in ("skepticism", "literalism", "empathy"):
-        value = data.get(f"disposition_{trait}")
-        if value is not None:
-            disposition[trait] = value
-    bank.disposition = disposition
     config = dict(bank.config or {})
+    # The disposition's one home is the config (disposition_* keys, what the client's
+    # update_bank_config writes); the bank body's traits are written there too.
+    traits = dict(data.get("disposition") or {})
+    for trait in DEFAULT_DISPOSITION:
+        if data.get(f"disposition_{trait}") is not None:
+            traits[trait] = data[f"disposition_{trait}"]
+    for trait, value in traits.items():
+        config[f"disposition_{trait}"] = value
     for key in _CONFIG_FIELDS_IN_BANK_BODY:
         if data.get(key) is not None:
             config[key] = data[key]
     if config:
         bankconfig.validate_updates(config, loc=("body",))
     bank.config = config
+    _mirror_disposition(bank)
+
+
+def _mirror_disposition(bank: Bank) -> None:
+    """Keep ``Bank.disposition`` (shown in the admin) equal to the disposition the config says."""
+    from hindsight.banks.selectors import bank_disposition
+
+    bank.disposition = bank_disposition(bank=bank)
 
 
 @transaction.atomic
@@ -128,8 +136,9 @@ def bank_config_update(*, bank_id: str, updates: dict[str, Any]) -> Bank:
         else:
             config[key] = value
     bank.config = config
+    _mirror_disposition(bank)
     bank.updated_at = ClockTimestamp()
-    bank.save(update_fields=["config", "updated_at"])
+    bank.save(update_fields=["config", "disposition", "updated_at"])
     return bank
 
 
@@ -139,8 +148,9 @@ def bank_config_reset(*, bank_id: str) -> Bank:
     if bank is None:
         raise NotFound(f"Bank '{bank_id}' not found")
     bank.config = {}
+    bank.disposition = dict(DEFAULT_DISPOSITION)
     bank.updated_at = ClockTimestamp()
-    bank.save(update_fields=["config", "updated_at"])
+    bank.save(update_fields=["config", "disposition", "updated_at"])
     return bank
 
 

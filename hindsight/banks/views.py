@@ -109,7 +109,7 @@ def _query_datetime(request: Request, name: str) -> datetime | None:
 
 
 def bank_profile(bank: Bank) -> dict[str, Any]:
-    disposition = dict(services.DEFAULT_DISPOSITION | (bank.disposition or {}))
+    disposition = selectors.bank_disposition(bank=bank)
     return {
         "bank_id": bank.id,
         "name": bank.name,
