@@ -127,6 +127,12 @@ CELERY_TASK_SOFT_TIME_LIMIT = HINDSIGHT.task_soft_time_limit_seconds
 CELERY_TASK_TIME_LIMIT = HINDSIGHT.task_time_limit_seconds
 CELERY_BROKER_TRANSPORT_OPTIONS = {
     "visibility_timeout": HINDSIGHT.broker_visibility_timeout_seconds,
+    # Without these a broker that accepts connections but never answers (hung, half-open)
+    # blocks a publish forever: an API request's on-commit send, a finishing job's hand-on,
+    # the recovery sweep. With them the publish fails in seconds and recovery re-sends
+    # (dispatched_at stays unset). Longer than the worker's 1 s BRPOP poll.
+    "socket_timeout": 5.0,
+    "socket_connect_timeout": 2.0,
 }
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False

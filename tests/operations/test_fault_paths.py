@@ -443,3 +443,67 @@ def test_a_recovered_manual_job_with_a_parked_automatic_follower_releases_it_now
     assert carried.automatic is False and carried.retry_count == 1
     assert carried.next_retry_at is None
     assert str(carried.id) in sent
+
+
+# --- a broker that accepts connections but never answers --------------------------------------
+
+
+@pytest.fixture
+def silent_broker():
+    """A TCP server that accepts every connection and never answers (a hung Redis)."""
+    import socket
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(64)
+    held: list = []
+    stop = threading.Event()
+
+    def accept() -> None:
+        server.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                held.append(server.accept()[0])
+            except OSError:
+                continue
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    yield f"redis://127.0.0.1:{server.getsockname()[1]}/0"
+    stop.set()
+    thread.join(2)
+    for conn in held:
+        conn.close()
+    server.close()
+
+
+@pytest.mark.django_db
+def test_a_publish_to_a_broker_that_never_answers_gives_up_in_seconds_for_recovery(
+    silent_broker, settings
+) -> None:
+    from operations import dispatch
+    from tests.workers import use_broker
+
+    settings.HINDSIGHT = dataclasses.replace(settings.HINDSIGHT, publish_retries=0)
+    Bank.objects.create(id="fp")
+    op = Operation.objects.create(bank_id="fp", operation_type="x", dedupe_key=KEY)
+    outcome: dict = {}
+
+    def publish() -> None:
+        started = time.monotonic()
+        try:
+            outcome["sent"] = dispatch.operation_send(operation_id=op.id)
+        finally:
+            outcome["took"] = time.monotonic() - started
+            connection.close()
+
+    with use_broker(settings, silent_broker):
+        thread = threading.Thread(target=publish, daemon=True)
+        thread.start()
+        thread.join(40)
+        hung = thread.is_alive()
+    # Without socket timeouts the publish (an API request's on-commit, a finishing job's
+    # hand-on, the recovery sweep) waited for an answer forever.
+    assert not hung, "the publish is still waiting on the silent broker"
+    assert outcome["sent"] is False and outcome["took"] < 20, outcome
+    assert Operation.objects.get(id=op.id).dispatched_at is None  # recovery re-sends it
