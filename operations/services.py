@@ -260,12 +260,11 @@ class _NotClaimable(Exception):
 
 def _lease_key_of(operation_id: uuid.UUID | str) -> str | None:
     """The operation's lease key, read without a lock (``dedupe_key`` never changes)."""
-    dedupe_key = (
-        Operation.objects.filter(id=operation_id).values_list("dedupe_key", flat=True).first()
-    )
-    if dedupe_key is None and not Operation.objects.filter(id=operation_id).exists():
+    row = Operation.objects.filter(id=operation_id).values_list("id", "dedupe_key").first()
+    if row is None:
         return None
-    return dedupe_key or f"op:{operation_id}"
+    op_id, dedupe_key = row
+    return dedupe_key or f"op:{op_id}"  # the row's id: canonical, as ``Operation.lease_key``
 
 
 def operation_claim(*, operation_id: uuid.UUID | str, holder: str) -> Operation | str | None:

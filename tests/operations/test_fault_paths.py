@@ -507,3 +507,17 @@ def test_a_publish_to_a_broker_that_never_answers_gives_up_in_seconds_for_recove
     assert not hung, "the publish is still waiting on the silent broker"
     assert outcome["sent"] is False and outcome["took"] < 20, outcome
     assert Operation.objects.get(id=op.id).dispatched_at is None  # recovery re-sends it
+
+
+@pytest.mark.django_db
+def test_claiming_a_keyless_operation_fences_its_canonical_lease_key_however_the_id_is_spelt(
+    sent,
+) -> None:
+    Bank.objects.create(id="fp")
+    op = operation_submit(bank_id="fp", operation_type="x").operation
+    claimed = operation_claim(operation_id=str(op.id).upper(), holder="w")
+    assert isinstance(claimed, Operation) and claimed.fence == 1
+    assert Lease.objects.get(key=claimed.lease_key).fence == 1
+    with Job(claimed, fence=claimed.fence, key=claimed.lease_key).finishing():
+        pass  # the job's own fence check finds the fence the claim took
+    assert Operation.objects.get(id=op.id).status == COMPLETED
