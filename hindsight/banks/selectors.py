@@ -99,11 +99,18 @@ def bank_disposition(*, bank: Bank) -> dict[str, int]:
     }
 
 
+def bank_mission(*, bank: Bank) -> str:
+    """The bank's mission: its ``reflect_mission`` override, else what the bank row holds."""
+    override = (bank.config or {}).get("reflect_mission")
+    return override if override is not None else bank.mission or ""
+
+
 def bank_config_get(*, bank_id: str) -> dict[str, Any]:
     bank = bank_get(bank_id=bank_id)
     overrides = dict(bank.config or {})
     config = bankconfig.resolved(overrides)
     config.update({f"disposition_{t}": v for t, v in bank_disposition(bank=bank).items()})
+    config["reflect_mission"] = bank_mission(bank=bank) or None
     return {"bank_id": bank.id, "config": config, "overrides": overrides}
 
 

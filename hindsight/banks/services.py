@@ -72,11 +72,12 @@ def bank_ensure(*, bank_id: str) -> None:
 def _apply_bank_fields(bank: Bank, data: dict[str, Any]) -> None:
     if data.get("name") is not None:
         bank.name = data["name"]
-    # reflect_mission is the current name of mission; background an older one.
+    config = dict(bank.config or {})
+    # reflect_mission is the current name of mission, background an older one; its home is the
+    # config's reflect_mission (what the client's update_bank_config writes).
     for key in ("background", "mission", "reflect_mission"):
         if data.get(key) is not None:
-            bank.mission = data[key]
-    config = dict(bank.config or {})
+            config["reflect_mission"] = data[key]
     # The disposition's one home is the config (disposition_* keys, what the client's
     # update_bank_config writes); the bank body's traits are written there too.
     traits = dict(data.get("disposition") or {})
@@ -95,10 +96,12 @@ def _apply_bank_fields(bank: Bank, data: dict[str, Any]) -> None:
 
 
 def _mirror_disposition(bank: Bank) -> None:
-    """Keep ``Bank.disposition`` (shown in the admin) equal to the disposition the config says."""
-    from hindsight.banks.selectors import bank_disposition
+    """Keep ``Bank.disposition`` and ``Bank.mission`` (the admin shows them) equal to what the
+    config says."""
+    from hindsight.banks.selectors import bank_disposition, bank_mission
 
     bank.disposition = bank_disposition(bank=bank)
+    bank.mission = bank_mission(bank=bank)
 
 
 @transaction.atomic
@@ -138,7 +141,7 @@ def bank_config_update(*, bank_id: str, updates: dict[str, Any]) -> Bank:
     bank.config = config
     _mirror_disposition(bank)
     bank.updated_at = ClockTimestamp()
-    bank.save(update_fields=["config", "disposition", "updated_at"])
+    bank.save(update_fields=["config", "disposition", "mission", "updated_at"])
     return bank
 
 
@@ -149,8 +152,9 @@ def bank_config_reset(*, bank_id: str) -> Bank:
         raise NotFound(f"Bank '{bank_id}' not found")
     bank.config = {}
     bank.disposition = dict(DEFAULT_DISPOSITION)
+    bank.mission = ""
     bank.updated_at = ClockTimestamp()
-    bank.save(update_fields=["config", "disposition", "updated_at"])
+    bank.save(update_fields=["config", "disposition", "mission", "updated_at"])
     return bank
 
 

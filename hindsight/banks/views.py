@@ -110,12 +110,13 @@ def _query_datetime(request: Request, name: str) -> datetime | None:
 
 def bank_profile(bank: Bank) -> dict[str, Any]:
     disposition = selectors.bank_disposition(bank=bank)
+    mission = selectors.bank_mission(bank=bank)
     return {
         "bank_id": bank.id,
         "name": bank.name,
         "disposition": disposition,
-        "mission": bank.mission,
-        "background": bank.mission,
+        "mission": mission,
+        "background": mission,
     }
 
 

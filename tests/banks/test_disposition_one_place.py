@@ -1,5 +1,6 @@
-"""A bank's disposition has one home: the bank body (PUT/PATCH, PUT …/profile) and the config
-API (disposition_* keys, the client's recommended way) write and read the same values."""
+"""A bank's disposition and mission have one home: the bank body (PUT/PATCH, PUT …/profile)
+and the config API (disposition_* and reflect_mission keys, the client's recommended way) write
+and read the same values."""
 
 from __future__ import annotations
 
@@ -50,3 +51,17 @@ def test_resetting_the_config_resets_the_disposition(api: APIClient) -> None:
             format="json")
     assert api.delete(f"{BANK}/config").status_code == 200
     assert _profile(api) == _config(api) == {"skepticism": 3, "literalism": 3, "empathy": 3}
+
+
+def test_the_mission_has_one_home_too(api: APIClient) -> None:
+    # The client's recommended way (update_bank_config(reflect_mission=…)) shows in the profile.
+    api.patch(f"{BANK}/config", {"updates": {"reflect_mission": "Track deploys"}}, format="json")
+    profile = api.get(f"{BANK}/profile").json()
+    assert profile["mission"] == profile["background"] == "Track deploys"
+    # The deprecated bank-body field shows in the config.
+    api.put(BANK, {"mission": "Track releases"}, format="json")
+    config = api.get(f"{BANK}/config").json()
+    assert config["config"]["reflect_mission"] == "Track releases"
+    assert config["overrides"]["reflect_mission"] == "Track releases"
+    assert api.delete(f"{BANK}/config").status_code == 200
+    assert api.get(f"{BANK}/profile").json()["mission"] == ""

@@ -95,7 +95,8 @@ def test_list_tags_and_list_memories_filters(client: Hindsight, seeded: str) -> 
 
 def test_bank_config_calls_accept_every_key_the_client_sends(client: Hindsight, seeded: str) -> None:
     config = client.get_bank_config(seeded)
-    assert config["bank_id"] == seeded and config["overrides"] == {}
+    # The mission create_bank sent lives in the config (reflect_mission), as upstream keeps it.
+    assert config["bank_id"] == seeded and config["overrides"] == {"reflect_mission": "Keep notes"}
 
     updated = client.update_bank_config(
         seeded, retain_mission="Only durable facts", mental_model_min_refresh_interval_seconds=60,
