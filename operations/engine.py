@@ -56,10 +56,12 @@ log = logging.getLogger(__name__)
 class _Heartbeat(threading.Thread):
     """Extends the key lock and stamps ``heartbeat_at`` every ``heartbeat_seconds``.
 
-    The lock follows the lease: once the database says the operation is no longer this job's
-    (recovery took the key over from a worker whose heartbeat came late, or an edit superseded
-    it), the heartbeat stops and releases the lock, so the operation's next attempt does not
-    wait for a job whose writes the fence already refuses.
+    Once the database says the operation is no longer this job's (recovery took it back from a
+    worker whose heartbeat came late), the heartbeat stops, releases the lock and sends the
+    key's due pending operation (the recovered one, whose own message likely met the lock and
+    was consumed), so its next attempt does not wait for a job whose writes the fence already
+    refuses. (An edit's fence bump leaves the job ``processing`` until its write is refused;
+    the operation queued behind it could not claim before that anyway.)
     """
 
     def __init__(self, job: Job, lock: Any):
@@ -96,6 +98,7 @@ class _Heartbeat(threading.Thread):
                         self.lock.release()
                     except (LockError, redis.RedisError):
                         pass  # expired or taken: nothing of ours to release
+                    _send_next_of_key(self.job.key, self.job.id)
                     return
         finally:
             connection.close()  # this thread's own connection
@@ -103,6 +106,22 @@ class _Heartbeat(threading.Thread):
     def stop(self) -> None:
         self.stopped.set()
         self.join(timeout=10)
+
+
+def _send_next_of_key(key: str, operation_id: str) -> None:
+    """Send the key's due pending operation, if any (a key of its own: the operation itself)."""
+    try:
+        if key.startswith("op:"):
+            next_id = (
+                Operation.objects.filter(id=operation_id, status=PENDING)
+                .values_list("id", flat=True).first()
+            )
+        else:
+            next_id = next_pending_of_key(key=key)
+        if next_id is not None:
+            dispatch.operation_send(operation_id=next_id)
+    except Exception:  # recovery re-sends what this could not
+        log.warning("cannot hand %s on", key, exc_info=True)
 
 
 @contextmanager
