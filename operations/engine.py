@@ -8,7 +8,8 @@ Order matters and is deliberate:
    of the key dispatches it;
 3. claim = compare-and-set pending → processing + a new fence from the Postgres lease row
    (the processing unique index refuses a second running job even without Redis);
-4. heartbeat thread: extends the lock's TTL and stamps ``heartbeat_at``;
+4. heartbeat thread: extends the lock's TTL and stamps ``heartbeat_at`` (and, if recovery took
+   the operation back meanwhile, releases the lock and sends the retry);
 5. ``handler.run(job)`` under the wall timeout; completion is fenced (``Job.finishing``);
 6. failure → retry / follower merge / failed (``services._fail_locked``), then the handler's
    hooks; superseded (``FenceLost``, or a failure after the key's fence moved on) →

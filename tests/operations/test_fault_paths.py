@@ -19,7 +19,7 @@ from operations import engine, registry
 from operations.engine import _Heartbeat, operation_execute
 from operations.jobs import Job
 from operations.locks import key_lock
-from operations.models import COMPLETED, FAILED, PENDING, PROCESSING, Lease, Operation
+from operations.models import COMPLETED, FAILED, PENDING, Lease, Operation
 from operations.services import (
     operation_claim,
     operation_heartbeat,
