@@ -179,3 +179,31 @@ def test_paused_model_cancels_the_automatic_refresh_queued_behind_the_failed_one
     assert model.last_refresh_failed_at is not None
     assert Operation.objects.get(id=behind.id).status == "cancelled"
     assert MentalModel.objects.filter(uid=model.uid).exists()
+
+
+def test_a_worker_lost_on_the_final_attempt_pauses_the_model_once(bank, env, sent, settings):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from operations import engine
+    from operations.services import operation_claim
+
+    settings.HINDSIGHT = dataclasses.replace(
+        settings.HINDSIGHT, worker_max_retries=0, recovery_threshold_seconds=30
+    )
+    model = add_model(bank, "m", content="kept")
+    op = mental_model_refresh_submit(model=model)
+    assert isinstance(operation_claim(operation_id=op.id, holder="dead"), Operation)
+    Operation.objects.filter(id=op.id).update(heartbeat_at=timezone.now() - timedelta(hours=1))
+    [record] = engine.recover().recovered
+    assert record.final is True
+    model.refresh_from_db()
+    paused_at = model.last_refresh_failed_at
+    assert paused_at is not None and model.content == "kept"
+    [failure] = MentalModelHistory.objects.filter(model=model, kind="failure")
+    assert failure.reason == "unexpected_error" and "WorkerLost" in failure.exception
+    assert engine.recover().recovered == []  # a second sweep finds nothing more to count
+    model.refresh_from_db()
+    assert model.last_refresh_failed_at == paused_at
+    assert MentalModelHistory.objects.filter(model=model, kind="failure").count() == 1
