@@ -62,6 +62,12 @@ def test_run_starts_embedded_servers_api_worker_and_beat_and_stops_on_ctrl_c(tmp
         _wait(lambda: _health(port) or process.poll() is not None, 180, "the API")
         assert process.poll() is None, log_path.read_text()[-3000:]
         servers = json.loads((data_dir / "servers.json").read_text())
+        printed = subprocess.run(
+            [sys.executable, "-m", "hindsight.devstack", "env"], cwd=ROOT, env=env,
+            capture_output=True, text=True, check=True,
+        ).stdout
+        assert f"export HINDSIGHT_API_DATABASE_URL={servers['database_url']}" in printed
+        assert f"export HINDSIGHT_API_REDIS_URL={servers['redis_url']}" in printed
         assert servers["database_url"].startswith("postgresql://postgres@127.0.0.1:")
         pg_port = int(servers["database_url"].rsplit(":", 1)[1].split("/")[0])
         redis_port = int(servers["redis_url"].rsplit(":", 1)[1].split("/")[0])

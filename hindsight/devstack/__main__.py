@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -102,13 +103,32 @@ def run(args: argparse.Namespace) -> int:
         _log("stopped")
 
 
+def exports(data_dir: Path) -> str:
+    """Shell ``export`` lines for the servers a running ``make run`` started (servers.json)."""
+    path = data_dir / "servers.json"
+    if not path.exists():
+        raise SystemExit(f"{path} does not exist: start the service with `make run` first")
+    servers = json.loads(path.read_text())
+    lines = []
+    for variable, key in (("HINDSIGHT_API_DATABASE_URL", "database_url"),
+                          ("HINDSIGHT_API_REDIS_URL", "redis_url")):
+        if servers.get(key):
+            lines.append(f"export {variable}={shlex.quote(servers[key])}")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m hindsight.devstack")
     sub = parser.add_subparsers(dest="command", required=True)
     run_parser = sub.add_parser("run", help="run API, worker and beat (embedded servers if unset)")
     run_parser.add_argument("--web-workers", type=int, default=2)
     run_parser.add_argument("--worker-concurrency", type=int, default=4)
+    sub.add_parser("env", help="print export lines for the servers `run` started")
     args = parser.parse_args(argv)
+    if args.command == "env":
+        data_dir = Path(os.environ.get("HINDSIGHT_DEVSTACK_DATA_DIR") or PROJECT_DIR / ".devdata")
+        print(exports(data_dir))
+        return 0
     return run(args)
 
 
