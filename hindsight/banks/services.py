@@ -116,9 +116,41 @@ def bank_upsert(*, bank_id: str, data: dict[str, Any]) -> Bank:
     return bank
 
 
-@transaction.atomic
 def bank_delete(*, bank_id: str) -> int:
-    """Delete the bank and everything in it (memories, mental models, operations cascade)."""
+    """Delete the bank and everything in it (memories, mental models, operations cascade).
+
+    First, in a transaction of its own, the leases of the bank's unfinished operations are
+    bumped (in the engine's lock order: leases, sorted, then the operation rows, whose pending
+    ones are cancelled so no worker claims them meanwhile). A job in the middle of its fenced
+    write holds its lease row, so the bump waits for it to commit; every later fence check of a
+    running job fails, so no job holds a model row when the cascade below locks the bank and
+    then the rows, and none writes into the deleted bank afterwards (its writes roll back).
+    Without this, a refresh holding its lease and model row and a cascade holding the
+    operation rows wait for each other: a deadlock, and a 500.
+    """
+    if not Bank.objects.filter(id=bank_id).exists():
+        raise NotFound(f"Bank '{bank_id}' not found")
+    _bank_fence_running_jobs(bank_id=bank_id)
+    return _bank_delete_rows(bank_id=bank_id)
+
+
+def _bank_fence_running_jobs(*, bank_id: str) -> None:
+    from operations.models import CANCELLED, PENDING, PROCESSING, Operation
+    from operations.services import lease_bump
+
+    with transaction.atomic():
+        unfinished = Operation.objects.filter(bank_id=bank_id, status__in=(PENDING, PROCESSING))
+        keys = sorted({op.lease_key for op in unfinished.only("id", "dedupe_key")})
+        for key in keys:
+            lease_bump(key=key)
+        Operation.objects.filter(bank_id=bank_id, status=PENDING).update(
+            status=CANCELLED, completed_at=ClockTimestamp(), updated_at=ClockTimestamp(),
+            error_message="cancelled: the bank is being deleted",
+        )
+
+
+@transaction.atomic
+def _bank_delete_rows(*, bank_id: str) -> int:
     bank = Bank.objects.select_for_update().filter(id=bank_id).first()
     if bank is None:
         raise NotFound(f"Bank '{bank_id}' not found")
