@@ -3,7 +3,6 @@ calls against our server (live_server): each works, and its response model parse
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 
 import pytest
 from hindsight_client import Hindsight
@@ -25,12 +24,6 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 BANK = "compat-calls"
 
-
-@pytest.fixture
-def client(live_server) -> Iterator[Hindsight]:
-    hindsight = Hindsight(base_url=live_server.url, timeout=30.0, max_attempts=1)
-    yield hindsight
-    hindsight.close()
 
 
 @pytest.fixture

@@ -6,7 +6,6 @@ memories SPEC section 1's table says it does.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 
 import pytest
 from hindsight_client import Hindsight
@@ -20,12 +19,6 @@ BOB = "Bob likes morning meetings with the whole team."
 POLICY = "Company policy: no meetings on Fridays."
 CAROL = "Carol's cat is called Miso."
 
-
-@pytest.fixture
-def client(live_server) -> Iterator[Hindsight]:
-    hindsight = Hindsight(base_url=live_server.url, timeout=30.0, max_attempts=1)
-    yield hindsight
-    hindsight.close()
 
 
 @pytest.fixture

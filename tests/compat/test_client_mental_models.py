@@ -27,12 +27,6 @@ def env(scripted_llm, openai_embeddings):
     return scripted_llm
 
 
-@pytest.fixture
-def client(live_server):
-    hindsight = Hindsight(base_url=live_server.url, timeout=30.0, max_attempts=1)
-    yield hindsight
-    hindsight.close()
-
 
 def documents(server, by_query: dict[str, str]):
     """Forced turns call their tool; the free turn answers for the model's source query,

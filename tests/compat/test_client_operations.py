@@ -3,7 +3,6 @@ real worker): async retain → get/list; cancel, retry, delete; unknown id → n
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import timedelta
 
 import pytest
@@ -19,12 +18,9 @@ from tests.workers import wait_until
 pytestmark = pytest.mark.integration
 
 
-@pytest.fixture
-def client(live_server, worker_factory) -> Iterator[Hindsight]:
+@pytest.fixture(autouse=True)
+def _worker(worker_factory) -> None:
     worker_factory()
-    hindsight = Hindsight(base_url=live_server.url, timeout=30.0, max_attempts=1)
-    yield hindsight
-    hindsight.close()
 
 
 def _status(client: Hindsight, bank: str, op_id: str):
