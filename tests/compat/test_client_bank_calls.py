@@ -25,7 +25,6 @@ pytestmark = pytest.mark.django_db(transaction=True)
 BANK = "compat-calls"
 
 
-
 @pytest.fixture
 def seeded(client: Hindsight) -> str:
     client.create_bank(BANK, name="Calls", mission="Keep notes")

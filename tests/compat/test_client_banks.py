@@ -20,7 +20,6 @@ POLICY = "Company policy: no meetings on Fridays."
 CAROL = "Carol's cat is called Miso."
 
 
-
 @pytest.fixture
 def seeded(client: Hindsight) -> str:
     bank = "compat-banks"

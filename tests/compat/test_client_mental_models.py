@@ -27,7 +27,6 @@ def env(scripted_llm, openai_embeddings):
     return scripted_llm
 
 
-
 def documents(server, by_query: dict[str, str]):
     """Forced turns call their tool; the free turn answers for the model's source query,
     citing every memory id the tools fed back."""

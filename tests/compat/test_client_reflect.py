@@ -16,7 +16,6 @@ def _embed_with_scripted_server(openai_embeddings):
     return openai_embeddings
 
 
-
 def test_client_reflect_returns_answer_and_grounding(client, scripted_llm):
     bank = Bank.objects.create(id="compat-reflect", name="Compat")
     fact = add_memory(bank, "Alice prefers async communication", tags=["team"])
