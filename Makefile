@@ -25,8 +25,10 @@ test: install
 check: install
 	$(PY) manage.py makemigrations --check --dry-run
 
+# The engine benchmark starts its own servers; bench/bench_memory.py runs against `make run`.
 bench: install
-	$(PY) -m bench --help
+	$(PY) bench/bench_operations.py
+	$(PY) bench/bench_mental_models.py --memories 10000 --models 200 --refreshes 10
 
 clean:
 	rm -rf $(VENV) .devdata
