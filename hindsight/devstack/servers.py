@@ -101,6 +101,18 @@ def _own_for_server(path: Path) -> None:
         os.chown(path, nobody.pw_uid, nobody.pw_gid)
 
 
+def _stop(process: subprocess.Popen[bytes] | None, sig: signal.Signals, timeout: float) -> None:
+    """Ask a server to stop with ``sig``; kill it if it has not stopped within ``timeout``."""
+    if process is None or process.poll() is not None:
+        return
+    process.send_signal(sig)
+    try:
+        process.wait(timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
 @dataclass
 class EmbeddedPostgres:
     data_dir: Path
@@ -171,14 +183,7 @@ class EmbeddedPostgres:
                 time.sleep(0.2)
 
     def stop(self, timeout: float = 30.0) -> None:
-        if self.process is None or self.process.poll() is not None:
-            return
-        self.process.send_signal(signal.SIGINT)  # fast shutdown
-        try:
-            self.process.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
+        _stop(self.process, signal.SIGINT, timeout)  # SIGINT: PostgreSQL's fast shutdown
 
 
 @dataclass
@@ -207,14 +212,7 @@ class EmbeddedValkey:
         _wait_for_port(self.port, self.process, "Valkey", timeout)
 
     def stop(self, timeout: float = 10.0) -> None:
-        if self.process is None or self.process.poll() is not None:
-            return
-        self.process.terminate()
-        try:
-            self.process.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
+        _stop(self.process, signal.SIGTERM, timeout)
 
     def kill(self) -> None:
         """Stop abruptly (tests use it to simulate a broker crash)."""
