@@ -266,6 +266,26 @@ def _query_param(description: str) -> dict[str, Any]:
     return {"type": "string", "description": description}
 
 
+def _search_tool(name: str, description: str) -> dict[str, Any]:
+    """A memory search tool: a query and an optional output budget in tokens."""
+    return {
+        "type": "function",
+        "function": {
+            "name": name,
+            "description": description,
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "query": _query_param("What to look for."),
+                    "max_tokens": {"type": "integer", "minimum": TOOL_MIN_TOKENS,
+                                   "maximum": TOOL_MAX_TOKENS},
+                },
+                "required": ["query"],
+            },
+        },
+    }
+
+
 _DEFINITIONS: dict[str, dict[str, Any]] = {
     SEARCH_MENTAL_MODELS: {
         "type": "function",
@@ -285,38 +305,12 @@ _DEFINITIONS: dict[str, dict[str, Any]] = {
             },
         },
     },
-    SEARCH_OBSERVATIONS: {
-        "type": "function",
-        "function": {
-            "name": SEARCH_OBSERVATIONS,
-            "description": "Search observations: knowledge consolidated from many facts.",
-            "parameters": {
-                "type": "object",
-                "properties": {
-                    "query": _query_param("What to look for."),
-                    "max_tokens": {"type": "integer", "minimum": TOOL_MIN_TOKENS,
-                                   "maximum": TOOL_MAX_TOKENS},
-                },
-                "required": ["query"],
-            },
-        },
-    },
-    RECALL: {
-        "type": "function",
-        "function": {
-            "name": RECALL,
-            "description": "Recall raw facts (world knowledge and experiences): the ground truth.",
-            "parameters": {
-                "type": "object",
-                "properties": {
-                    "query": _query_param("What to look for."),
-                    "max_tokens": {"type": "integer", "minimum": TOOL_MIN_TOKENS,
-                                   "maximum": TOOL_MAX_TOKENS},
-                },
-                "required": ["query"],
-            },
-        },
-    },
+    SEARCH_OBSERVATIONS: _search_tool(
+        SEARCH_OBSERVATIONS, "Search observations: knowledge consolidated from many facts."
+    ),
+    RECALL: _search_tool(
+        RECALL, "Recall raw facts (world knowledge and experiences): the ground truth."
+    ),
     DONE: {
         "type": "function",
         "function": {
