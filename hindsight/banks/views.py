@@ -145,10 +145,14 @@ class BankListView(APIView):
         return Response({"banks": banks, "total": total, "limit": limit, "offset": offset})
 
 
+def _profile(bank_id: str) -> Response:
+    return Response(bank_profile(selectors.bank_get(bank_id=bank_id)))
+
+
 class BankView(APIView):
     @_doc("get_bank", response=schema.BankProfileResponseSerializer, errors=(404,))
     def get(self, request: Request, bank_id: str) -> Response:
-        return Response(bank_profile(selectors.bank_get(bank_id=bank_id)))
+        return _profile(bank_id)
 
     @_doc("create_or_update_bank", request=BankWriteSerializer,
           response=schema.BankProfileResponseSerializer, errors=(422,))
@@ -176,7 +180,7 @@ class BankProfileView(APIView):
 
     @_doc("get_bank_profile", response=schema.BankProfileResponseSerializer, errors=(404,))
     def get(self, request: Request, bank_id: str) -> Response:
-        return Response(bank_profile(selectors.bank_get(bank_id=bank_id)))
+        return _profile(bank_id)
 
     @_doc("update_bank_disposition", request=DispositionUpdateSerializer,
           response=schema.BankProfileResponseSerializer, errors=(422,))
