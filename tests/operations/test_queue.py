@@ -44,20 +44,6 @@ def bank() -> Bank:
     return Bank.objects.create(id="b1")
 
 
-@pytest.fixture
-def sent(monkeypatch):
-    """Operation ids the engine sent or scheduled to send on commit (nothing is published)."""
-    published: list[str] = []
-
-    def record(*, operation_id) -> bool:
-        published.append(str(operation_id))
-        return True
-
-    monkeypatch.setattr("operations.dispatch.operation_send", record)
-    monkeypatch.setattr("operations.services.operation_send_on_commit", record)
-    return published
-
-
 def _db_now():
     with connection.cursor() as cursor:
         cursor.execute("SELECT clock_timestamp()")
