@@ -16,8 +16,8 @@ from mentalmodels.models import MentalModel
 from operations.jobs import Job
 from operations.models import Operation
 from operations.services import operation_claim, operation_submit
-from tests.fakes.llm_server import Reply
 from tests.factories import make_memory, make_mental_model
+from tests.fakes.llm_server import Reply
 from tests.mentalmodels.test_refresh_worker import answering, hold_first_request
 from tests.operations.test_lock_order import WAIT, Contender, _join, _no_errors, _settle
 from tests.workers import wait_until

@@ -32,8 +32,8 @@ from rest_framework.test import APIClient
 
 from hindsight.banks.models import Bank
 from operations.engine import operation_execute
-from tests.fakes.llm_server import Reply
 from tests.factories import make_memory
+from tests.fakes.llm_server import Reply
 
 pytestmark = pytest.mark.django_db
 

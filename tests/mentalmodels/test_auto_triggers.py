@@ -28,8 +28,8 @@ from mentalmodels.triggers_auto import (
     mental_models_cron_tick,
 )
 from operations.models import CANCELLED, PENDING, Operation
-from tests.fakes.llm_server import Reply
 from tests.factories import make_memory, make_mental_model
+from tests.fakes.llm_server import Reply
 
 T0 = datetime(2026, 1, 1, 0, 0, tzinfo=UTC)  # a model "created" at midnight UTC
 DAILY_3AM = "0 3 * * *"

@@ -15,8 +15,8 @@ from mentalmodels.pipeline import RefreshFailed, refresh_dry_run, refresh_run
 from mentalmodels.services import mental_model_refresh_submit
 from operations.engine import operation_execute
 from operations.models import FAILED, PENDING, Operation
-from tests.fakes.llm_server import Reply
 from tests.factories import make_memory, make_mental_model
+from tests.fakes.llm_server import Reply
 
 pytestmark = pytest.mark.django_db
 

@@ -23,8 +23,8 @@ from mentalmodels.services import (
     mental_model_refresh_submit,
 )
 from operations.models import Operation
-from tests.fakes.llm_server import Reply
 from tests.factories import make_memory, make_mental_model
+from tests.fakes.llm_server import Reply
 
 pytestmark = pytest.mark.django_db
 

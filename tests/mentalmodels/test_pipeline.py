@@ -12,8 +12,8 @@ from hindsight.banks.models import MemoryUnit
 from hindsight.banks.writeclock import hold_bank_write_lock
 from mentalmodels.models import MentalModel, MentalModelHistory
 from mentalmodels.pipeline import NOTHING_READABLE, RefreshFailed, refresh_dry_run, refresh_run
-from tests.fakes.llm_server import Reply
 from tests.factories import make_memory, make_mental_model
+from tests.fakes.llm_server import Reply
 
 pytestmark = pytest.mark.django_db
 

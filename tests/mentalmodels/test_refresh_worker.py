@@ -8,11 +8,10 @@ import threading
 import pytest
 from rest_framework.test import APIClient
 
-from hindsight.banks.models import Bank
 from mentalmodels.models import MentalModel, MentalModelHistory
 from operations.models import Operation
+from tests.factories import make_bank, make_memory, make_mental_model
 from tests.fakes.llm_server import Reply
-from tests.factories import make_memory, make_mental_model
 from tests.workers import wait_until
 
 pytestmark = pytest.mark.integration
@@ -27,7 +26,7 @@ def env(scripted_llm, openai_embeddings):
 
 @pytest.fixture
 def bank(transactional_db):
-    return Bank.objects.create(id="mm-worker-bank")
+    return make_bank("mm-worker-bank")
 
 
 def url(*parts: str) -> str:

@@ -11,13 +11,13 @@ import time
 import pytest
 from django.db import connection, transaction
 
-from hindsight.banks.models import Bank, MemoryUnit
+from hindsight.banks.models import MemoryUnit
 from hindsight.banks.writeclock import hold_bank_write_lock
 from mentalmodels.models import MentalModel
 from mentalmodels.pipeline import refresh_run
 from mentalmodels.staleness import stale_flags
+from tests.factories import make_bank, make_memory, make_mental_model
 from tests.fakes.llm_server import Reply
-from tests.factories import make_memory, make_mental_model
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -29,7 +29,7 @@ def env(scripted_llm, openai_embeddings):
 
 @pytest.fixture
 def bank(transactional_db):
-    return Bank.objects.create(id="rf1-bank")
+    return make_bank("rf1-bank")
 
 
 def cite_everything(server):

@@ -25,8 +25,8 @@ from operations.engine import _run_handler
 from operations.jobs import Job
 from operations.models import CANCELLED, PENDING, Operation
 from operations.services import operation_claim
-from tests.fakes.llm_server import Reply
 from tests.factories import make_memory, make_mental_model
+from tests.fakes.llm_server import Reply
 
 pytestmark = pytest.mark.django_db
 
