@@ -42,6 +42,8 @@ INSTALLED_APPS = [
     "rest_framework",
     "drf_spectacular",
     "django_celery_beat",
+    "hindsight.apps.HindsightConfig",
+    "hindsight.embeddings",
     "hindsight.banks",
     "operations",
     "mentalmodels",

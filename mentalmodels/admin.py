@@ -11,8 +11,10 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils.html import format_html
 
+from hindsight.errors import DomainError
 from mentalmodels import services
 from mentalmodels.models import MentalModel, MentalModelHistory
+from mentalmodels.pipeline import refresh_dry_run
 from mentalmodels.staleness import stale_flags
 
 
@@ -104,9 +106,6 @@ class MentalModelAdmin(admin.ModelAdmin):
 
     @admin.action(description="Dry-run a refresh of the selected mental model (writes nothing)")
     def dry_run(self, request: HttpRequest, queryset: QuerySet[MentalModel]) -> None:
-        from hindsight.errors import DomainError
-        from mentalmodels.pipeline import refresh_dry_run
-
         for model in queryset[:5]:  # synchronous LLM work: keep the request bounded
             try:
                 preview = refresh_dry_run(bank_id=model.bank_id, mental_model_id=model.mental_model_id)

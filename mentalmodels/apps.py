@@ -1,6 +1,10 @@
 from __future__ import annotations
 
+from functools import partial
+
 from django.apps import AppConfig
+
+from operations.registry import register
 
 
 class MentalModelsConfig(AppConfig):
@@ -8,13 +12,9 @@ class MentalModelsConfig(AppConfig):
     verbose_name = "Mental models"
 
     def ready(self) -> None:
-        from functools import partial
-
-        from hindsight.banks.selectors import tag_counts, tag_source_register
-        from operations.registry import register
-
-        from mentalmodels.handlers import RefreshMentalModelHandler
-        from mentalmodels.models import MentalModel
+        # These modules import models, which need the app registry ready.
+        from hindsight.banks.selectors import tag_counts, tag_source_register  # noqa: PLC0415
+        from mentalmodels.handlers import MentalModel, RefreshMentalModelHandler  # noqa: PLC0415
 
         register(RefreshMentalModelHandler())
         tag_source_register(

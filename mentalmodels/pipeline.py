@@ -30,17 +30,22 @@ from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 import jsonschema
 from django.conf import settings
 from django.db import DatabaseError, connection, transaction
 
-from hindsight.banks.models import ClockTimestamp
+from hindsight.banks import writeclock
+from hindsight.db import ClockTimestamp
+from hindsight.embeddings import get_embedder
 from hindsight.errors import DomainError, LLMNotConfigured, NotFound
+from hindsight.llm import Deadline, LLMError, LLMTimeout, get_llm
 from hindsight.tagscope import TagScope, scope_sql
 from mentalmodels.models import MentalModel
+from mentalmodels.reflect import RetrievalError, mm_search, reflect_run
+from mentalmodels.reflect.mm_search import content_hash, embedding_text
 from mentalmodels.services import history_record_version
 from mentalmodels.staleness import model_scope, stale_flags
 from operations.errors import FenceLost, OperationFailure
@@ -181,8 +186,6 @@ class _Clock:
 
 
 def _plan(model: MentalModel, *, mode: str | None) -> Plan:
-    from hindsight.banks.writeclock import take_cutoff
-
     trigger = model.trigger or {}
     requested = "full" if mode == "full" else (trigger.get("mode") or "full")
     effective, fallback = requested, None
@@ -202,7 +205,7 @@ def _plan(model: MentalModel, *, mode: str | None) -> Plan:
         effective_mode=effective,
         mode_fallback_reason=fallback,
         scope=model_scope(model),
-        cutoff=take_cutoff(model.bank_id),
+        cutoff=writeclock.take_cutoff(model.bank_id),
         window_after=model.last_memory_seen_at if effective == "delta" else None,
         exclude_mental_models=bool(trigger.get("exclude_mental_models")),
         exclude_ids=exclude_ids,
@@ -234,10 +237,9 @@ def _newest_in_scope(plan: Plan, *, after: datetime | None) -> datetime | None:
 def _sibling_in_reach(plan: Plan) -> bool:
     if plan.exclude_mental_models or plan.effective_mode != "full":
         return False
-    from hindsight.reflect.mm_search import visible_models
 
     return (
-        visible_models(bank_id=plan.model.bank_id, scope=plan.scope, exclude_ids=plan.exclude_ids)
+        mm_search.visible_models(bank_id=plan.model.bank_id, scope=plan.scope, exclude_ids=plan.exclude_ids)
         .exclude(content="")
         .exists()
     )
@@ -254,10 +256,6 @@ def _fail(
 
 
 def _gather(plan: Plan, clock: _Clock) -> Any:
-    from hindsight.errors import LLMNotConfigured
-    from hindsight.llm import Deadline, LLMError, LLMTimeout
-    from hindsight.reflect import RetrievalError, reflect_run
-
     clock.check()
     try:
         result = reflect_run(
@@ -349,7 +347,6 @@ def _extract(plan: Plan, decided: Outcome, clock: _Clock) -> None:
     schema = plan.response_schema
     if not schema or not decided.content.strip():
         return
-    from hindsight.llm import Deadline, LLMError, get_llm
 
     failure = None
     try:
@@ -392,7 +389,7 @@ def _extract(plan: Plan, decided: Outcome, clock: _Clock) -> None:
 def _iso_z(value: datetime | None) -> str | None:
     if value is None:
         return None
-    return value.astimezone(timezone.utc).isoformat().replace("+00:00", "Z")
+    return value.astimezone(UTC).isoformat().replace("+00:00", "Z")
 
 
 def _bounded(value: Any, depth: int = 0) -> Any:
@@ -433,7 +430,7 @@ def _trace(
             entry["output"] = outputs[index] if index < len(outputs) else None
         tool_calls.append(entry)
     trace: dict[str, Any] = {
-        "recorded_at": _iso_z(datetime.now(timezone.utc)),
+        "recorded_at": _iso_z(datetime.now(UTC)),
         "effective_mode": plan.effective_mode if plan else "full",
         "mode_fallback_reason": plan.mode_fallback_reason if plan else None,
         "outcome": outcome,
@@ -463,9 +460,6 @@ def _embed(model: MentalModel, content: str) -> dict[str, Any]:
     if not content.strip():
         return {}
     try:
-        from hindsight.embeddings import get_embedder
-        from hindsight.reflect.mm_search import content_hash, embedding_text
-
         text = embedding_text(MentalModel(name=model.name, content=content))
         embedder = get_embedder()
         (vector,) = embedder.embed([text])

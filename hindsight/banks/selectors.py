@@ -20,8 +20,10 @@ from django.db.models import Count, Max, Q
 from hindsight.banks import bankconfig
 from hindsight.banks.models import Bank, MemoryUnit
 from hindsight.banks.tokens import count_tokens_batch
+from hindsight.embeddings import get_embedder
 from hindsight.errors import FieldError, NotFound
 from hindsight.tagscope import TagScope, scope_sql
+from operations.selectors import operation_counts
 
 RRF_K = 60
 # Candidates each arm contributes before fusion, per recall budget.
@@ -129,7 +131,7 @@ def bank_stats(*, bank_id: str) -> dict[str, Any]:
             "id", filter=Q(consolidated_at__isnull=True, fact_type__in=("world", "experience"))
         ),
     )
-    operations_by_status = _operations_by_status(bank_id)
+    operations_by_status = operation_counts(bank_id=bank_id)
     return {
         "bank_id": bank_id,
         "total_nodes": sum(by_type.values()),
@@ -149,18 +151,6 @@ def bank_stats(*, bank_id: str) -> dict[str, Any]:
         "failed_consolidation": 0,
         "total_observations": by_type.get("observation", 0),
     }
-
-
-def _operations_by_status(bank_id: str) -> dict[str, int]:
-    # The operations app is optional to this module: imported lazily, zeros without it.
-    try:
-        from operations.models import Operation
-    except ImportError:
-        return {}
-    counts = {"pending": 0, "processing": 0, "completed": 0, "failed": 0, "cancelled": 0}
-    for row in Operation.objects.filter(bank_id=bank_id).values("status").annotate(n=Count("id")).order_by():
-        counts[row["status"]] = row["n"]
-    return counts
 
 
 # --- memory listing ----------------------------------------------------------------------------
@@ -404,8 +394,6 @@ def memory_recall(
     """
     candidates = max(BUDGET_CANDIDATES.get(budget, 60), limit or 0)
     if query_vector is None:
-        from hindsight.embeddings import get_embedder
-
         query_vector = get_embedder().embed([query])[0]
     where, params = _filters(
         bank_id=bank_id, scope=scope, cutoff=cutoff, updated_after=updated_after,
@@ -466,7 +454,7 @@ def memory_recall(
     token_counts = count_tokens_batch([rows[i].text for i in ordered])
     hits: list[RecallHit] = []
     used = 0
-    for memory_id, tokens in zip(ordered, token_counts):
+    for memory_id, tokens in zip(ordered, token_counts, strict=True):
         if limit is not None and len(hits) >= limit:
             break
         if used + tokens > max_tokens:

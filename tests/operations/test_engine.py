@@ -14,8 +14,9 @@ from django.utils import timezone
 
 from hindsight.banks.models import Bank
 from operations import engine, registry
-from operations.engine import call_on_cancelled, operation_execute, recover
+from operations.engine import operation_execute, recover
 from operations.errors import FenceLost, OperationFailure
+from operations.hooks import call_on_cancelled
 from operations.jobs import Job
 from operations.models import CANCELLED, COMPLETED, FAILED, PENDING, Operation
 from operations.services import operation_cancel, operation_claim, operation_submit

@@ -134,11 +134,6 @@ def test_submit_with_operation_id_is_idempotent(bank, sent) -> None:
         operation_submit(bank_id="b1", operation_type="consolidation", operation_id=op_id)
 
 
-def test_submit_creates_the_bank_lazily(db, sent) -> None:
-    operation_submit(bank_id="fresh-bank", operation_type="retain")
-    assert Bank.objects.filter(id="fresh-bank").exists()
-
-
 # --- claim and fencing --------------------------------------------------------------------------
 
 
@@ -224,7 +219,7 @@ def test_backoff_grows_and_is_capped(settings) -> None:
         delays = [backoff_seconds(n) for n in range(6)]
         assert delays == sorted(delays)
         assert 5 <= delays[0] <= 10 and 10 <= delays[1] <= 20 and 20 <= delays[2] <= 40
-        assert all(d <= 50 for d in delays) and 25 <= delays[5]
+        assert all(d <= 50 for d in delays) and delays[5] >= 25
 
 
 # --- parking and release on database time -------------------------------------------------------
