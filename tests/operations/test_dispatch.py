@@ -104,8 +104,8 @@ def test_send_on_commit_publishes_nothing_when_the_transaction_rolls_back(
     class Rollback(Exception):
         pass
 
-    with django_capture_on_commit_callbacks(execute=True) as callbacks:
-        with pytest.raises(Rollback), transaction.atomic():
-            operation_submit(bank_id="b1", operation_type="x", dedupe_key="rb")
-            raise Rollback
+    with (django_capture_on_commit_callbacks(execute=True) as callbacks,
+          pytest.raises(Rollback), transaction.atomic()):
+        operation_submit(bank_id="b1", operation_type="x", dedupe_key="rb")
+        raise Rollback
     assert callbacks == [] and published == []

@@ -41,9 +41,8 @@ def test_job_whose_fence_was_bumped_is_refused_and_writes_nothing(bank, sent) ->
     claimed = operation_claim(operation_id=op.id, holder="w")
     job = Job(claimed, fence=claimed.fence, key=KEY)
     lease_bump(key=KEY)
-    with pytest.raises(FenceLost):
-        with job.finishing():
-            Bank.objects.create(id="written-by-stale-job")
+    with pytest.raises(FenceLost), job.finishing():
+        Bank.objects.create(id="written-by-stale-job")
     assert not Bank.objects.filter(id="written-by-stale-job").exists()
     assert Operation.objects.get(id=op.id).status == PROCESSING
 
@@ -132,9 +131,8 @@ def test_complete_in_transaction_after_the_operation_stopped_processing_is_fence
 ) -> None:
     job = _claimed_job()
     Operation.objects.filter(id=job.operation.id).update(status=CANCELLED)
-    with pytest.raises(FenceLost):
-        with transaction.atomic():
-            job.complete_in_transaction()
+    with pytest.raises(FenceLost), transaction.atomic():
+        job.complete_in_transaction()
     assert Operation.objects.get(id=job.operation.id).status == CANCELLED
 
 
@@ -158,10 +156,9 @@ def test_completing_an_operation_of_a_shared_key_keeps_the_lease_and_its_fence(b
 
 def test_a_failed_write_inside_finishing_completes_nothing(bank, sent) -> None:
     job = _claimed_job()
-    with pytest.raises(ZeroDivisionError):
-        with job.finishing():
-            Bank.objects.create(id="half-written")
-            1 / 0
+    with pytest.raises(RuntimeError, match="write failed"), job.finishing():
+        Bank.objects.create(id="half-written")
+        raise RuntimeError("write failed")
     assert not Bank.objects.filter(id="half-written").exists()
     assert Operation.objects.get(id=job.operation.id).status == PROCESSING
     assert job.finished is False
