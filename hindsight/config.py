@@ -11,6 +11,7 @@ import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 # The package version, as /version reports it.
 VERSION = "0.1.0"
@@ -19,6 +20,18 @@ LLM_PROVIDERS = ("openai", "none")
 EMBEDDINGS_PROVIDERS = ("local", "openai")
 LOCAL_EMBEDDING_MODEL = "all-MiniLM-L6-v2"
 LOCAL_EMBEDDING_DIMENSIONS = 384
+
+
+# The configuration rules, each with a stable system-check id (``hindsight.checks``).
+INVALID_VALUE = "E001"  # a value of the wrong type, outside its range or choices
+MISSING_TOGETHER = "E002"  # a variable another setting requires
+OUT_OF_ORDER = "E003"  # timings that must be ordered are not
+
+
+class ConfigProblem(NamedTuple):
+    variable: str
+    message: str
+    rule: str
 
 
 @dataclass(frozen=True)
@@ -73,7 +86,7 @@ class Config:
     mental_model_history_max_entries: int = 50
     enable_mental_model_history: bool = True
 
-    errors: tuple[tuple[str, str], ...] = field(default=())
+    errors: tuple[ConfigProblem, ...] = field(default=())
 
     @property
     def llm_configured(self) -> bool:
@@ -83,7 +96,10 @@ class Config:
 class _Reader:
     def __init__(self, env: Mapping[str, str]):
         self.env = env
-        self.errors: list[tuple[str, str]] = []
+        self.errors: list[ConfigProblem] = []
+
+    def problem(self, rule: str, name: str, message: str) -> None:
+        self.errors.append(ConfigProblem(name, message, rule))
 
     def raw(self, name: str) -> str | None:
         value = self.env.get(name)
@@ -96,7 +112,7 @@ class _Reader:
     def choice(self, name: str, choices: tuple[str, ...], default: str) -> str:
         value = self.text(name, default).lower()
         if value not in choices:
-            self.errors.append((name, f"must be one of {', '.join(choices)}; got {value!r}"))
+            self.problem(INVALID_VALUE, name, f"must be one of {', '.join(choices)}; got {value!r}")
             return default
         return value
 
@@ -107,10 +123,10 @@ class _Reader:
         try:
             parsed = int(value)
         except ValueError:
-            self.errors.append((name, f"must be an integer; got {value!r}"))
+            self.problem(INVALID_VALUE, name, f"must be an integer; got {value!r}")
             return default
         if minimum is not None and parsed < minimum:
-            self.errors.append((name, f"must be >= {minimum}; got {parsed}"))
+            self.problem(INVALID_VALUE, name, f"must be >= {minimum}; got {parsed}")
             return default
         return parsed
 
@@ -121,14 +137,14 @@ class _Reader:
         try:
             parsed = float(value)
         except ValueError:
-            self.errors.append((name, f"must be a number; got {value!r}"))
+            self.problem(INVALID_VALUE, name, f"must be a number; got {value!r}")
             return default
         if not math.isfinite(parsed):
             # inf/nan pass a minimum check and then overflow int() or timedelta where used.
-            self.errors.append((name, f"must be a finite number; got {value!r}"))
+            self.problem(INVALID_VALUE, name, f"must be a finite number; got {value!r}")
             return default
         if parsed < minimum:
-            self.errors.append((name, f"must be >= {minimum}; got {parsed}"))
+            self.problem(INVALID_VALUE, name, f"must be >= {minimum}; got {parsed}")
             return default
         return parsed
 
@@ -141,7 +157,7 @@ class _Reader:
             return True
         if lowered in ("0", "false", "no", "off"):
             return False
-        self.errors.append((name, f"must be true or false; got {value!r}"))
+        self.problem(INVALID_VALUE, name, f"must be true or false; got {value!r}")
         return default
 
 
@@ -154,15 +170,14 @@ def read_config(env: Mapping[str, str] | None = None) -> Config:
     llm_base_url = r.text(p + "LLM_BASE_URL")
     llm_model = r.text(p + "LLM_MODEL")
     if llm_provider == "openai" and not llm_model:
-        r.errors.append((p + "LLM_MODEL", "must be set when HINDSIGHT_API_LLM_PROVIDER=openai"))
+        r.problem(MISSING_TOGETHER, p + "LLM_MODEL", "must be set when HINDSIGHT_API_LLM_PROVIDER=openai")
 
     emb_provider = r.choice(p + "EMBEDDINGS_PROVIDER", EMBEDDINGS_PROVIDERS, "local")
     if emb_provider == "local":
         emb_model = r.text(p + "EMBEDDINGS_LOCAL_MODEL", LOCAL_EMBEDDING_MODEL)
         if emb_model != LOCAL_EMBEDDING_MODEL:
-            r.errors.append(
-                (p + "EMBEDDINGS_LOCAL_MODEL", f"only {LOCAL_EMBEDDING_MODEL} ships offline")
-            )
+            r.problem(INVALID_VALUE, p + "EMBEDDINGS_LOCAL_MODEL",
+                      f"only {LOCAL_EMBEDDING_MODEL} ships offline")
             emb_model = LOCAL_EMBEDDING_MODEL
         emb_dims = LOCAL_EMBEDDING_DIMENSIONS
         dims_raw = r.raw(p + "EMBEDDINGS_OPENAI_DIMENSIONS")
@@ -170,26 +185,23 @@ def read_config(env: Mapping[str, str] | None = None) -> Config:
     else:
         emb_model = r.text(p + "EMBEDDINGS_OPENAI_MODEL")
         if not emb_model:
-            r.errors.append(
-                (p + "EMBEDDINGS_OPENAI_MODEL", "must be set when EMBEDDINGS_PROVIDER=openai")
-            )
+            r.problem(MISSING_TOGETHER, p + "EMBEDDINGS_OPENAI_MODEL",
+                      "must be set when EMBEDDINGS_PROVIDER=openai")
         emb_dims = r.integer(p + "EMBEDDINGS_OPENAI_DIMENSIONS", 0, minimum=1)
         if emb_dims == 0:
-            r.errors.append(
-                (p + "EMBEDDINGS_OPENAI_DIMENSIONS", "must be set when EMBEDDINGS_PROVIDER=openai")
-            )
+            r.problem(MISSING_TOGETHER, p + "EMBEDDINGS_OPENAI_DIMENSIONS",
+                      "must be set when EMBEDDINGS_PROVIDER=openai")
             emb_dims = LOCAL_EMBEDDING_DIMENSIONS
         elif emb_dims > 2000:
-            r.errors.append(
-                (p + "EMBEDDINGS_OPENAI_DIMENSIONS", "must be <= 2000 (pgvector HNSW limit)")
-            )
+            r.problem(INVALID_VALUE, p + "EMBEDDINGS_OPENAI_DIMENSIONS",
+                      "must be <= 2000 (pgvector HNSW limit)")
 
     database_url = r.text(p + "DATABASE_URL")
     if database_url and not database_url.startswith(("postgres://", "postgresql://")):
-        r.errors.append((p + "DATABASE_URL", "must be a postgresql:// URL"))
+        r.problem(INVALID_VALUE, p + "DATABASE_URL", "must be a postgresql:// URL")
     redis_url = r.text(p + "REDIS_URL")
     if redis_url and not redis_url.startswith(("redis://", "rediss://", "unix://")):
-        r.errors.append((p + "REDIS_URL", "must be a redis:// URL"))
+        r.problem(INVALID_VALUE, p + "REDIS_URL", "must be a redis:// URL")
 
     cfg = Config(
         host=r.text(p + "HOST", "127.0.0.1"),
@@ -255,7 +267,8 @@ def read_config(env: Mapping[str, str] | None = None) -> Config:
     ]
     for (lower_name, lower), (upper_name, upper) in zip(order, order[1:], strict=False):
         if not lower < upper:
-            r.errors.append((upper_name, f"must be greater than {lower_name} ({lower} >= {upper})"))
+            r.problem(OUT_OF_ORDER, upper_name, f"must be greater than {lower_name} ({lower} >= {upper})")
     if cfg.heartbeat_seconds >= cfg.lock_ttl_seconds:
-        r.errors.append((p + "WORKER_HEARTBEAT_SECONDS", "must be shorter than WORKER_LOCK_TTL_SECONDS"))
+        r.problem(OUT_OF_ORDER, p + "WORKER_HEARTBEAT_SECONDS",
+                  "must be shorter than WORKER_LOCK_TTL_SECONDS")
     return Config(**{**cfg.__dict__, "errors": tuple(r.errors)})

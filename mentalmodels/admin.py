@@ -13,6 +13,7 @@ from django.utils.html import format_html
 
 from hindsight.errors import DomainError
 from mentalmodels import services
+from mentalmodels.api.preview import preview_diff
 from mentalmodels.models import MentalModel, MentalModelHistory
 from mentalmodels.pipeline import refresh_dry_run
 from mentalmodels.staleness import stale_flags
@@ -114,7 +115,7 @@ class MentalModelAdmin(admin.ModelAdmin):
                 continue
             messages.info(
                 request,
-                f"{model.mental_model_id}: {preview['outcome']}, would persist: "
-                f"{preview['would_persist']}; {len(preview['diff'].splitlines())} diff lines; "
-                f"warnings: {'; '.join(preview['warnings']) or 'none'}",
+                f"{model.mental_model_id}: {preview.outcome.outcome}, would persist: "
+                f"{preview.would_persist}; {len(preview_diff(preview).splitlines())} diff lines; "
+                f"warnings: {'; '.join(preview.warnings) or 'none'}",
             )

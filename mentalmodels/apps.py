@@ -13,7 +13,7 @@ class MentalModelsConfig(AppConfig):
 
     def ready(self) -> None:
         # These modules import models, which need the app registry ready.
-        from hindsight.banks.selectors import tag_counts, tag_source_register  # noqa: PLC0415
+        from hindsight.banks.tags import tag_counts, tag_source_register  # noqa: PLC0415
         from mentalmodels.handlers import MentalModel, RefreshMentalModelHandler  # noqa: PLC0415
 
         register(RefreshMentalModelHandler())

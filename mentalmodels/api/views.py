@@ -14,6 +14,7 @@ from hindsight.api.schema import errors
 from mentalmodels import selectors, services
 from mentalmodels.api import schema
 from mentalmodels.api import serializers as s
+from mentalmodels.api.preview import render_preview
 from mentalmodels.pipeline import refresh_dry_run
 from mentalmodels.staleness import stale_flags
 
@@ -125,4 +126,4 @@ class MentalModelDryRun(APIView):
         if selectors.mental_model_exists(bank_id=bank_id, mental_model_id=mental_model_id):
             s.parse_no_parameters(_body(request), call="dry-run-refresh")
         preview = refresh_dry_run(bank_id=bank_id, mental_model_id=mental_model_id)
-        return Response(preview)
+        return Response(render_preview(preview))

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from hindsight.banks.selectors import memory_recall
+from hindsight.banks.recall import memory_recall
 from hindsight.banks.tokens import count_tokens, count_tokens_batch
 from hindsight.tagscope import TagScope
 from mentalmodels.reflect.mm_search import DEFAULT_LIMIT, MAX_LIMIT, mental_models_search

@@ -10,7 +10,7 @@ import pytest
 from django.db import connection
 from rest_framework.test import APIClient
 
-from hindsight.banks import selectors, services
+from hindsight.banks import recall, services
 from hindsight.banks.models import Bank, MemoryUnit
 from hindsight.banks.retaintypes import RetainItem
 from hindsight.banks.tokens import count_tokens
@@ -151,7 +151,7 @@ def test_recall_returns_both_a_lexical_only_and_a_semantic_only_hit(api: APIClie
               "a heated blanket", "the bright porch", "a sunbeam"]
     post(api, "rc/memories", {"items": [
         {"content": f"Our {a} doze on {p}."} for a in animals for p in places]})
-    hits = selectors.memory_recall(
+    hits = recall.memory_recall(
         bank_id="rc", query="cats sleeping in the sun zx-4411", scope=TagScope(),
         max_tokens=100_000, budget="low",
     )
@@ -186,10 +186,10 @@ def test_recall_api_filters_by_tags_types_and_shape(api: APIClient) -> None:
 
 def test_recall_cuts_results_to_the_token_budget(api: APIClient) -> None:
     _seed(api, "rb")
-    full = selectors.memory_recall(bank_id="rb", query="notes", scope=TagScope(), max_tokens=10_000)
+    full = recall.memory_recall(bank_id="rb", query="notes", scope=TagScope(), max_tokens=10_000)
     assert len(full) == 4
     budget = full[0].tokens + full[1].tokens
-    cut = selectors.memory_recall(bank_id="rb", query="notes", scope=TagScope(), max_tokens=budget)
+    cut = recall.memory_recall(bank_id="rb", query="notes", scope=TagScope(), max_tokens=budget)
     assert [h.id for h in cut] == [h.id for h in full[:2]]
     assert sum(count_tokens(h.text) for h in cut) <= budget
 
@@ -200,11 +200,11 @@ def test_recall_snapshot_window_and_exclusions(api: APIClient) -> None:
     units = list(MemoryUnit.objects.filter(bank_id="rw").order_by("updated_at"))
     assert len({u.updated_at for u in units}) == 4
     cutoff = units[1].updated_at
-    before = selectors.memory_recall(bank_id="rw", query="x", scope=TagScope(), cutoff=cutoff)
+    before = recall.memory_recall(bank_id="rw", query="x", scope=TagScope(), cutoff=cutoff)
     assert {h.id for h in before} == {str(u.id) for u in units[:2]}
-    after = selectors.memory_recall(bank_id="rw", query="x", scope=TagScope(), updated_after=cutoff)
+    after = recall.memory_recall(bank_id="rw", query="x", scope=TagScope(), updated_after=cutoff)
     assert {h.id for h in after} == {str(u.id) for u in units[2:]}
-    excluded = selectors.memory_recall(bank_id="rw", query="x", scope=TagScope(),
+    excluded = recall.memory_recall(bank_id="rw", query="x", scope=TagScope(),
                                        exclude_ids=[str(units[0].id)])
     assert str(units[0].id) not in {h.id for h in excluded} and len(excluded) == 3
 
