@@ -16,7 +16,6 @@ from typing import Any
 from django.db import connection, transaction
 from django.db.models import Q
 from django.utils import timezone
-from rest_framework.exceptions import APIException
 
 from hindsight.banks import bankconfig
 from hindsight.banks.extraction import ExtractedFact, facts_extract
@@ -27,7 +26,7 @@ from hindsight.banks.serializers import parse_datetime_value
 from hindsight.banks.writeclock import hold_bank_write_lock
 from hindsight.db import ClockTimestamp
 from hindsight.embeddings import EmbeddingError, get_embedder
-from hindsight.errors import DomainError, FieldError, NotFound
+from hindsight.errors import DomainError, FieldError, NotFound, Unavailable, UpstreamFailed
 from operations.models import CANCELLED, PENDING, PROCESSING, Operation
 from operations.services import lease_bump, operation_submit
 
@@ -42,14 +41,12 @@ _CONFIG_FIELDS_IN_BANK_BODY = (
 )
 
 
-class ExtractionFailed(APIException):
-    status_code = 502
-    default_detail = "fact extraction failed"
+class ExtractionFailed(UpstreamFailed):
+    """The LLM could not extract facts from a retain item."""
 
 
-class EmbeddingUnavailable(APIException):
-    status_code = 503
-    default_detail = "embedding failed"
+class EmbeddingUnavailable(Unavailable):
+    """The embedder could not embed (a retain's facts or a recall's query)."""
 
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
