@@ -17,6 +17,11 @@ class MentalModelsConfig(AppConfig):
         from mentalmodels.models import MentalModel
 
         register(RefreshMentalModelHandler())
+        from celery.signals import worker_ready
+
+        from mentalmodels.awaiting_llm import refresh_awaiting_llm_at_worker_start
+
+        worker_ready.connect(refresh_awaiting_llm_at_worker_start, weak=False)
         tag_source_register(
             "mental_models", partial(tag_counts, table=MentalModel._meta.db_table)
         )

@@ -43,6 +43,9 @@ class MentalModel(models.Model):
     # Set after a refresh's final failed attempt; while set, automatic triggers skip the model.
     last_refresh_failed_at = models.DateTimeField(null=True, blank=True)
     last_full_refreshed_at = models.DateTimeField(null=True, blank=True)
+    # Set when a refresh failed only because no LLM is configured (not a pause): the first
+    # process with an LLM queues the refresh it was owed (mentalmodels.awaiting_llm).
+    awaiting_llm_since = models.DateTimeField(null=True, blank=True)
     # The cron tick has handled every refresh_cron / full_refresh_cron fire up to this instant
     # (queued, parked, or skipped as fresh or paused), so a fire is acted on once, at its time,
     # and a model that turns stale later waits for the next fire (mentalmodels.triggers_auto).

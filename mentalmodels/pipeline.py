@@ -285,8 +285,10 @@ def _gather(plan: Plan, clock: _Clock) -> Any:
             outcome="refresh_failed_error", reason="unexpected_error",
         ) from exc
     except LLMNotConfigured as exc:
-        raise _fail(str(exc), outcome="refresh_failed_error", reason="unexpected_error",
-                    retryable=False) from exc
+        from mentalmodels.awaiting_llm import llm_missing_message
+
+        raise _fail(llm_missing_message(exc), outcome="refresh_failed_error",
+                    reason="unexpected_error", retryable=False) from exc
     except LLMError as exc:
         raise _fail(f"LLM error: {type(exc).__name__}: {exc}", outcome="refresh_failed_error",
                     reason="unexpected_error") from exc
