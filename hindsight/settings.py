@@ -26,8 +26,10 @@ def _database(url: str) -> dict[str, object]:
     }
 
 
-# No production default for the secret: an unset key gets a random one per process, which is
-# fine for the API (token auth) and only logs admin sessions out on restart.
+# No production default for the secret. `make run` passes the stable key it keeps under
+# .devdata/, and the hindsight.E200 system check (run by `migrate`, the first step of every start)
+# refuses to start without one. A process that skips the checks gets a random key of its own,
+# which the token-authenticated API does not need but the admin's sessions do.
 SECRET_KEY = HINDSIGHT.secret_key or secrets.token_urlsafe(50)
 DEBUG = HINDSIGHT.debug
 ALLOWED_HOSTS = ["*"]

@@ -67,7 +67,9 @@ def test_system_check_turns_configuration_errors_into_errors(settings) -> None:
 def test_start_up_stops_on_invalid_configuration() -> None:
     result = subprocess.run(
         [sys.executable, "manage.py", "check"],
-        env={"PATH": "/usr/bin:/bin", "HINDSIGHT_API_LLM_PROVIDER": "gpt"},
+        # A database URL, so manage.py does not look for a running `make run` first.
+        env={"PATH": "/usr/bin:/bin", "HINDSIGHT_API_LLM_PROVIDER": "gpt",
+             "HINDSIGHT_API_DATABASE_URL": "postgresql://postgres@127.0.0.1:1/unused"},
         capture_output=True, text=True, timeout=120,
     )
     assert result.returncode != 0
