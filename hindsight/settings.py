@@ -7,9 +7,12 @@ from pathlib import Path
 from urllib.parse import unquote, urlparse
 
 from hindsight.config import read_config
+from hindsight.embeddings.probe import embeddings_dimensions_probe
 
 BASE_DIR = Path(__file__).resolve().parent.parent
-HINDSIGHT = read_config()
+# The vector columns' dimension is part of the models, so an unset OpenAI embeddings dimension is
+# probed here, before any model is imported.
+HINDSIGHT = embeddings_dimensions_probe(read_config())
 
 
 def _database(url: str) -> dict[str, object]:
