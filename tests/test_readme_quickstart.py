@@ -93,3 +93,24 @@ def test_the_readme_quickstart_runs_as_written(live_server, scripted_llm, openai
     assert len(history) == 2 and all(" version " in line for line in history)
     assert "Unclosed client session" not in result.stderr
     assert "Traceback" not in result.stderr
+
+
+CURL_DOC = README.parent / "docs" / "quickstart-curl.md"
+
+
+@pytest.mark.timeout(300)
+def test_the_curl_quickstart_runs_as_written(live_server, scripted_llm, openai_embeddings,
+                                             worker_factory) -> None:
+    match = re.search(r"<!-- quickstart-curl -->\n```sh\n(.*?)\n```", CURL_DOC.read_text(), re.S)
+    assert match, "docs/quickstart-curl.md has no <!-- quickstart-curl --> sh block"
+    a_model_that_reads_its_memories(scripted_llm)
+    worker_factory(env=scripted_llm.env)
+    script = match.group(1).replace(WRITTEN_URL, live_server.url)
+    result = subprocess.run(["bash", "-e", "-c", script], capture_output=True, text=True,
+                            timeout=240)
+    assert result.returncode == 0, result.stdout + result.stderr
+    out = result.stdout
+    assert len(re.findall(r"operation [0-9a-f-]{36}: completed", out)) == 2, out
+    assert "- Carol joined and prefers written updates" in out
+    assert "\nTrue\n" in out  # stale after the new memory
+    assert out.rstrip().endswith("- Bob runs the Monday planning meeting"), out
