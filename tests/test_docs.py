@@ -50,7 +50,8 @@ def test_doc_pages_load_only_assets_this_server_serves(page: str) -> None:
         assert served.status_code == 200, url
         body = b"".join(served.streaming_content) if served.streaming else served.content
         assert body, url
-        expected = {"js": "javascript", "css": "text/css", "png": "image/png"}[url.rsplit(".", 1)[1]]
+        kinds = {"js": "javascript", "css": "text/css", "png": "image/png"}
+        expected = kinds[url.rsplit(".", 1)[1]]
         assert expected in served["Content-Type"], (url, served["Content-Type"])
 
 

@@ -34,7 +34,7 @@ SECRET_VARIABLE = "HINDSIGHT_API_SECRET_KEY"
 
 
 class DevstackNotRunning(Exception):
-    """No database URL is set and no ``make run`` of this checkout is running: one line, what to do."""
+    """No database URL is set and no ``make run`` of this checkout runs: one line, what to do."""
 
 
 def data_dir(env: Mapping[str, str] | None = None) -> Path:

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from hindsight.config import read_config
-from hindsight.embeddings.probe import VARIABLE, embeddings_dimensions_probe
 from hindsight.embeddings.openai_provider import OpenAIEmbedder
+from hindsight.embeddings.probe import VARIABLE, embeddings_dimensions_probe
 from tests.fakes.llm_server import ScriptedLLMServer
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -40,7 +40,7 @@ def test_a_refresh_without_an_llm_does_not_pause_and_runs_once_a_worker_has_one(
     no_llm = worker_factory(env={**env.env, "HINDSIGHT_API_LLM_PROVIDER": "none",
                                  "HINDSIGHT_API_LLM_MODEL": ""})
     api = APIClient()
-    created = api.post(BASE, {"id": "team", "name": "Team", "source_query": "How does the team work?"},
+    created = api.post(BASE, {"id": "team", "name": "Team", "source_query": "How does it work?"},
                        format="json")
     assert created.status_code == 200, created.content
     failed = wait_status(created.json()["operation_id"], "completed", "failed")
@@ -89,7 +89,9 @@ def _awaiting(bank: Bank, mental_model_id: str) -> MentalModel:
     return model
 
 
-def test_the_catch_up_does_nothing_without_an_llm(bank, settings, django_capture_on_commit_callbacks):
+def test_the_catch_up_does_nothing_without_an_llm(
+    bank, settings, django_capture_on_commit_callbacks
+):
     settings.HINDSIGHT = dataclasses.replace(settings.HINDSIGHT, llm_provider="none")
     model = _awaiting(bank, "team")
     with django_capture_on_commit_callbacks():
