@@ -12,7 +12,8 @@ someone refreshed each by hand. So a refresh that fails only for that reason
 
 and once a process with an LLM configured looks (a worker at start, every cron tick), each
 model still awaiting one gets the refresh it was owed, without a manual call per model
-(``mental_models_refresh_awaiting_llm``).
+(``mental_models_refresh_awaiting_llm``). A model paused by an earlier, real failure stays
+paused: only a refresh by hand lifts a pause, as before.
 """
 
 from __future__ import annotations

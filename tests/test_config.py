@@ -76,3 +76,15 @@ def test_start_up_stops_on_invalid_configuration() -> None:
     )
     assert result.returncode != 0
     assert "HINDSIGHT_API_LLM_PROVIDER must be one of openai, none" in result.stderr
+
+
+def test_a_missing_secret_key_stops_start_up_with_a_stable_id_and_a_hint(settings) -> None:
+    from hindsight.checks import SECRET_KEY_CHECK_ID, secret_key_check
+
+    settings.HINDSIGHT = dataclasses.replace(settings.HINDSIGHT, secret_key="")
+    [error] = secret_key_check()
+    assert error.id == SECRET_KEY_CHECK_ID == "hindsight.E200"
+    assert "HINDSIGHT_API_SECRET_KEY" in error.msg and "make run" in error.hint
+    assert error.id in [m.id for m in run_checks()]
+    settings.HINDSIGHT = dataclasses.replace(settings.HINDSIGHT, secret_key="k" * 50)
+    assert secret_key_check() == []
