@@ -226,8 +226,14 @@ def test_run_starts_embedded_servers_api_worker_and_beat_and_stops_on_ctrl_c(tmp
     finally:
         blocker.close()
         if process.poll() is None:
-            process.kill()
-            process.wait()
+            # Its own shutdown stops gunicorn, the worker, beat and the servers; a SIGKILL
+            # would leave them all running, orphaned.
+            process.send_signal(signal.SIGINT)
+            try:
+                process.wait(60)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
         shutil.rmtree(reachable_base(data_dir), ignore_errors=True)
 
 
