@@ -19,7 +19,11 @@ $(STAMP): pyproject.toml Makefile
 run: install
 	$(PY) -m hindsight.devstack run
 
+# Lint, types and the import contracts first (seconds), then the suite against real servers.
 test: install
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports
 	$(PY) -m pytest
 
 check: install

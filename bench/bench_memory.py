@@ -34,12 +34,7 @@ from typing import Any
 import numpy as np
 
 PROJECT_DIR = Path(__file__).resolve().parent.parent
-VOCAB = (
-    "alice bob carol dave erin frank grace heidi team project deadline meeting budget invoice "
-    "release roadmap design review customer support incident outage deploy database index query "
-    "latency cache memory model refresh policy holiday travel office remote async slack email "
-    "coffee lunch morning evening weekend quarter report metric goal hiring onboarding security"
-).split()
+VOCAB = ["alice", "bob", "carol", "dave", "erin", "frank", "grace", "heidi", "team", "project", "deadline", "meeting", "budget", "invoice", "release", "roadmap", "design", "review", "customer", "support", "incident", "outage", "deploy", "database", "index", "query", "latency", "cache", "memory", "model", "refresh", "policy", "holiday", "travel", "office", "remote", "async", "slack", "email", "coffee", "lunch", "morning", "evening", "weekend", "quarter", "report", "metric", "goal", "hiring", "onboarding", "security"]
 TAGS = ["team", "ops", "eng", "sales", "hr", "user:alice", "user:bob", "project:x", "project:y"]
 
 
@@ -74,27 +69,26 @@ def seed(database_url: str, bank_id: str, count: int, dims: int, rng: random.Ran
     started = time.monotonic()
     with psycopg.connect(database_url) as conn:
         register_vector(conn)
-        with conn.cursor() as cur:
-            with cur.copy(
-                "COPY banks_memoryunit (id, bank_id, text, context, fact_type, tags, metadata, "
-                "entities, source_memory_ids, embedding) FROM STDIN WITH (FORMAT BINARY)"
-            ) as copy:
-                copy.set_types(
-                    ["uuid", "text", "text", "text", "text", "text[]", "jsonb", "text[]",
-                     "uuid[]", "vector"]
-                )
-                chunk = 5000
-                for start in range(0, count, chunk):
-                    n = min(chunk, count - start)
-                    vectors = np_rng.standard_normal((n, dims)).astype(np.float32)
-                    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
-                    for row in range(n):
-                        copy.write_row([
-                            uuid.uuid4(), bank_id, _sentence(rng), "bench",
-                            rng.choice(("world", "world", "experience", "observation")),
-                            rng.sample(TAGS, rng.randint(0, 2)), psycopg.types.json.Jsonb({}),
-                            [], [], vectors[row],
-                        ])
+        with conn.cursor() as cur, cur.copy(
+            "COPY banks_memoryunit (id, bank_id, text, context, fact_type, tags, metadata, "
+            "entities, source_memory_ids, embedding) FROM STDIN WITH (FORMAT BINARY)"
+        ) as copy:
+            copy.set_types(
+                ["uuid", "text", "text", "text", "text", "text[]", "jsonb", "text[]",
+                 "uuid[]", "vector"]
+            )
+            chunk = 5000
+            for start in range(0, count, chunk):
+                n = min(chunk, count - start)
+                vectors = np_rng.standard_normal((n, dims)).astype(np.float32)
+                vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+                for row in range(n):
+                    copy.write_row([
+                        uuid.uuid4(), bank_id, _sentence(rng), "bench",
+                        rng.choice(("world", "world", "experience", "observation")),
+                        rng.sample(TAGS, rng.randint(0, 2)), psycopg.types.json.Jsonb({}),
+                        [], [], vectors[row],
+                    ])
         conn.commit()
     return time.monotonic() - started
 

@@ -27,6 +27,7 @@ existing servers (migrated; the benchmark writes a ``bench-mm-*`` bank).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.util
 import json
 import os
@@ -220,7 +221,12 @@ def main() -> None:
     scratch = Path(tempfile.mkdtemp(prefix="bench-mm-"))
     servers = []
     if not args.database_url or not args.redis_url:
-        from hindsight.devstack.servers import EmbeddedPostgres, EmbeddedValkey, free_port, reachable_base
+        from hindsight.devstack.servers import (
+            EmbeddedPostgres,
+            EmbeddedValkey,
+            free_port,
+            reachable_base,
+        )
 
         base_dir = reachable_base(scratch)
         if not args.database_url:
@@ -321,10 +327,8 @@ def main() -> None:
             bench_refresh(base, bank_id, llm, delay, args.refreshes)
     finally:
         for child in children:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.killpg(child.pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
         for child in children:
             try:
                 child.wait(timeout=20)

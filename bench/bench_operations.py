@@ -18,6 +18,7 @@ database must be migrated, and the benchmark writes a ``bench-ops`` bank into it
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import shutil
 import signal
@@ -71,10 +72,8 @@ class Workers:
 
     def stop(self) -> None:
         for proc in self.procs:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
         for proc in self.procs:
             try:
                 proc.wait(timeout=20)

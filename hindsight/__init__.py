@@ -1,6 +1,6 @@
 """Hindsight mental models: the Django project and the memory core."""
 
 from hindsight.celery import app as celery_app
+from hindsight.config import VERSION as __version__
 
-__all__ = ["celery_app"]
-__version__ = "0.1.0"
+__all__ = ["__version__", "celery_app"]

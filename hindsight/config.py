@@ -9,13 +9,29 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Mapping
+from typing import NamedTuple
+
+# The package version, as /version reports it.
+VERSION = "0.1.0"
 
 LLM_PROVIDERS = ("openai", "none")
 EMBEDDINGS_PROVIDERS = ("local", "openai")
 LOCAL_EMBEDDING_MODEL = "all-MiniLM-L6-v2"
 LOCAL_EMBEDDING_DIMENSIONS = 384
+
+
+# The configuration rules, each with a stable system-check id (``hindsight.checks``).
+INVALID_VALUE = "E001"  # a value of the wrong type, outside its range or choices
+MISSING_TOGETHER = "E002"  # a variable another setting requires
+OUT_OF_ORDER = "E003"  # timings that must be ordered are not
+
+
+class ConfigProblem(NamedTuple):
+    variable: str
+    message: str
+    rule: str
 
 
 @dataclass(frozen=True)
@@ -74,7 +90,7 @@ class Config:
     mental_model_history_max_entries: int = 50
     enable_mental_model_history: bool = True
 
-    errors: tuple[tuple[str, str], ...] = field(default=())
+    errors: tuple[ConfigProblem, ...] = field(default=())
 
     @property
     def llm_configured(self) -> bool:
@@ -84,56 +100,59 @@ class Config:
 class _Reader:
     def __init__(self, env: Mapping[str, str]):
         self.env = env
-        self.errors: list[tuple[str, str]] = []
+        self.errors: list[ConfigProblem] = []
+
+    def problem(self, rule: str, name: str, message: str) -> None:
+        self.errors.append(ConfigProblem(name, message, rule))
 
     def raw(self, name: str) -> str | None:
         value = self.env.get(name)
         return None if value is None or value.strip() == "" else value.strip()
 
-    def str(self, name: str, default: str = "") -> str:
+    def text(self, name: str, default: str = "") -> str:
         value = self.raw(name)
         return default if value is None else value
 
     def choice(self, name: str, choices: tuple[str, ...], default: str) -> str:
-        value = self.str(name, default).lower()
+        value = self.text(name, default).lower()
         if value not in choices:
-            self.errors.append((name, f"must be one of {', '.join(choices)}; got {value!r}"))
+            self.problem(INVALID_VALUE, name, f"must be one of {', '.join(choices)}; got {value!r}")
             return default
         return value
 
-    def int(self, name: str, default: int, *, minimum: int | None = None) -> int:
+    def integer(self, name: str, default: int, *, minimum: int | None = None) -> int:
         value = self.raw(name)
         if value is None:
             return default
         try:
             parsed = int(value)
         except ValueError:
-            self.errors.append((name, f"must be an integer; got {value!r}"))
+            self.problem(INVALID_VALUE, name, f"must be an integer; got {value!r}")
             return default
         if minimum is not None and parsed < minimum:
-            self.errors.append((name, f"must be >= {minimum}; got {parsed}"))
+            self.problem(INVALID_VALUE, name, f"must be >= {minimum}; got {parsed}")
             return default
         return parsed
 
-    def float(self, name: str, default: float, *, minimum: float = 0.0) -> float:
+    def number(self, name: str, default: float, *, minimum: float = 0.0) -> float:
         value = self.raw(name)
         if value is None:
             return default
         try:
             parsed = float(value)
         except ValueError:
-            self.errors.append((name, f"must be a number; got {value!r}"))
+            self.problem(INVALID_VALUE, name, f"must be a number; got {value!r}")
             return default
         if not math.isfinite(parsed):
             # inf/nan pass a minimum check and then overflow int() or timedelta where used.
-            self.errors.append((name, f"must be a finite number; got {value!r}"))
+            self.problem(INVALID_VALUE, name, f"must be a finite number; got {value!r}")
             return default
         if parsed < minimum:
-            self.errors.append((name, f"must be >= {minimum}; got {parsed}"))
+            self.problem(INVALID_VALUE, name, f"must be >= {minimum}; got {parsed}")
             return default
         return parsed
 
-    def bool(self, name: str, default: bool) -> bool:
+    def flag(self, name: str, default: bool) -> bool:
         value = self.raw(name)
         if value is None:
             return default
@@ -142,7 +161,7 @@ class _Reader:
             return True
         if lowered in ("0", "false", "no", "off"):
             return False
-        self.errors.append((name, f"must be true or false; got {value!r}"))
+        self.problem(INVALID_VALUE, name, f"must be true or false; got {value!r}")
         return default
 
 
@@ -152,96 +171,93 @@ def read_config(env: Mapping[str, str] | None = None) -> Config:
     p = "HINDSIGHT_API_"
 
     llm_provider = r.choice(p + "LLM_PROVIDER", LLM_PROVIDERS, "none")
-    llm_base_url = r.str(p + "LLM_BASE_URL")
-    llm_model = r.str(p + "LLM_MODEL")
+    llm_base_url = r.text(p + "LLM_BASE_URL")
+    llm_model = r.text(p + "LLM_MODEL")
     if llm_provider == "openai" and not llm_model:
-        r.errors.append((p + "LLM_MODEL", "must be set when HINDSIGHT_API_LLM_PROVIDER=openai"))
+        r.problem(MISSING_TOGETHER, p + "LLM_MODEL", "must be set when HINDSIGHT_API_LLM_PROVIDER=openai")
 
     emb_provider = r.choice(p + "EMBEDDINGS_PROVIDER", EMBEDDINGS_PROVIDERS, "local")
     if emb_provider == "local":
-        emb_model = r.str(p + "EMBEDDINGS_LOCAL_MODEL", LOCAL_EMBEDDING_MODEL)
+        emb_model = r.text(p + "EMBEDDINGS_LOCAL_MODEL", LOCAL_EMBEDDING_MODEL)
         if emb_model != LOCAL_EMBEDDING_MODEL:
-            r.errors.append(
-                (p + "EMBEDDINGS_LOCAL_MODEL", f"only {LOCAL_EMBEDDING_MODEL} ships offline")
-            )
+            r.problem(INVALID_VALUE, p + "EMBEDDINGS_LOCAL_MODEL",
+                      f"only {LOCAL_EMBEDDING_MODEL} ships offline")
             emb_model = LOCAL_EMBEDDING_MODEL
         emb_dims = LOCAL_EMBEDDING_DIMENSIONS
         dims_raw = r.raw(p + "EMBEDDINGS_OPENAI_DIMENSIONS")
         del dims_raw  # the OpenAI dimension setting does not apply to the local model
     else:
-        emb_model = r.str(p + "EMBEDDINGS_OPENAI_MODEL")
+        emb_model = r.text(p + "EMBEDDINGS_OPENAI_MODEL")
         if not emb_model:
-            r.errors.append(
-                (p + "EMBEDDINGS_OPENAI_MODEL", "must be set when EMBEDDINGS_PROVIDER=openai")
-            )
+            r.problem(MISSING_TOGETHER, p + "EMBEDDINGS_OPENAI_MODEL",
+                      "must be set when EMBEDDINGS_PROVIDER=openai")
         # Unset (0): probed at start by asking the model once, as upstream does
         # (hindsight.embeddings.probe, called by the settings).
-        emb_dims = r.int(p + "EMBEDDINGS_OPENAI_DIMENSIONS", 0, minimum=1)
+        emb_dims = r.integer(p + "EMBEDDINGS_OPENAI_DIMENSIONS", 0, minimum=1)
         if emb_dims > 2000:
-            r.errors.append(
-                (p + "EMBEDDINGS_OPENAI_DIMENSIONS", "must be <= 2000 (pgvector HNSW limit)")
-            )
+            r.problem(INVALID_VALUE, p + "EMBEDDINGS_OPENAI_DIMENSIONS",
+                      "must be <= 2000 (pgvector HNSW limit)")
 
-    database_url = r.str(p + "DATABASE_URL")
+    database_url = r.text(p + "DATABASE_URL")
     if database_url and not database_url.startswith(("postgres://", "postgresql://")):
-        r.errors.append((p + "DATABASE_URL", "must be a postgresql:// URL"))
-    redis_url = r.str(p + "REDIS_URL")
+        r.problem(INVALID_VALUE, p + "DATABASE_URL", "must be a postgresql:// URL")
+    redis_url = r.text(p + "REDIS_URL")
     if redis_url and not redis_url.startswith(("redis://", "rediss://", "unix://")):
-        r.errors.append((p + "REDIS_URL", "must be a redis:// URL"))
+        r.problem(INVALID_VALUE, p + "REDIS_URL", "must be a redis:// URL")
 
     cfg = Config(
-        host=r.str(p + "HOST", "127.0.0.1"),
-        port=r.int(p + "PORT", 8888, minimum=1),
+        host=r.text(p + "HOST", "127.0.0.1"),
+        port=r.integer(p + "PORT", 8888, minimum=1),
         database_url=database_url,
         redis_url=redis_url,
-        tenant_api_key=r.str(p + "TENANT_API_KEY"),
-        secret_key=r.str(p + "SECRET_KEY"),
-        debug=r.bool(p + "DEBUG", False),
-        max_request_bytes=r.int(p + "MAX_REQUEST_BYTES", 10 * 1024 * 1024, minimum=1024),
+        tenant_api_key=r.text(p + "TENANT_API_KEY"),
+        secret_key=r.text(p + "SECRET_KEY"),
+        debug=r.flag(p + "DEBUG", False),
+        max_request_bytes=r.integer(p + "MAX_REQUEST_BYTES", 10 * 1024 * 1024, minimum=1024),
         llm_provider=llm_provider,
         llm_base_url=llm_base_url,
-        llm_api_key=r.str(p + "LLM_API_KEY"),
+        llm_api_key=r.text(p + "LLM_API_KEY"),
         llm_model=llm_model,
-        llm_timeout_seconds=r.float(p + "LLM_TIMEOUT", 120.0, minimum=0.1),
-        llm_max_retries=r.int(p + "LLM_MAX_RETRIES", 2, minimum=0),
+        llm_timeout_seconds=r.number(p + "LLM_TIMEOUT", 120.0, minimum=0.1),
+        llm_max_retries=r.integer(p + "LLM_MAX_RETRIES", 2, minimum=0),
         embeddings_provider=emb_provider,
-        embeddings_base_url=r.str(p + "EMBEDDINGS_OPENAI_BASE_URL"),
-        embeddings_api_key=r.str(p + "EMBEDDINGS_OPENAI_API_KEY"),
+        embeddings_base_url=r.text(p + "EMBEDDINGS_OPENAI_BASE_URL"),
+        embeddings_api_key=r.text(p + "EMBEDDINGS_OPENAI_API_KEY"),
         embeddings_model=emb_model,
         embeddings_dimensions=emb_dims,
-        embeddings_timeout_seconds=r.float(p + "EMBEDDINGS_TIMEOUT", 60.0, minimum=0.1),
-        embeddings_max_retries=r.int(p + "EMBEDDINGS_MAX_RETRIES", 2, minimum=0),
-        worker_max_retries=r.int(p + "WORKER_MAX_RETRIES", 3, minimum=0),
-        worker_retry_backoff_seconds=r.float(p + "WORKER_TASK_RETRY_BACKOFF_SECONDS", 30.0),
-        worker_retry_backoff_max_seconds=r.float(p + "WORKER_TASK_RETRY_BACKOFF_MAX_SECONDS", 600.0),
-        lock_ttl_seconds=r.float(p + "WORKER_LOCK_TTL_SECONDS", 30.0, minimum=1.0),
-        heartbeat_seconds=r.float(p + "WORKER_HEARTBEAT_SECONDS", 10.0, minimum=0.1),
-        recovery_threshold_seconds=r.float(p + "WORKER_RECOVERY_THRESHOLD_SECONDS", 60.0, minimum=1.0),
-        redispatch_after_seconds=r.float(p + "WORKER_REDISPATCH_AFTER_SECONDS", 120.0, minimum=1.0),
-        recovery_interval_seconds=r.float(p + "WORKER_RECOVERY_INTERVAL_SECONDS", 30.0, minimum=0.5),
-        release_interval_seconds=r.float(p + "WORKER_RELEASE_INTERVAL_SECONDS", 5.0, minimum=0.5),
-        recovery_batch_size=r.int(p + "WORKER_RECOVERY_BATCH_SIZE", 100, minimum=1),
-        reflect_wall_timeout_seconds=r.float(p + "REFLECT_WALL_TIMEOUT", 300.0, minimum=0.1),
-        task_soft_time_limit_seconds=r.float(p + "WORKER_TASK_SOFT_TIME_LIMIT", 330.0, minimum=1.0),
-        task_time_limit_seconds=r.float(p + "WORKER_TASK_TIME_LIMIT", 360.0, minimum=1.0),
-        task_queue=r.str(p + "TASK_QUEUE", "hindsight"),
+        embeddings_timeout_seconds=r.number(p + "EMBEDDINGS_TIMEOUT", 60.0, minimum=0.1),
+        embeddings_max_retries=r.integer(p + "EMBEDDINGS_MAX_RETRIES", 2, minimum=0),
+        worker_max_retries=r.integer(p + "WORKER_MAX_RETRIES", 3, minimum=0),
+        worker_retry_backoff_seconds=r.number(p + "WORKER_TASK_RETRY_BACKOFF_SECONDS", 30.0),
+        worker_retry_backoff_max_seconds=r.number(p + "WORKER_TASK_RETRY_BACKOFF_MAX_SECONDS", 600.0),
+        lock_ttl_seconds=r.number(p + "WORKER_LOCK_TTL_SECONDS", 30.0, minimum=1.0),
+        heartbeat_seconds=r.number(p + "WORKER_HEARTBEAT_SECONDS", 10.0, minimum=0.1),
+        recovery_threshold_seconds=r.number(p + "WORKER_RECOVERY_THRESHOLD_SECONDS", 60.0, minimum=1.0),
+        redispatch_after_seconds=r.number(p + "WORKER_REDISPATCH_AFTER_SECONDS", 120.0, minimum=1.0),
+        recovery_interval_seconds=r.number(p + "WORKER_RECOVERY_INTERVAL_SECONDS", 30.0, minimum=0.5),
+        release_interval_seconds=r.number(p + "WORKER_RELEASE_INTERVAL_SECONDS", 5.0, minimum=0.5),
+        recovery_batch_size=r.integer(p + "WORKER_RECOVERY_BATCH_SIZE", 100, minimum=1),
+        reflect_wall_timeout_seconds=r.number(p + "REFLECT_WALL_TIMEOUT", 300.0, minimum=0.1),
+        task_soft_time_limit_seconds=r.number(p + "WORKER_TASK_SOFT_TIME_LIMIT", 330.0, minimum=1.0),
+        task_time_limit_seconds=r.number(p + "WORKER_TASK_TIME_LIMIT", 360.0, minimum=1.0),
+        task_queue=r.text(p + "TASK_QUEUE", "hindsight"),
         extra_handler_modules=tuple(
-            m.strip() for m in r.str(p + "EXTRA_HANDLER_MODULES").split(",") if m.strip()
+            m.strip() for m in r.text(p + "EXTRA_HANDLER_MODULES").split(",") if m.strip()
         ),
-        publish_retries=r.int(p + "WORKER_PUBLISH_RETRIES", 2, minimum=0),
-        broker_visibility_timeout_seconds=r.float(
+        publish_retries=r.integer(p + "WORKER_PUBLISH_RETRIES", 2, minimum=0),
+        broker_visibility_timeout_seconds=r.number(
             p + "BROKER_VISIBILITY_TIMEOUT", 3600.0, minimum=1.0
         ),
-        mental_model_refresh_tick_seconds=r.float(
+        mental_model_refresh_tick_seconds=r.number(
             p + "MENTAL_MODEL_REFRESH_TICK_SECONDS", 60.0, minimum=1.0
         ),
-        mental_model_min_refresh_interval_seconds=r.float(
+        mental_model_min_refresh_interval_seconds=r.number(
             p + "MENTAL_MODEL_MIN_REFRESH_INTERVAL_SECONDS", 0.0
         ),
-        mental_model_history_max_entries=r.int(
+        mental_model_history_max_entries=r.integer(
             p + "MENTAL_MODEL_HISTORY_MAX_ENTRIES", 50, minimum=1
         ),
-        enable_mental_model_history=r.bool(p + "ENABLE_MENTAL_MODEL_HISTORY", True),
+        enable_mental_model_history=r.flag(p + "ENABLE_MENTAL_MODEL_HISTORY", True),
         errors=(),
     )
     # DESIGN: reflect wall timeout < soft limit < hard limit < broker visibility timeout.
@@ -251,9 +267,10 @@ def read_config(env: Mapping[str, str] | None = None) -> Config:
         (p + "WORKER_TASK_TIME_LIMIT", cfg.task_time_limit_seconds),
         (p + "BROKER_VISIBILITY_TIMEOUT", cfg.broker_visibility_timeout_seconds),
     ]
-    for (lower_name, lower), (upper_name, upper) in zip(order, order[1:]):
+    for (lower_name, lower), (upper_name, upper) in zip(order, order[1:], strict=False):
         if not lower < upper:
-            r.errors.append((upper_name, f"must be greater than {lower_name} ({lower} >= {upper})"))
+            r.problem(OUT_OF_ORDER, upper_name, f"must be greater than {lower_name} ({lower} >= {upper})")
     if cfg.heartbeat_seconds >= cfg.lock_ttl_seconds:
-        r.errors.append((p + "WORKER_HEARTBEAT_SECONDS", "must be shorter than WORKER_LOCK_TTL_SECONDS"))
+        r.problem(OUT_OF_ORDER, p + "WORKER_HEARTBEAT_SECONDS",
+                  "must be shorter than WORKER_LOCK_TTL_SECONDS")
     return Config(**{**cfg.__dict__, "errors": tuple(r.errors)})

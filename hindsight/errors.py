@@ -40,7 +40,7 @@ class FieldError(DomainError):
 
     def __init__(self, loc: Sequence[str | int], msg: str, type_: str = "value_error"):
         super().__init__(msg)
-        self.errors = [{"loc": list(loc), "msg": msg, "type": type_}]
+        self.errors: list[dict[str, object]] = [{"loc": list(loc), "msg": msg, "type": type_}]
 
 
 class FieldErrors(DomainError):

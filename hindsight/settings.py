@@ -49,6 +49,8 @@ INSTALLED_APPS = [
     # Swagger UI and ReDoc served from this server (the docs work without internet access).
     "drf_spectacular_sidecar",
     "django_celery_beat",
+    "hindsight.apps.HindsightConfig",
+    "hindsight.embeddings",
     "hindsight.banks",
     "operations",
     "mentalmodels",

@@ -45,7 +45,9 @@ from __future__ import annotations
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, TypeVar, Union
+from typing import Any, TypeVar
+
+from django.db import connections
 
 from hindsight.errors import FieldError
 
@@ -62,7 +64,7 @@ MAX_TAG_LENGTH = 512
 
 _STRICT = {"any": "any_strict", "all": "all_strict"}
 
-Loc = tuple[Union[str, int], ...]
+Loc = tuple[str | int, ...]
 K = TypeVar("K", bound=Hashable)
 
 
@@ -99,7 +101,7 @@ class Not:
         return {"not": self.child.to_json()}
 
 
-Group = Union[Leaf, And, Or, Not]
+Group = Leaf | And | Or | Not
 
 
 @dataclass(frozen=True)
@@ -391,8 +393,6 @@ def any_newer_batch(
     stamped after it. One SQL statement for the whole batch: one ``EXISTS`` probe per distinct
     (bank, scope, watermark), each served by the ``(bank_id, updated_at)`` index.
     """
-    from django.db import connections
-
     distinct: dict[tuple[str, TagScope, datetime | None], int] = {}
     for _, bank_id, scope, watermark in items:
         distinct.setdefault((bank_id, scope, watermark), len(distinct))

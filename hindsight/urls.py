@@ -32,5 +32,5 @@ urlpatterns = [
     path("v1/default/", include("hindsight.banks.urls")),
     path("v1/default/", include("operations.urls")),
     path("v1/default/", include("mentalmodels.urls")),
-    path("v1/default/", include("hindsight.reflect.urls")),
+    path("v1/default/", include("mentalmodels.reflect.urls")),
 ]

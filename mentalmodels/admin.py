@@ -11,8 +11,11 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils.html import format_html
 
+from hindsight.errors import DomainError
 from mentalmodels import services
+from mentalmodels.api.preview import preview_diff
 from mentalmodels.models import MentalModel, MentalModelHistory
+from mentalmodels.pipeline import refresh_dry_run
 from mentalmodels.staleness import stale_flags
 
 
@@ -104,9 +107,6 @@ class MentalModelAdmin(admin.ModelAdmin):
 
     @admin.action(description="Dry-run a refresh of the selected mental model (writes nothing)")
     def dry_run(self, request: HttpRequest, queryset: QuerySet[MentalModel]) -> None:
-        from hindsight.errors import DomainError
-        from mentalmodels.pipeline import refresh_dry_run
-
         for model in queryset[:5]:  # synchronous LLM work: keep the request bounded
             try:
                 preview = refresh_dry_run(bank_id=model.bank_id, mental_model_id=model.mental_model_id)
@@ -115,7 +115,7 @@ class MentalModelAdmin(admin.ModelAdmin):
                 continue
             messages.info(
                 request,
-                f"{model.mental_model_id}: {preview['outcome']}, would persist: "
-                f"{preview['would_persist']}; {len(preview['diff'].splitlines())} diff lines; "
-                f"warnings: {'; '.join(preview['warnings']) or 'none'}",
+                f"{model.mental_model_id}: {preview.outcome.outcome}, would persist: "
+                f"{preview.would_persist}; {len(preview_diff(preview).splitlines())} diff lines; "
+                f"warnings: {'; '.join(preview.warnings) or 'none'}",
             )

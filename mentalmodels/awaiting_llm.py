@@ -23,9 +23,10 @@ import uuid
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import F, Q
 
+from hindsight.db import ClockTimestamp
 from hindsight.errors import LLMNotConfigured
 from mentalmodels.models import MentalModel
 from mentalmodels.services import history_record_failure, mental_model_refresh_submit
@@ -67,8 +68,6 @@ def mental_model_await_llm(
         model_uid=model_uid, reason=LLM_NOT_CONFIGURED, exception=exception,
         operation_id=operation_id,
     )
-    from hindsight.banks.models import ClockTimestamp
-
     MentalModel.objects.filter(uid=model_uid, awaiting_llm_since__isnull=True).update(
         awaiting_llm_since=ClockTimestamp()
     )
@@ -112,8 +111,6 @@ def mental_models_refresh_awaiting_llm() -> list[Any]:
 def refresh_awaiting_llm_at_worker_start(**kwargs: Any) -> None:
     """``celery.signals.worker_ready`` receiver: a worker that starts with an LLM catches up at
     once instead of at the next cron tick. Never stops the worker from starting."""
-    from django.db import connection
-
     try:
         mental_models_refresh_awaiting_llm()
     except Exception:

@@ -11,6 +11,7 @@ from mentalmodels.awaiting_llm import mental_model_await_llm, refresh_failed_for
 from mentalmodels.models import MentalModel
 from mentalmodels.pipeline import OPERATION_TYPE, RefreshFailed, refresh_run
 from mentalmodels.services import mental_model_record_failure
+from operations.errors import OperationFailure
 
 if TYPE_CHECKING:
     from operations.jobs import Job
@@ -32,9 +33,12 @@ class RefreshMentalModelHandler:
             "outcome": "refresh_failed_error",
             "failure_reason": "unexpected_error",
         }
+        mental_model_id = job.operation.mental_model_id
+        if mental_model_id is None:  # not one of ours: no retry will give it a model
+            raise OperationFailure("refresh operation without a mental_model_id", retryable=False)
         refresh_run(
             bank_id=job.operation.bank_id,
-            mental_model_id=job.operation.mental_model_id,
+            mental_model_id=mental_model_id,
             mode=(job.payload or {}).get("mode"),
             automatic=job.operation.automatic,
             job=job,

@@ -17,7 +17,8 @@ from django.contrib.postgres.indexes import GinIndex
 from django.db import models
 from pgvector.django import VectorField
 
-from hindsight.banks.models import Bank, ClockTimestamp
+from hindsight.banks.models import Bank
+from hindsight.db import ClockTimestamp
 
 HISTORY_KINDS = ("version", "failure")
 

@@ -24,31 +24,38 @@ content or its source query changed (DL-5); otherwise it fails as
 
 from __future__ import annotations
 
-import difflib
 import time
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
-from datetime import datetime, timezone
+from dataclasses import replace
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 import jsonschema
-from django.conf import settings
 from django.db import DatabaseError, connection, transaction
 
-from hindsight.banks.models import ClockTimestamp
-from hindsight.errors import DomainError, LLMNotConfigured, NotFound
-from hindsight.tagscope import TagScope, scope_sql
+from hindsight.banks import writeclock
+from hindsight.db import ClockTimestamp
+from hindsight.embeddings import get_embedder
+from hindsight.errors import LLMNotConfigured, NotFound
+from hindsight.llm import Deadline, LLMError, LLMTimeout, get_llm
+from hindsight.tagscope import scope_sql
+from mentalmodels.errors import REFRESH_OPERATION, DryRunFailed, RefreshFailed
+from mentalmodels.awaiting_llm import llm_missing_message
 from mentalmodels.models import MentalModel
+from mentalmodels.reflect import RetrievalError, mm_search, reflect_run
+from mentalmodels.reflect.mm_search import content_hash, embedding_text
+from mentalmodels.refresh_types import Outcome, Plan, Preview, Report
 from mentalmodels.services import history_record_version
 from mentalmodels.staleness import model_scope, stale_flags
-from operations.errors import FenceLost, OperationFailure
+from mentalmodels.trace import RefreshClock, build_trace
+from operations.errors import FenceLost
 
 if TYPE_CHECKING:
     from operations.jobs import Job
 
-OPERATION_TYPE = "refresh_mental_model"
+OPERATION_TYPE = REFRESH_OPERATION
 BASED_ON_KEYS = ("world", "experience", "opinion", "observation", "mental-models", "directives")
 NOTHING_READABLE = (
     "Nothing in this document's scope was readable, so the reflect loop was skipped and the "
@@ -59,121 +66,6 @@ NOTHING_CITED = (
     "The reflect loop answered without citing any memory or mental model, so the document "
     "was left as it is and only the watermark advanced."
 )
-TRACE_MAX_TOOL_CALLS = 64
-TRACE_MAX_STRING = 400
-TRACE_MAX_WARNINGS = 20
-
-
-class RefreshFailed(OperationFailure):
-    """A refused refresh: the client's outcome/failure_reason, the exception text, the trace."""
-
-    def __init__(
-        self,
-        message: str,
-        *,
-        outcome: str,
-        failure_reason: str,
-        retryable: bool = True,
-        trace: dict[str, Any] | None = None,
-        result_metadata: dict[str, Any] | None = None,
-    ):
-        super().__init__(
-            message,
-            retryable=retryable,
-            details={
-                "operation_type": OPERATION_TYPE,
-                "outcome": outcome,
-                "failure_reason": failure_reason,
-            },
-            result_metadata=result_metadata,
-        )
-        self.outcome = outcome
-        self.failure_reason = failure_reason
-        self.trace = trace
-
-
-class DryRunFailed(DomainError):
-    """The dry run met what would fail a real refresh (the preview enums have no failure)."""
-
-    status_code = 502
-
-
-@dataclass
-class Plan:
-    model: MentalModel
-    requested_mode: str
-    effective_mode: str
-    mode_fallback_reason: str | None
-    scope: TagScope
-    cutoff: datetime
-    window_after: datetime | None
-    exclude_mental_models: bool
-    exclude_ids: list[str]
-    budget: str
-    response_schema: dict[str, Any] | None
-    keep_trace: bool
-
-
-@dataclass
-class Outcome:
-    outcome: str
-    content: str  # the document a real refresh stores (preview_content)
-    candidate: str  # the raw answer of the reflect loop
-    watermark: datetime | None
-    based_on: dict[str, list[dict[str, Any]]]
-    mental_models: list[dict[str, Any]]
-    structured_output: Any = None
-    structured_extracted: bool = False
-    reflected: bool = False  # False: the loop did not run (nothing in reach)
-    facts_retrieved: dict[str, int] = field(default_factory=dict)
-    facts_used: dict[str, int] = field(default_factory=dict)
-
-
-@dataclass
-class Report:
-    """What one refresh did (the real run's return value; the dry run renders it)."""
-
-    plan: Plan
-    outcome: Outcome
-    trace: dict[str, Any]
-    usage: dict[str, int]
-    duration_ms: int
-    warnings: list[str]
-    tool_outputs: list[dict[str, Any]]
-
-
-class _Clock:
-    """The wall timeout of one refresh (RF-9) and the usage/trace collected along the way."""
-
-    def __init__(self) -> None:
-        self.started = time.monotonic()
-        self.limit = settings.HINDSIGHT.reflect_wall_timeout_seconds
-        self.usage = {"input_tokens": 0, "output_tokens": 0, "total_tokens": 0,
-                      "cached_tokens": 0, "thoughts_tokens": 0}
-        self.llm_calls: list[dict[str, Any]] = []
-        self.tool_calls: list[dict[str, Any]] = []
-        self.tool_outputs: list[dict[str, Any]] = []
-        self.warnings: list[str] = []
-        self.plan: Plan | None = None
-
-    def remaining(self) -> float:
-        return self.limit - (time.monotonic() - self.started)
-
-    def elapsed_ms(self) -> int:
-        return int((time.monotonic() - self.started) * 1000)
-
-    def check(self) -> None:
-        if self.remaining() <= 0:
-            raise TimeoutError(
-                f"refresh exceeded HINDSIGHT_API_REFLECT_WALL_TIMEOUT ({self.limit:g} s)"
-            )
-
-    def add_usage(self, usage: Any) -> None:
-        if usage is None:
-            return
-        for key in ("input_tokens", "output_tokens", "total_tokens"):
-            value = usage.get(key) if isinstance(usage, dict) else getattr(usage, key, 0)
-            self.usage[key] += int(value or 0)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -181,8 +73,6 @@ class _Clock:
 
 
 def _plan(model: MentalModel, *, mode: str | None) -> Plan:
-    from hindsight.banks.writeclock import take_cutoff
-
     trigger = model.trigger or {}
     requested = "full" if mode == "full" else (trigger.get("mode") or "full")
     effective, fallback = requested, None
@@ -202,7 +92,7 @@ def _plan(model: MentalModel, *, mode: str | None) -> Plan:
         effective_mode=effective,
         mode_fallback_reason=fallback,
         scope=model_scope(model),
-        cutoff=take_cutoff(model.bank_id),
+        cutoff=writeclock.take_cutoff(model.bank_id),
         window_after=model.last_memory_seen_at if effective == "delta" else None,
         exclude_mental_models=bool(trigger.get("exclude_mental_models")),
         exclude_ids=exclude_ids,
@@ -234,10 +124,9 @@ def _newest_in_scope(plan: Plan, *, after: datetime | None) -> datetime | None:
 def _sibling_in_reach(plan: Plan) -> bool:
     if plan.exclude_mental_models or plan.effective_mode != "full":
         return False
-    from hindsight.reflect.mm_search import visible_models
 
     return (
-        visible_models(bank_id=plan.model.bank_id, scope=plan.scope, exclude_ids=plan.exclude_ids)
+        mm_search.visible_models(bank_id=plan.model.bank_id, scope=plan.scope, exclude_ids=plan.exclude_ids)
         .exclude(content="")
         .exists()
     )
@@ -248,16 +137,13 @@ def _sibling_in_reach(plan: Plan) -> bool:
 
 
 def _fail(
-    message: str, *, outcome: str, reason: str, retryable: bool = True
+    message: str, *, outcome: str, reason: str, retryable: bool = True, timed_out: bool = False
 ) -> RefreshFailed:
-    return RefreshFailed(message, outcome=outcome, failure_reason=reason, retryable=retryable)
+    return RefreshFailed(message, outcome=outcome, failure_reason=reason, retryable=retryable,
+                         timed_out=timed_out)
 
 
-def _gather(plan: Plan, clock: _Clock) -> Any:
-    from hindsight.errors import LLMNotConfigured
-    from hindsight.llm import Deadline, LLMError, LLMTimeout
-    from hindsight.reflect import RetrievalError, reflect_run
-
+def _gather(plan: Plan, clock: RefreshClock) -> Any:
     clock.check()
     try:
         result = reflect_run(
@@ -282,11 +168,9 @@ def _gather(plan: Plan, clock: _Clock) -> Any:
         raise _fail(
             f"refresh exceeded HINDSIGHT_API_REFLECT_WALL_TIMEOUT "
             f"({clock.limit:g} s) waiting for the LLM: {exc}",
-            outcome="refresh_failed_error", reason="unexpected_error",
+            outcome="refresh_failed_error", reason="unexpected_error", timed_out=True,
         ) from exc
     except LLMNotConfigured as exc:
-        from mentalmodels.awaiting_llm import llm_missing_message
-
         raise _fail(llm_missing_message(exc), outcome="refresh_failed_error",
                     reason="unexpected_error", retryable=False) from exc
     except LLMError as exc:
@@ -300,7 +184,8 @@ def _gather(plan: Plan, clock: _Clock) -> Any:
     try:
         clock.check()
     except TimeoutError as exc:
-        raise _fail(str(exc), outcome="refresh_failed_error", reason="unexpected_error") from exc
+        raise _fail(str(exc), outcome="refresh_failed_error", reason="unexpected_error",
+                    timed_out=True) from exc
     return result
 
 
@@ -346,12 +231,11 @@ _EXTRACT_PROMPT = (
 )
 
 
-def _extract(plan: Plan, decided: Outcome, clock: _Clock) -> None:
+def _extract(plan: Plan, decided: Outcome, clock: RefreshClock) -> None:
     """RF-7: extract ``structured_output`` from the final document and validate it."""
     schema = plan.response_schema
     if not schema or not decided.content.strip():
         return
-    from hindsight.llm import Deadline, LLMError, get_llm
 
     failure = None
     try:
@@ -388,75 +272,6 @@ def _extract(plan: Plan, decided: Outcome, clock: _Clock) -> None:
 
 
 # ---------------------------------------------------------------------------------------------
-# trace
-
-
-def _iso_z(value: datetime | None) -> str | None:
-    if value is None:
-        return None
-    return value.astimezone(timezone.utc).isoformat().replace("+00:00", "Z")
-
-
-def _bounded(value: Any, depth: int = 0) -> Any:
-    """Tool inputs as the trace keeps them: short strings, short lists, shallow objects."""
-    if isinstance(value, str):
-        return value if len(value) <= TRACE_MAX_STRING else value[:TRACE_MAX_STRING] + "…"
-    if depth >= 3:
-        return None
-    if isinstance(value, dict):
-        return {str(k)[:64]: _bounded(v, depth + 1) for k, v in list(value.items())[:20]}
-    if isinstance(value, (list, tuple)):
-        return [_bounded(v, depth + 1) for v in list(value)[:20]]
-    return value
-
-
-def _trace(
-    plan: Plan | None,
-    clock: _Clock,
-    *,
-    outcome: str,
-    failure_reason: str | None = None,
-    error: str | None = None,
-    with_outputs: bool = False,
-) -> dict[str, Any]:
-    tool_calls = []
-    for index, call in enumerate(clock.tool_calls[:TRACE_MAX_TOOL_CALLS]):
-        entry = {
-            "tool": str(call.get("name") or call.get("tool") or "unknown"),
-            "reason": None,
-            "input": _bounded(call.get("input") or {}),
-            "updated_at": _iso_z(plan.window_after) if plan else None,
-            "result_count": call.get("result_count"),
-            "duration_ms": int(call.get("duration_ms") or 0),
-            "iteration": int(call.get("iteration") or 0),
-        }
-        if with_outputs:
-            outputs = clock.tool_outputs
-            entry["output"] = outputs[index] if index < len(outputs) else None
-        tool_calls.append(entry)
-    trace: dict[str, Any] = {
-        "recorded_at": _iso_z(datetime.now(timezone.utc)),
-        "effective_mode": plan.effective_mode if plan else "full",
-        "mode_fallback_reason": plan.mode_fallback_reason if plan else None,
-        "outcome": outcome,
-        "tool_calls": tool_calls,
-        "llm_calls": [
-            {"scope": str(c.get("scope") or f"agent_{i + 1}"), "duration_ms": int(c.get("duration_ms") or 0)}
-            for i, c in enumerate(clock.llm_calls[:TRACE_MAX_TOOL_CALLS])
-        ],
-        "delta_operations": None,
-        "retraction": None,
-        "usage": dict(clock.usage),
-        "duration_ms": clock.elapsed_ms(),
-        "warnings": [_bounded(w) for w in clock.warnings[:TRACE_MAX_WARNINGS]],
-    }
-    if failure_reason is not None:
-        trace["failure_reason"] = failure_reason
-        trace["error"] = _bounded(error or "")
-    return trace
-
-
-# ---------------------------------------------------------------------------------------------
 # persist
 
 
@@ -465,9 +280,6 @@ def _embed(model: MentalModel, content: str) -> dict[str, Any]:
     if not content.strip():
         return {}
     try:
-        from hindsight.embeddings import get_embedder
-        from hindsight.reflect.mm_search import content_hash, embedding_text
-
         text = embedding_text(MentalModel(name=model.name, content=content))
         embedder = get_embedder()
         (vector,) = embedder.embed([text])
@@ -582,7 +394,9 @@ def _retrieval(step: str) -> Iterator[None]:
                     reason="retrieval_failed") from exc
 
 
-def _run(model: MentalModel, *, mode: str | None, automatic: bool, clock: _Clock) -> tuple[Plan, Outcome]:
+def _run(
+    model: MentalModel, *, mode: str | None, automatic: bool, clock: RefreshClock
+) -> tuple[Plan, Outcome]:
     """plan → precheck → gather → decide → extract: everything but the write."""
     # The snapshot cutoff is the first read of the refresh (it bounds every later one): a
     # database that fails it fails retrieval, not the refresh in some unexplained way.
@@ -650,14 +464,14 @@ def refresh_run(
     if model is None:
         # Deleted before this run started: superseded, nothing to write.
         raise FenceLost(f"mental model {mental_model_id} no longer exists in bank {bank_id}")
-    clock = _Clock()
+    clock = RefreshClock()
     try:
         plan, decided = _run(model, mode=mode, automatic=automatic, clock=clock)
-        trace = _trace(plan, clock, outcome=decided.outcome)
+        trace = build_trace(plan, clock, outcome=decided.outcome)
         _persist(plan, decided, trace, job)
     except RefreshFailed as exc:
         clock.warnings.append(str(exc))
-        exc.trace = _trace(clock.plan, clock, outcome=exc.outcome, failure_reason=exc.failure_reason,
+        exc.trace = build_trace(clock.plan, clock, outcome=exc.outcome, failure_reason=exc.failure_reason,
                            error=str(exc))
         exc.result_metadata = {
             "name": model.name, "mental_model_id": model.mental_model_id,
@@ -673,7 +487,7 @@ def refresh_run(
         error = f"{type(exc).__name__}: {exc}"
         clock.warnings.append(error)
         try:
-            exc.refresh_trace = _trace(  # type: ignore[attr-defined]
+            exc.refresh_trace = build_trace(  # type: ignore[attr-defined]
                 clock.plan, clock, outcome="refresh_failed_error",
                 failure_reason="unexpected_error", error=error,
             )
@@ -685,12 +499,12 @@ def refresh_run(
                   tool_outputs=clock.tool_outputs)
 
 
-def refresh_dry_run(*, bank_id: str, mental_model_id: str) -> dict[str, Any]:
+def refresh_dry_run(*, bank_id: str, mental_model_id: str) -> Preview:
     """SPEC section 5: the same pipeline, with ``persist`` replaced by the preview."""
     model = _load(bank_id=bank_id, mental_model_id=mental_model_id)
     if model is None:
         raise NotFound(f"Mental model {mental_model_id} not found")
-    clock = _Clock()
+    clock = RefreshClock()
     try:
         plan, decided = _run(model, mode=None, automatic=False, clock=clock)
     except RefreshFailed as exc:
@@ -698,58 +512,14 @@ def refresh_dry_run(*, bank_id: str, mental_model_id: str) -> dict[str, Any]:
             # No refresh can run on this server at all: the same 400 as reflect, not a 502
             # (no LLM was asked, so nothing upstream failed).
             raise exc.__cause__ from None
-        failed = DryRunFailed(
-            f"Dry run: a refresh would fail ({exc.outcome}, {exc.failure_reason}): {exc}"
-        )
-        # The same statuses reflect answers with: a lookup that failed, a timeout, the rest.
-        if exc.failure_reason == "retrieval_failed":
-            failed.status_code = 503
-        elif "HINDSIGHT_API_REFLECT_WALL_TIMEOUT" in str(exc):
-            failed.status_code = 504
-        raise failed from exc
-    current = model.content or ""
-    diff = "".join(
-        difflib.unified_diff(
-            current.splitlines(keepends=True),
-            decided.content.splitlines(keepends=True),
-            fromfile="current",
-            tofile="preview",
-        )
+        raise DryRunFailed.for_refusal(exc) from exc
+    return Preview(
+        model=model,
+        plan=plan,
+        outcome=decided,
+        current_content=model.content or "",
+        trace=build_trace(plan, clock, outcome=decided.outcome, with_outputs=True),
+        usage=dict(clock.usage),
+        duration_ms=clock.elapsed_ms(),
+        warnings=list(clock.warnings),
     )
-    scope = plan.scope
-    based_on = {k: v for k, v in decided.based_on.items() if v} if decided.reflected else {}
-    trace = _trace(plan, clock, outcome=decided.outcome, with_outputs=True)
-    return {
-        "mental_model_id": model.mental_model_id,
-        "name": model.name,
-        "requested_mode": plan.requested_mode,
-        "effective_mode": plan.effective_mode,
-        "mode_fallback_reason": plan.mode_fallback_reason,
-        "outcome": decided.outcome,
-        "would_persist": decided.content != current,
-        "scope": {
-            "tags": list(scope.tags) if scope.tags else None,
-            "tags_match": scope.tags_match,
-            "tag_groups": scope.tag_groups_json(),
-            "fact_types": list(scope.fact_types) if scope.fact_types else None,
-            "exclude_mental_models": plan.exclude_mental_models,
-            "exclude_mental_model_ids": plan.exclude_ids,
-        },
-        "window": {
-            "created_after": _iso_z(plan.window_after),
-            "created_before": _iso_z(plan.cutoff),
-            "watermark": _iso_z(decided.watermark),
-        },
-        "facts": {"retrieved": decided.facts_retrieved, "used": decided.facts_used},
-        "based_on": based_on,
-        "current_content": current,
-        "candidate_content": decided.candidate,
-        "preview_content": decided.content,
-        "diff": diff,
-        "delta_operations": None,
-        "retraction": None,
-        "trace": trace,
-        "usage": dict(clock.usage),
-        "duration_ms": clock.elapsed_ms(),
-        "warnings": list(clock.warnings),
-    }

@@ -19,10 +19,18 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import Subquery
 
-from hindsight.banks.models import ClockTimestamp
+from hindsight.banks.services import bank_ensure
+from hindsight.db import ClockTimestamp
 from hindsight.errors import Conflict, FieldError, NotFound
 from mentalmodels.models import MentalModel, MentalModelHistory
 from mentalmodels.triggers import trigger_normalize
+from operations.models import PENDING, PROCESSING, Operation
+from operations.services import (
+    lease_bump,
+    operation_cancel,
+    operation_submit,
+    operations_cancel_parked,
+)
 
 REFRESH_OPERATION = "refresh_mental_model"
 ID_PATTERN = r"^[a-z0-9][a-z0-9-]{0,63}$"
@@ -64,8 +72,6 @@ def _require_exists(*, bank_id: str, mental_model_id: str) -> None:
 
 
 def _refresh_running(*, key: str) -> bool:
-    from operations.models import PROCESSING, Operation
-
     return Operation.objects.filter(dedupe_key=key, status=PROCESSING).exists()
 
 
@@ -77,8 +83,6 @@ def mental_model_refresh_submit(
     not_before: datetime | None = None,
 ) -> Any:
     """Queue a refresh of ``model`` (or join the one already queued); returns the operation."""
-    from operations.services import operation_submit
-
     result = operation_submit(
         bank_id=model.bank_id,
         operation_type=REFRESH_OPERATION,
@@ -104,8 +108,6 @@ def mental_model_create(
     mental_model_id: str | None = None,
 ) -> tuple[MentalModel, Any]:
     """Create the row (``content: ""``) and queue its first refresh, in one transaction."""
-    from hindsight.banks.services import bank_ensure
-
     if mental_model_id is None:
         mental_model_id = f"mm-{uuid.uuid4().hex}"
     else:
@@ -149,8 +151,6 @@ def mental_model_update(
     Changing ``source_query``, ``tags`` or ``trigger`` while a refresh of the model runs bumps
     its fence, so that refresh cannot write, and queues one more (MM-10).
     """
-    from operations.services import lease_bump
-
     key = refresh_dedupe_key(bank_id=bank_id, mental_model_id=mental_model_id)
     current = MentalModel.objects.filter(bank_id=bank_id, mental_model_id=mental_model_id).first()
     if current is None:
@@ -195,9 +195,6 @@ def mental_model_update(
 
 def mental_model_delete(*, bank_id: str, mental_model_id: str) -> None:
     """Delete the model and its history; a running refresh may no longer write (MM-10)."""
-    from operations.models import PENDING, Operation
-    from operations.services import lease_bump, operation_cancel
-
     key = refresh_dedupe_key(bank_id=bank_id, mental_model_id=mental_model_id)
     _require_exists(bank_id=bank_id, mental_model_id=mental_model_id)
     with transaction.atomic():
@@ -223,8 +220,6 @@ def mental_model_clear(*, bank_id: str, mental_model_id: str) -> MentalModel:
     longer write (its fence is bumped) and one refresh is queued behind it, so the model ends
     rebuilt from empty under its current configuration.
     """
-    from operations.services import lease_bump
-
     key = refresh_dedupe_key(bank_id=bank_id, mental_model_id=mental_model_id)
     _require_exists(bank_id=bank_id, mental_model_id=mental_model_id)
     with transaction.atomic():
@@ -352,8 +347,6 @@ def mental_model_record_failure(
 ) -> None:
     """After a failed attempt: a failure entry, the trace (keep_trace), and on the last
     attempt the pause flag plus cancelling the model's parked automatic refreshes (OP-7)."""
-    from operations.services import operations_cancel_parked
-
     history_record_failure(
         model_uid=model_uid, reason=reason, exception=exception, operation_id=operation_id
     )

@@ -18,6 +18,7 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from hindsight.banks.selectors import bank_last_memory_write_at_many
 from hindsight.tagscope import TagScope, any_newer_batch, parse_tag_groups
 
 if TYPE_CHECKING:
@@ -55,8 +56,6 @@ def model_scope(model: MentalModel) -> TagScope:
 
 def stale_flags(models: Iterable[MentalModel]) -> dict[int, bool]:
     """``{model.uid: is_stale}`` for every model given, in a constant number of queries."""
-    from hindsight.banks.selectors import bank_last_memory_write_at_many
-
     models = list(models)
     if not models:
         return {}

@@ -70,7 +70,10 @@ def cron_problem(expr: Any) -> str | None:
         return "must be a string (a 5-field cron expression) or null"
     fields = expr.split()
     if len(fields) != 5:
-        return f"must be a standard 5-field cron expression (minute hour day month weekday); got {len(fields)} fields"
+        return (
+            "must be a standard 5-field cron expression (minute hour day month weekday); "
+            f"got {len(fields)} fields"
+        )
     if not croniter.is_valid(expr):
         return f"is not a valid cron expression: {expr!r}"
     return None
@@ -95,7 +98,8 @@ def _schema_node_problems(node: Any, loc: Loc, *, top: bool) -> list[dict[str, o
             ptype = prop.get("type")
             if ptype not in SCHEMA_PROPERTY_TYPES:
                 errors.append(
-                    _err(ploc, f"property type must be one of {', '.join(SCHEMA_PROPERTY_TYPES)}; got {ptype!r}")
+                    _err(ploc, f"property type must be one of {', '.join(SCHEMA_PROPERTY_TYPES)}; "
+                               f"got {ptype!r}")
                 )
                 continue
             if ptype == "object" and "properties" in prop:
@@ -105,7 +109,8 @@ def _schema_node_problems(node: Any, loc: Loc, *, top: bool) -> list[dict[str, o
                 iloc = (*ploc, "items")
                 if "type" in items and items["type"] not in SCHEMA_PROPERTY_TYPES:
                     errors.append(
-                        _err(iloc, f"items type must be one of {', '.join(SCHEMA_PROPERTY_TYPES)}; got {items['type']!r}")
+                        _err(iloc, f"items type must be one of {', '.join(SCHEMA_PROPERTY_TYPES)}; "
+                                   f"got {items['type']!r}")
                     )
                 elif items.get("type") == "object" and "properties" in items:
                     errors.extend(_schema_node_problems(items, iloc, top=False))
@@ -118,7 +123,8 @@ def _schema_node_problems(node: Any, loc: Loc, *, top: bool) -> list[dict[str, o
             missing = [r for r in required if r not in known]
             if missing:
                 errors.append(
-                    _err((*loc, "required"), f"required names properties that do not exist: {', '.join(missing)}")
+                    _err((*loc, "required"),
+                         f"required names properties that do not exist: {', '.join(missing)}")
                 )
     return errors
 
@@ -178,7 +184,8 @@ def _key_problems(key: str, value: Any, loc: Loc) -> list[dict[str, object]]:
         if not isinstance(value, list):
             return [_err(loc, "must be a list of fact types or null", "list_type")]
         if not value:
-            return [_err(loc, "must not be empty: list at least one of world, experience, observation, or send null for all")]
+            return [_err(loc, "must not be empty: list at least one of world, experience, "
+                              "observation, or send null for all")]
         bad = [v for v in value if v not in FACT_TYPES]
         if bad:
             return [_err(loc, f"fact types must be among {', '.join(FACT_TYPES)}; got {bad!r}", "enum")]

@@ -23,8 +23,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
-from datetime import timezone as dt_timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from croniter import croniter
@@ -34,6 +33,7 @@ from django.db.models import Q
 from django.db.models.fields.json import KT
 from django.utils import timezone
 
+from hindsight.banks.models import Bank
 from mentalmodels.models import MentalModel
 from mentalmodels.services import mental_model_refresh_submit
 from mentalmodels.staleness import stale_flags
@@ -101,8 +101,6 @@ def floor_not_before(*, last_refreshed_at: datetime | None, floor_seconds: float
 
 
 def _bank_configs(bank_ids: Iterable[str]) -> dict[str, dict[str, Any]]:
-    from hindsight.banks.models import Bank
-
     return dict(Bank.objects.filter(id__in=set(bank_ids)).values_list("id", "config"))
 
 
@@ -162,8 +160,8 @@ def mental_models_refresh_auto(
 
     results: list[AutoRefresh] = []
     for model in models:
-        ids = {"bank_id": model.bank_id, "mental_model_id": model.mental_model_id,
-               "reason": reason}
+        ids: dict[str, Any] = {"bank_id": model.bank_id, "mental_model_id": model.mental_model_id,
+                               "reason": reason}
         if model.last_refresh_failed_at is not None:
             results.append(AutoRefresh(action=SKIPPED_PAUSED, **ids))
             continue
@@ -208,7 +206,7 @@ def mental_model_refresh_auto(
 
 def _fired(expr: str, *, since: datetime, now: datetime) -> bool:
     """Did the 5-field UTC cron ``expr`` fire in ``(since, now]``?"""
-    return croniter(expr, since.astimezone(dt_timezone.utc)).get_next(datetime) <= now
+    return croniter(expr, since.astimezone(UTC)).get_next(datetime) <= now
 
 
 def cron_due(model: MentalModel, *, now: datetime) -> str | None:

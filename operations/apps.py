@@ -1,4 +1,4 @@
-"""The operations app: registers the built-in handlers and the beat schedules."""
+"""The operations app: registers its tasks and the beat schedules."""
 
 from __future__ import annotations
 
@@ -14,10 +14,10 @@ class OperationsConfig(AppConfig):
     verbose_name = "Operations"
 
     def ready(self) -> None:
-        from operations import handlers, tasks  # noqa: F401  (registration by import)
-        from operations.schedules import ensure_beat_schedules
+        # Celery registers the tasks on import; their modules need the app registry ready.
+        from operations import schedules, tasks  # noqa: F401, PLC0415
 
         for module in settings.HINDSIGHT.extra_handler_modules:
             importlib.import_module(module)
-        post_migrate.connect(ensure_beat_schedules, sender=self,
+        post_migrate.connect(schedules.ensure_beat_schedules, sender=self,
                              dispatch_uid="operations.ensure_beat_schedules")

@@ -11,24 +11,26 @@ import logging
 import uuid
 from functools import partial
 
+from celery import current_app
 from django.conf import settings
 from django.db import transaction
 
-from hindsight.banks.models import ClockTimestamp
+from hindsight.db import ClockTimestamp
 from operations.models import PENDING, Operation
 
 log = logging.getLogger(__name__)
 
+# The task that runs an operation (``operations.tasks.run_operation``), published by name.
+RUN_TASK = "operations.run"
+
 
 def operation_send(*, operation_id: uuid.UUID | str) -> bool:
     """Publish now; ``dispatched_at`` says when (null when publishing failed). Never raises."""
-    from operations.tasks import run_operation
-
     cfg = settings.HINDSIGHT
     # Stamp first (so a worker that claims at once finds it set), clear it if publishing fails.
     _stamp(operation_id, ClockTimestamp())
     try:
-        run_operation.apply_async(
+        current_app.tasks[RUN_TASK].apply_async(
             args=[str(operation_id)],
             queue=cfg.task_queue,
             retry=cfg.publish_retries > 0,

@@ -32,12 +32,12 @@ from django.conf import settings
 from django.db import connection
 from redis.exceptions import LockError
 
-from operations import registry
-from operations import dispatch
+from operations import dispatch, registry
 from operations.errors import FenceLost, OperationFailure, WallTimeout, WorkerLost
+from operations.hooks import call_hook
 from operations.jobs import Job
 from operations.locks import key_lock
-from operations.models import PENDING, PROCESSING, Operation
+from operations.models import PENDING, PROCESSING, Operation, is_own_key, lease_key_for
 from operations.services import (
     BUSY,
     FailureRecord,
@@ -112,7 +112,7 @@ class _Heartbeat(threading.Thread):
 def _send_next_of_key(key: str, operation_id: str) -> None:
     """Send the key's due pending operation, if any (a key of its own: the operation itself)."""
     try:
-        if key.startswith("op:"):
+        if is_own_key(key):
             next_id = (
                 Operation.objects.filter(id=operation_id, status=PENDING)
                 .values_list("id", flat=True).first()
@@ -133,11 +133,9 @@ def _wall_timeout(job: Job, seconds: float | None) -> Iterator[None]:
     bounds the work, not the commit. Elsewhere (threads) the Celery soft limit is the bound.
     """
     usable = (
-        seconds is not None and seconds > 0
-        and threading.current_thread() is threading.main_thread()
-        and hasattr(signal, "setitimer")
+        threading.current_thread() is threading.main_thread() and hasattr(signal, "setitimer")
     )
-    if not usable:
+    if seconds is None or seconds <= 0 or not usable:
         yield
         return
 
@@ -146,7 +144,11 @@ def _wall_timeout(job: Job, seconds: float | None) -> Iterator[None]:
 
     previous = signal.signal(signal.SIGALRM, on_alarm)
     signal.setitimer(signal.ITIMER_REAL, seconds)
-    job.before_finishing(lambda: signal.setitimer(signal.ITIMER_REAL, 0))
+
+    def disarm() -> None:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+
+    job.before_finishing(disarm)
     try:
         yield
     finally:
@@ -160,16 +162,6 @@ def _wall_seconds(handler: Any, job: Job) -> float | None:
     if callable(value):
         value = value(job)
     return float(value) if value is not None else None
-
-
-def _hook(handler: Any, name: str, *args: Any, **kwargs: Any) -> None:
-    fn = getattr(handler, name, None)
-    if fn is None:
-        return
-    try:
-        fn(*args, **kwargs)
-    except Exception:  # a hook's failure must not undo what was recorded
-        log.exception("%s.%s failed", type(handler).__name__, name)
 
 
 def _drop_broken_connection() -> None:
@@ -198,7 +190,7 @@ def _run_handler(handler: Any, job: Job) -> str:
             message=f"superseded: an edit or a newer claim took over its key ({exc})",
         )
         if superseded:
-            _hook(handler, "on_cancelled", job)
+            call_hook(handler, "on_cancelled", job)
         return "superseded"
     except Exception as exc:
         if isinstance(exc, WallTimeout) and not connection.in_atomic_block:
@@ -220,10 +212,10 @@ def _run_handler(handler: Any, job: Job) -> str:
         if record is None:
             return "lost"
         if record.superseded:
-            _hook(handler, "on_cancelled", job)
+            call_hook(handler, "on_cancelled", job)
             return "superseded"
         if handler is not None:
-            _hook(handler, "on_attempt_failed", job, exc, final=record.final)
+            call_hook(handler, "on_attempt_failed", job, exc, final=record.final)
         log.info("operation %s attempt %d failed (%s): %s", job.id, job.attempt,
                  "final" if record.final else f"retry as {record.retried_as}", message)
         return "failed" if record.final else "retrying"
@@ -238,7 +230,7 @@ def operation_execute(*, operation_id: str, holder: str) -> str:
     row = Operation.objects.filter(id=op_uuid).values("status", "dedupe_key").first()
     if row is None or row["status"] != PENDING:
         return "skipped"
-    key = row["dedupe_key"] or f"op:{op_uuid}"
+    key = lease_key_for(dedupe_key=row["dedupe_key"], operation_id=op_uuid)
     lock = key_lock(key)
     try:
         if not lock.acquire(blocking=False):
@@ -275,21 +267,11 @@ def operation_execute(*, operation_id: str, holder: str) -> str:
             lock.release()
         except (LockError, redis.RedisError):
             pass  # expired or Redis gone: the TTL frees it
-    if not key.startswith("op:"):
+    if not is_own_key(key):
         next_id = next_pending_of_key(key=key)
         if next_id is not None:
             dispatch.operation_send(operation_id=next_id)
     return outcome
-
-
-def call_on_cancelled(*, operation_id: uuid.UUID | str) -> None:
-    """Run the handler's ``on_cancelled`` for an operation cancelled outside a running job."""
-    op = Operation.objects.filter(id=operation_id).first()
-    if op is None:
-        return
-    handler = registry.get_handler(op.operation_type)
-    if handler is not None:
-        _hook(handler, "on_cancelled", Job(op, fence=op.fence, key=op.lease_key))
 
 
 def release_due() -> list[uuid.UUID]:
@@ -312,4 +294,4 @@ def _after_recovery(record: FailureRecord) -> None:
         return
     job = Job(op, fence=op.fence, key=op.lease_key)
     exc = WorkerLost(op.error_message or "worker lost")
-    _hook(handler, "on_attempt_failed", job, exc, final=record.final)
+    call_hook(handler, "on_attempt_failed", job, exc, final=record.final)

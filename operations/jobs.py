@@ -14,9 +14,9 @@ from typing import Any
 
 from django.db import connection, transaction
 
-from hindsight.banks.models import ClockTimestamp
+from hindsight.db import ClockTimestamp
 from operations.errors import FenceLost
-from operations.models import COMPLETED, PROCESSING, Lease, Operation
+from operations.models import COMPLETED, PROCESSING, Lease, Operation, is_own_key
 
 
 class Job:
@@ -99,7 +99,7 @@ class Job:
         if updated != 1:
             # Recovered or cancelled meanwhile: roll the caller's writes back with it.
             raise FenceLost(f"operation {self.id} is no longer processing under fence {self.fence}")
-        if self.key.startswith("op:"):
+        if is_own_key(self.key):
             # A key of its own is never used again once the operation is done.
             Lease.objects.filter(key=self.key).delete()
         transaction.on_commit(self._mark_finished)

@@ -13,8 +13,9 @@ import uuid
 
 from django.db import models
 from django.db.models import Q
+from django.utils import timezone
 
-from hindsight.banks.models import Bank, ClockTimestamp
+from hindsight.db import ClockTimestamp
 
 PENDING = "pending"
 PROCESSING = "processing"
@@ -25,9 +26,22 @@ STATUSES = (PENDING, PROCESSING, COMPLETED, FAILED, CANCELLED)
 TERMINAL_STATUSES = (COMPLETED, FAILED, CANCELLED)
 
 
+_OWN_KEY_PREFIX = "op:"
+
+
+def lease_key_for(*, dedupe_key: str | None, operation_id: uuid.UUID | str) -> str:
+    """The one rule for an operation's lease key: its dedupe key, else a key of its own."""
+    return dedupe_key or f"{_OWN_KEY_PREFIX}{uuid.UUID(str(operation_id))}"
+
+
+def is_own_key(key: str) -> bool:
+    """A key of one operation's own (never shared, never reused once it is done)."""
+    return key.startswith(_OWN_KEY_PREFIX)
+
+
 class Operation(models.Model):
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
-    bank = models.ForeignKey(Bank, on_delete=models.CASCADE, related_name="operations")
+    bank = models.ForeignKey("banks.Bank", on_delete=models.CASCADE, related_name="operations")
     operation_type = models.CharField(max_length=64)
     # Operations sharing a key coalesce while pending and never run at the same time.
     dedupe_key = models.CharField(max_length=512, null=True, blank=True)
@@ -86,12 +100,10 @@ class Operation(models.Model):
     @property
     def lease_key(self) -> str:
         """The key its lock and fence live under: the dedupe key, or one of its own."""
-        return self.dedupe_key or f"op:{self.id}"
+        return lease_key_for(dedupe_key=self.dedupe_key, operation_id=self.id)
 
     @property
     def is_parked(self) -> bool:
-        from django.utils import timezone
-
         return (
             self.status == PENDING
             and self.next_retry_at is not None

@@ -10,6 +10,7 @@ import math
 from typing import Any
 
 from django.conf import settings
+from django_celery_beat.models import IntervalSchedule, PeriodicTask
 
 SCHEDULES = {
     # name (also the task name): the config attribute holding its interval in seconds
@@ -21,8 +22,6 @@ SCHEDULES = {
 
 
 def ensure_beat_schedules(**kwargs: Any) -> None:
-    from django_celery_beat.models import IntervalSchedule, PeriodicTask
-
     using = kwargs.get("using", "default")
     for name, attribute in SCHEDULES.items():
         every = max(1, math.ceil(getattr(settings.HINDSIGHT, attribute)))

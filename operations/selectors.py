@@ -14,6 +14,15 @@ def operation_get(*, bank_id: str, operation_id: uuid.UUID | str) -> Operation |
     return Operation.objects.filter(bank_id=bank_id, id=operation_id).first()
 
 
+def operations_bank_exists(*, bank_id: str) -> bool:
+    """Whether the bank operations are scoped to exists (the row ``Operation.bank`` refers to).
+
+    The engine knows banks only as its foreign key's target, never the banks app itself.
+    """
+    bank_model = Operation._meta.get_field("bank").related_model
+    return bank_model._default_manager.filter(pk=bank_id).exists()
+
+
 def operations_list(
     *,
     bank_id: str,

@@ -24,7 +24,6 @@ import json
 import logging
 import random
 import uuid
-from contextlib import nullcontext as _nullcontext
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -34,9 +33,11 @@ from django.db import IntegrityError, connection, transaction
 from django.db.models import DateTimeField, ExpressionWrapper, Value
 from django.db.models.functions import Coalesce, Greatest
 
-from hindsight.banks.models import Bank, ClockTimestamp
+from hindsight.db import ClockTimestamp
 from hindsight.errors import Conflict, NotFound
+from operations import dispatch
 from operations.dispatch import operation_send_on_commit
+from operations.hooks import call_on_cancelled
 from operations.models import (
     CANCELLED,
     FAILED,
@@ -45,6 +46,7 @@ from operations.models import (
     TERMINAL_STATUSES,
     Lease,
     Operation,
+    lease_key_for,
 )
 
 log = logging.getLogger(__name__)
@@ -84,16 +86,6 @@ def _merge(base: dict[str, Any] | None, new: dict[str, Any] | None) -> dict[str,
         if value is not None:
             merged[key] = value
     return merged
-
-
-def _ensure_bank(bank_id: str) -> None:
-    """Any bank-scoped write creates its bank lazily (the banks app owns how)."""
-    try:
-        from hindsight.banks.services import bank_ensure
-    except ImportError:
-        Bank.objects.get_or_create(id=bank_id)
-        return
-    bank_ensure(bank_id=bank_id)
 
 
 # --------------------------------------------------------------------------------------------
@@ -143,7 +135,6 @@ def operation_submit(
     payload = payload or {}
     new_id = uuid.UUID(str(operation_id)) if operation_id is not None else None
     with transaction.atomic():
-        _ensure_bank(bank_id)
         for _ in range(_SUBMIT_ATTEMPTS):
             candidate = new_id or uuid.uuid4()
             with connection.cursor() as cursor:
@@ -264,7 +255,7 @@ def _lease_key_of(operation_id: uuid.UUID | str) -> str | None:
     if row is None:
         return None
     op_id, dedupe_key = row
-    return dedupe_key or f"op:{op_id}"  # the row's id: canonical, as ``Operation.lease_key``
+    return lease_key_for(dedupe_key=dedupe_key, operation_id=op_id)
 
 
 def operation_claim(*, operation_id: uuid.UUID | str, holder: str) -> Operation | str | None:
@@ -566,8 +557,6 @@ def operations_cancel_parked(*, dedupe_key: str, parked_only: bool = True) -> li
 
 def _on_cancelled_on_commit(operation_id: uuid.UUID) -> None:
     def call() -> None:
-        from operations.engine import call_on_cancelled
-
         call_on_cancelled(operation_id=operation_id)
 
     transaction.on_commit(call, robust=True)
@@ -630,14 +619,14 @@ def operation_retry(*, bank_id: str, operation_id: uuid.UUID | str) -> tuple[Ope
                     completed_at=None, heartbeat_at=None, dispatched_at=None, details=None,
                     automatic=False, updated_at=ClockTimestamp(),
                 )
-        except IntegrityError:
+        except IntegrityError as exc:
             follower = (
                 Operation.objects.select_for_update()
                 .filter(dedupe_key=op.dedupe_key, status=PENDING)
                 .first()
             )
             if follower is None:  # claimed meanwhile; the caller may simply retry
-                raise Conflict(f"Operation {operation_id} could not be re-queued; try again")
+                raise Conflict(f"Operation {operation_id} could not be re-queued; try again") from exc
             folded = _fold(follower, automatic=False, payload=op.payload,
                            mental_model_id=op.mental_model_id, details=None,
                            result_metadata=None)
@@ -755,8 +744,7 @@ def operations_recover(*, limit: int | None = None) -> RecoveryReport:
     with connection.cursor() as cursor:
         cursor.execute(_LOST_SQL, [cfg.redispatch_after_seconds, batch])
         lost_ids = [row[0] for row in cursor.fetchall()]
-    from operations.dispatch import operation_send
 
     for op_id in lost_ids:
-        operation_send(operation_id=op_id)
+        dispatch.operation_send(operation_id=op_id)
     return RecoveryReport(recovered=recovered, redispatched=lost_ids)

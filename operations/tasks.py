@@ -9,19 +9,20 @@ from __future__ import annotations
 
 import os
 
-from celery import shared_task
+from celery import Task, shared_task
 
 from operations import engine
+from operations.dispatch import RUN_TASK
 
 
 @shared_task(
-    name="operations.run",
+    name=RUN_TASK,
     bind=True,
     acks_late=True,
     reject_on_worker_lost=True,
     ignore_result=True,
 )
-def run_operation(self, operation_id: str) -> str:  # type: ignore[no-untyped-def]
+def run_operation(self: Task, operation_id: str) -> str:
     holder = f"{self.request.hostname or 'local'}:{os.getpid()}"
     return engine.operation_execute(operation_id=operation_id, holder=holder)
 

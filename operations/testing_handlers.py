@@ -27,6 +27,7 @@ import time
 
 from django.db import connection
 
+from hindsight.llm import get_llm
 from operations.errors import FenceLost, OperationFailure
 from operations.jobs import Job
 from operations.registry import register
@@ -80,8 +81,6 @@ class TestJobHandler:
             if payload.get("sleep"):
                 time.sleep(float(payload["sleep"]))
             if payload.get("llm"):
-                from hindsight.llm import get_llm
-
                 get_llm().chat([{"role": "user", "content": str(payload["llm"])}])
             fail = payload.get("fail")
             if fail == "always" or (isinstance(fail, int) and job.attempt <= fail):

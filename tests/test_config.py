@@ -9,7 +9,7 @@ import sys
 import pytest
 from django.core.checks import run_checks
 
-from hindsight.config import read_config
+from hindsight.config import INVALID_VALUE, ConfigProblem, read_config
 
 
 def test_defaults_listen_on_loopback_without_an_llm() -> None:
@@ -55,12 +55,12 @@ def test_upstream_variable_names_carry_over() -> None:
 )
 def test_invalid_values_are_reported_naming_the_variable(env: dict[str, str], variable: str) -> None:
     config = read_config(env)
-    assert variable in [name for name, _ in config.errors]
+    assert variable in [problem.variable for problem in config.errors]
 
 
 def test_system_check_turns_configuration_errors_into_errors(settings) -> None:
     settings.HINDSIGHT = dataclasses.replace(
-        settings.HINDSIGHT, errors=(("HINDSIGHT_API_PORT", "must be an integer; got 'x'"),)
+        settings.HINDSIGHT, errors=(ConfigProblem("HINDSIGHT_API_PORT", "must be an integer; got 'x'", INVALID_VALUE),)
     )
     messages = [m for m in run_checks() if m.id and m.id.startswith("hindsight.E")]
     assert [m.msg for m in messages] == ["HINDSIGHT_API_PORT must be an integer; got 'x'"]
@@ -88,3 +88,21 @@ def test_a_missing_secret_key_stops_start_up_with_a_stable_id_and_a_hint(setting
     assert error.id in [m.id for m in run_checks()]
     settings.HINDSIGHT = dataclasses.replace(settings.HINDSIGHT, secret_key="k" * 50)
     assert secret_key_check() == []
+
+
+def test_system_check_ids_name_the_rule_not_the_position(settings) -> None:
+    # The same rule keeps its id whatever else is wrong; each error carries a hint.
+    alone = read_config({"HINDSIGHT_API_WORKER_HEARTBEAT_SECONDS": "60"})
+    crowded = read_config({
+        "HINDSIGHT_API_PORT": "x",
+        "HINDSIGHT_API_LLM_PROVIDER": "openai",
+        "HINDSIGHT_API_WORKER_HEARTBEAT_SECONDS": "60",
+    })
+    for config, expected in ((alone, {"hindsight.E003"}),
+                             (crowded, {"hindsight.E001", "hindsight.E002", "hindsight.E003"})):
+        settings.HINDSIGHT = config
+        errors = [e for e in run_checks() if e.id.startswith("hindsight.E00")]
+        assert {e.id for e in errors} == expected
+        assert all(e.hint for e in errors)
+    heartbeat = [e for e in run_checks() if e.obj == "HINDSIGHT_API_WORKER_HEARTBEAT_SECONDS"]
+    assert [e.id for e in heartbeat] == ["hindsight.E003"]

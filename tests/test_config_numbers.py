@@ -16,7 +16,7 @@ from hindsight.config import read_config
 )
 def test_a_non_finite_number_is_reported_naming_the_variable(variable: str, value: str) -> None:
     config = read_config({variable: value})
-    assert variable in [name for name, _ in config.errors]
+    assert variable in [problem.variable for problem in config.errors]
 
 
 def test_finite_numbers_are_taken() -> None:

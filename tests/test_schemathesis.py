@@ -16,7 +16,9 @@ import pytest
 import schemathesis
 from django.core import signals
 from django.db import close_old_connections, connection
-from hypothesis import HealthCheck, settings as hsettings, strategies as st
+from hypothesis import HealthCheck
+from hypothesis import settings as hsettings
+from hypothesis import strategies as st
 from schemathesis.checks import not_a_server_error
 from schemathesis.config import SchemathesisConfig
 from schemathesis.specs.openapi.checks import (

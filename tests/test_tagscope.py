@@ -8,11 +8,13 @@ checks the SQL answer against the reference, for recall and for the staleness va
 from __future__ import annotations
 
 import itertools
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings as hsettings, strategies as st
+from hypothesis import HealthCheck, given
+from hypothesis import settings as hsettings
+from hypothesis import strategies as st
 
 from hindsight.banks.models import Bank, MemoryUnit
 from hindsight.errors import FieldError
@@ -28,7 +30,7 @@ POOL_TAGS = ("a", "b", "c", "d")
 # "e" is never on a memory: scopes that ask for it must behave too.
 QUERY_TAGS = ("a", "b", "c", "d", "e")
 FACT_TYPES = ("world", "experience", "observation")
-BASE = datetime(2026, 1, 1, tzinfo=timezone.utc)
+BASE = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 # --- the reference: the semantics table, written out literally -------------------------------

@@ -24,7 +24,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -245,10 +245,8 @@ def worker_factory(transactional_db: None, settings: Any, tmp_path: Path) -> Ite
 def _purge_queue(redis_url: str, queue: str) -> None:
     import redis
 
-    try:
+    with suppress(redis.RedisError):
         redis.Redis.from_url(redis_url, socket_connect_timeout=2).delete(queue)
-    except redis.RedisError:
-        pass
 
 
 def run_beat_once() -> tuple[list[Any], Any]:

@@ -27,12 +27,15 @@ class TenantApiKeyMiddleware:
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
         expected = settings.HINDSIGHT.tenant_api_key
-        if expected and request.path.startswith("/v1/"):
-            if not bearer_matches(request.META.get("HTTP_AUTHORIZATION", ""), expected):
-                response = JsonResponse(
-                    {"detail": "missing or invalid API key (Authorization: Bearer <key>)"},
-                    status=401,
-                )
-                response["WWW-Authenticate"] = "Bearer"
-                return response
+        if (
+            expected
+            and request.path.startswith("/v1/")
+            and not bearer_matches(request.META.get("HTTP_AUTHORIZATION", ""), expected)
+        ):
+            response = JsonResponse(
+                {"detail": "missing or invalid API key (Authorization: Bearer <key>)"},
+                status=401,
+            )
+            response["WWW-Authenticate"] = "Bearer"
+            return response
         return self.get_response(request)

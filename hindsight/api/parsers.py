@@ -3,6 +3,7 @@ parse error (a 422 naming the body) instead of a ``RecursionError`` (a 500)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from rest_framework import parsers
@@ -11,7 +12,7 @@ from rest_framework.exceptions import ParseError
 
 class JSONParser(parsers.JSONParser):
     def parse(self, stream: Any, media_type: str | None = None,
-              parser_context: dict[str, Any] | None = None) -> Any:
+              parser_context: Mapping[str, Any] | None = None) -> Any:
         try:
             return super().parse(stream, media_type, parser_context)
         except RecursionError:

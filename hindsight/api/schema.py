@@ -10,7 +10,9 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from drf_spectacular.extensions import OpenApiSerializerExtension
-from drf_spectacular.utils import OpenApiResponse, extend_schema_field
+from drf_spectacular.plumbing import build_basic_type
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema_field
 from rest_framework import serializers
 
 _STATUS_TEXT = {
@@ -90,3 +92,40 @@ class ClosedObjectExtension(OpenApiSerializerExtension):
         schema = auto_schema._map_serializer(self.target, direction, bypass_extensions=True)
         schema["additionalProperties"] = False
         return schema
+
+
+# --- query parameters, as the OpenAPI document declares them ---------------------------------
+
+
+def query_int(name: str, default: int, *, minimum: int = 0, maximum: int | None = None,
+              description: str = "") -> OpenApiParameter:
+    schema: dict[str, Any] = {**(build_basic_type(OpenApiTypes.INT) or {}), "default": default,
+                              "minimum": minimum}
+    if maximum is not None:
+        schema["maximum"] = maximum
+    return OpenApiParameter(name, schema, OpenApiParameter.QUERY, description=description)
+
+
+def query_enum(name: str, values: tuple[str, ...], *, default: str | None = None,
+               description: str = "") -> OpenApiParameter:
+    schema: dict[str, Any] = {"type": "string", "enum": list(values)}
+    if default is not None:
+        schema["default"] = default
+    return OpenApiParameter(name, schema, OpenApiParameter.QUERY, description=description)
+
+
+def query_text(name: str, description: str = "") -> OpenApiParameter:
+    return OpenApiParameter(name, OpenApiTypes.STR, OpenApiParameter.QUERY,
+                            description=description)
+
+
+def query_bool(name: str, description: str = "") -> OpenApiParameter:
+    return OpenApiParameter(name, {"type": "boolean", "default": False}, OpenApiParameter.QUERY,
+                            description=description)
+
+
+def query_tags(
+    description: str = "Filter by tags (repeat the parameter for several)",
+) -> OpenApiParameter:
+    return OpenApiParameter("tags", {"type": "array", "items": {"type": "string"}},
+                            OpenApiParameter.QUERY, explode=True, description=description)

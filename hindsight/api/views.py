@@ -9,8 +9,8 @@ from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-import hindsight
 from hindsight.api.schema import HealthSerializer, VersionSerializer
+from hindsight.config import VERSION
 
 
 @extend_schema(operation_id="health_endpoint_health_get",
@@ -33,4 +33,4 @@ def health(request: Request) -> Response:
 @api_view(["GET"])
 @permission_classes([AllowAny])
 def version(request: Request) -> Response:
-    return Response({"api_version": hindsight.__version__, "features": {"mental_models": True}})
+    return Response({"api_version": VERSION, "features": {"mental_models": True}})

@@ -13,7 +13,7 @@ from django.contrib import admin
 from django.db.models import Count, QuerySet
 from django.http import HttpRequest
 
-from hindsight.banks.models import Bank, EmbeddingProfile, MemoryUnit
+from hindsight.banks.models import Bank, MemoryUnit
 
 
 @admin.register(Bank)
@@ -53,13 +53,3 @@ class MemoryUnitAdmin(admin.ModelAdmin):
     def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
 
-
-@admin.register(EmbeddingProfile)
-class EmbeddingProfileAdmin(admin.ModelAdmin):
-    list_display = ("provider", "model", "dimensions", "recorded_at")
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False

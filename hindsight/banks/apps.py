@@ -2,6 +2,8 @@ from __future__ import annotations
 
 from django.apps import AppConfig
 
+from operations.registry import register
+
 
 class BanksConfig(AppConfig):
     name = "hindsight.banks"
@@ -9,5 +11,7 @@ class BanksConfig(AppConfig):
     verbose_name = "Banks and memories"
 
     def ready(self) -> None:
-        from hindsight import checks  # noqa: F401  (registers the configuration checks)
-        from hindsight.embeddings import checks as embedding_checks  # noqa: F401  (profile check)
+        # Handlers import the services, whose models need the app registry ready.
+        from hindsight.banks.handlers import RetainHandler  # noqa: PLC0415
+
+        register(RetainHandler)

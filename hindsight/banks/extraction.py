@@ -15,6 +15,8 @@ from typing import Any
 from django.conf import settings
 
 from hindsight.banks.retaintypes import RetainItem, Usage
+from hindsight.banks.serializers import parse_datetime_value
+from hindsight.llm import get_llm
 
 FACT_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -59,7 +61,6 @@ class ExtractedFact:
 def _parse_when(value: Any) -> datetime | None:
     if not isinstance(value, str) or not value.strip():
         return None
-    from hindsight.banks.serializers import parse_datetime_value
 
     try:
         return parse_datetime_value(value)
@@ -76,7 +77,6 @@ def facts_extract(*, item: RetainItem) -> tuple[list[ExtractedFact], Usage]:
     """The facts of one item, and the LLM usage it cost (zero when verbatim)."""
     if not uses_llm(item):
         return [ExtractedFact(text=item.content, fact_type="world")], Usage()
-    from hindsight.llm import get_llm
 
     user = item.content if not item.context else f"Context: {item.context}\n\n{item.content}"
     if item.timestamp:

@@ -15,9 +15,10 @@ from django.contrib.postgres.fields import ArrayField
 from django.contrib.postgres.indexes import GinIndex
 from django.contrib.postgres.search import SearchVector, SearchVectorField
 from django.db import models
-from django.db.models import Func
 from django.db.models.functions import Left
 from pgvector.django import HnswIndex, VectorField
+
+from hindsight.db import ClockTimestamp
 
 FACT_TYPES = ("world", "experience", "observation", "opinion")
 # Characters of text and context that go into the full-text vector. PostgreSQL refuses a
@@ -26,14 +27,6 @@ FACT_TYPES = ("world", "experience", "observation", "opinion")
 SEARCH_TEXT_CHARS = 60_000
 SEARCH_CONTEXT_CHARS = 20_000
 READ_FACT_TYPES = ("world", "experience", "observation")
-
-
-class ClockTimestamp(Func):
-    """``clock_timestamp()``: the wall clock now, not the transaction's start like ``now()``."""
-
-    function = "clock_timestamp"
-    template = "clock_timestamp()"
-    output_field = models.DateTimeField()
 
 
 class Bank(models.Model):
@@ -102,15 +95,3 @@ class MemoryUnit(models.Model):
     def __str__(self) -> str:
         return f"{self.fact_type}: {self.text[:60]}"
 
-
-class EmbeddingProfile(models.Model):
-    """The deployment's embedding profile (one row): vectors are only comparable within it."""
-
-    id = models.PositiveSmallIntegerField(primary_key=True, default=1)
-    provider = models.CharField(max_length=32)
-    model = models.CharField(max_length=255)
-    dimensions = models.PositiveIntegerField()
-    recorded_at = models.DateTimeField(db_default=ClockTimestamp())
-
-    def __str__(self) -> str:
-        return f"{self.provider}/{self.model} ({self.dimensions} dims)"

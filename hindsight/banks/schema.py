@@ -11,12 +11,18 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from drf_spectacular.extensions import OpenApiSerializerFieldExtension
-from drf_spectacular.plumbing import build_basic_type
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter
 from rest_framework import serializers
 
-from hindsight.api.schema import ClosedObjectExtension
+from hindsight.api.schema import (  # noqa: F401  (the query parameters are re-exported)
+    ClosedObjectExtension,
+    query_bool,
+    query_enum,
+    query_int,
+    query_tags,
+    query_text,
+)
 from hindsight.banks.selectors import TIME_FIELDS
 from hindsight.banks.serializers import OBSERVATION_SCOPE_MODES
 from hindsight.tagscope import TAGS_MATCH_MODES
@@ -201,7 +207,7 @@ class RecallResultSerializer(serializers.Serializer):
     text = serializers.CharField()
     type = serializers.CharField(allow_null=True)
     entities = serializers.ListField(child=serializers.CharField(), allow_null=True)
-    context = serializers.CharField(allow_null=True)
+    context = serializers.CharField(allow_null=True)  # type: ignore[assignment]  # a wire field named like Field.context
     occurred_start = serializers.DateTimeField(allow_null=True)
     occurred_end = serializers.DateTimeField(allow_null=True)
     mentioned_at = serializers.DateTimeField(allow_null=True)
@@ -225,7 +231,7 @@ class RecallResponseSerializer(serializers.Serializer):
 class MemoryUnitListItemSerializer(serializers.Serializer):
     id = serializers.CharField()
     text = serializers.CharField()
-    context = serializers.CharField(allow_blank=True)
+    context = serializers.CharField(allow_blank=True)  # type: ignore[assignment]  # a wire field
     date = serializers.CharField(allow_blank=True)
     fact_type = serializers.ChoiceField(choices=MEMORY_FACT_TYPES)
     document_id = serializers.CharField(allow_null=True)
@@ -267,40 +273,6 @@ class ListTagsResponseSerializer(serializers.Serializer):
 
 
 # --- query parameters --------------------------------------------------------------------------
-
-
-def query_int(name: str, default: int, *, minimum: int = 0, maximum: int | None = None,
-              description: str = "") -> OpenApiParameter:
-    schema: dict[str, Any] = {**build_basic_type(OpenApiTypes.INT), "default": default,
-                              "minimum": minimum}
-    if maximum is not None:
-        schema["maximum"] = maximum
-    return OpenApiParameter(name, schema, OpenApiParameter.QUERY, description=description)
-
-
-def query_enum(name: str, values: tuple[str, ...], *, default: str | None = None,
-               description: str = "") -> OpenApiParameter:
-    schema: dict[str, Any] = {"type": "string", "enum": list(values)}
-    if default is not None:
-        schema["default"] = default
-    return OpenApiParameter(name, schema, OpenApiParameter.QUERY, description=description)
-
-
-def query_text(name: str, description: str = "") -> OpenApiParameter:
-    return OpenApiParameter(name, OpenApiTypes.STR, OpenApiParameter.QUERY,
-                            description=description)
-
-
-def query_bool(name: str, description: str = "") -> OpenApiParameter:
-    return OpenApiParameter(name, {"type": "boolean", "default": False}, OpenApiParameter.QUERY,
-                            description=description)
-
-
-def query_tags(
-    description: str = "Filter by tags (repeat the parameter for several)",
-) -> OpenApiParameter:
-    return OpenApiParameter("tags", {"type": "array", "items": {"type": "string"}},
-                            OpenApiParameter.QUERY, explode=True, description=description)
 
 
 # PostgreSQL's OFFSET is a bigint; the views refuse what is past it (a 422).

@@ -8,7 +8,7 @@ does not declare — the deliberate difference from upstream, which ignores them
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from rest_framework import serializers
@@ -112,10 +112,10 @@ def parse_datetime_value(value: str) -> datetime:
         text = text[:-1] + "+00:00"
     parsed = datetime.fromisoformat(text)
     if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=timezone.utc)
+        parsed = parsed.replace(tzinfo=UTC)
     try:
         # Stored and read back in UTC: a value that has no UTC form (year 0 or 10000) is bad input.
-        return parsed.astimezone(timezone.utc)
+        return parsed.astimezone(UTC)
     except OverflowError as exc:
         raise ValueError("date-time out of range") from exc
 
@@ -123,7 +123,7 @@ def parse_datetime_value(value: str) -> datetime:
 class DateTimeStringField(StrictCharField):
     default_error_messages = {"invalid": "must be an ISO 8601 date-time string"}
 
-    def to_internal_value(self, data: Any) -> datetime:
+    def to_internal_value(self, data: Any) -> datetime:  # type: ignore[override]  # a parsed value
         text = super().to_internal_value(data)
         try:
             return parse_datetime_value(text)
@@ -214,17 +214,17 @@ class ContentField(serializers.Field):
             parts = []
             for index, block in enumerate(data):
                 if not isinstance(block, dict) or "type" not in block:
-                    raise ValidationError({index: ["a content block must be an object with a type"]})
+                    raise ValidationError({index: ["a content block must be an object with a type"]})  # type: ignore[dict-item]
                 if block["type"] != "text":
                     raise ValidationError(
-                        {index: [f"content blocks of type {block['type']!r} are not supported "
+                        {index: [f"content blocks of type {block['type']!r} are not supported "  # type: ignore[dict-item]
                                  "by this server: send text"]}
                     )
                 extra = set(block) - {"type", "text"}
                 if extra:
-                    raise ValidationError({index: [f"unknown field(s) {sorted(extra)}"]})
+                    raise ValidationError({index: [f"unknown field(s) {sorted(extra)}"]})  # type: ignore[dict-item]
                 if not isinstance(block.get("text"), str):
-                    raise ValidationError({index: ["a text block needs a string 'text'"]})
+                    raise ValidationError({index: ["a text block needs a string 'text'"]})  # type: ignore[dict-item]
                 parts.append(block["text"])
             text = "\n\n".join(parts)
         else:
@@ -280,7 +280,8 @@ class ObservationScopesField(serializers.Field):
 class MemoryItemSerializer(StrictSerializer):
     content = ContentField()
     timestamp = TimestampField(required=False, allow_null=True)
-    context = StrictCharField(required=False, allow_null=True, allow_blank=True)
+    # A wire field named like DRF's ``Field.context`` property; the metaclass takes it as a field.
+    context = StrictCharField(required=False, allow_null=True, allow_blank=True)  # type: ignore[assignment]
     metadata = StrictDictField(
         child=StrictCharField(allow_blank=True), required=False, allow_null=True
     )

@@ -20,10 +20,16 @@ from rest_framework.exceptions import APIException
 
 from hindsight.banks import bankconfig
 from hindsight.banks.extraction import ExtractedFact, facts_extract
-from hindsight.banks.models import Bank, ClockTimestamp, MemoryUnit
+from hindsight.banks.models import Bank, MemoryUnit
 from hindsight.banks.retaintypes import RetainItem, RetainResult, Usage
+from hindsight.banks.selectors import bank_disposition, bank_mission
+from hindsight.banks.serializers import parse_datetime_value
 from hindsight.banks.writeclock import hold_bank_write_lock
-from hindsight.errors import BadRequest, FieldError, NotFound
+from hindsight.db import ClockTimestamp
+from hindsight.embeddings import EmbeddingError, get_embedder
+from hindsight.errors import DomainError, FieldError, NotFound
+from operations.models import CANCELLED, PENDING, PROCESSING, Operation
+from operations.services import lease_bump, operation_submit
 
 BANK_ID_MAX = 255
 DEFAULT_DISPOSITION = {"skepticism": 3, "literalism": 3, "empathy": 3}
@@ -98,8 +104,6 @@ def _apply_bank_fields(bank: Bank, data: dict[str, Any]) -> None:
 def _mirror_disposition(bank: Bank) -> None:
     """Keep ``Bank.disposition`` and ``Bank.mission`` (the admin shows them) equal to what the
     config says."""
-    from hindsight.banks.selectors import bank_disposition, bank_mission
-
     bank.disposition = bank_disposition(bank=bank)
     bank.mission = bank_mission(bank=bank)
 
@@ -135,9 +139,6 @@ def bank_delete(*, bank_id: str) -> int:
 
 
 def _bank_fence_running_jobs(*, bank_id: str) -> None:
-    from operations.models import CANCELLED, PENDING, PROCESSING, Operation
-    from operations.services import lease_bump
-
     with transaction.atomic():
         unfinished = Operation.objects.filter(bank_id=bank_id, status__in=(PENDING, PROCESSING))
         keys = sorted({op.lease_key for op in unfinished.only("id", "dedupe_key")})
@@ -196,7 +197,6 @@ def bank_config_reset(*, bank_id: str) -> Bank:
 def _parse_iso(value: str | None) -> datetime | None:
     if value is None:
         return None
-    from hindsight.banks.serializers import parse_datetime_value
 
     return parse_datetime_value(value)
 
@@ -223,8 +223,6 @@ def memories_retain(
         try:
             facts, item_usage = facts_extract(item=item)
         except Exception as exc:
-            from hindsight.errors import DomainError
-
             if isinstance(exc, DomainError):
                 raise
             raise ExtractionFailed(f"fact extraction failed: {exc}") from exc
@@ -233,8 +231,6 @@ def memories_retain(
 
     vectors: list[list[float]] = []
     if planned:
-        from hindsight.embeddings import EmbeddingError, get_embedder
-
         try:
             vectors = get_embedder().embed([fact.text for _, fact in planned])
         except EmbeddingError as exc:
@@ -242,7 +238,7 @@ def memories_retain(
 
     now = timezone.now()
     units = []
-    for (item, fact), vector in zip(planned, vectors):
+    for (item, fact), vector in zip(planned, vectors, strict=True):
         tags = list(dict.fromkeys([*item.tags, *extra_tags]))
         # mentioned_at: when the content was said; "now" when not given, none when 'unset'.
         mentioned = None if item.timestamp_unset else (_parse_iso(item.timestamp) or now)
@@ -289,21 +285,9 @@ def memories_retain(
     )
 
 
-# --- async retain: filled in by the operations engine ------------------------------------------
+# --- async retain: an operation whose handler is ``hindsight.banks.handlers.RetainHandler`` ---
 
-RetainAsyncSubmitter = Callable[..., str]
-_async_submitter: RetainAsyncSubmitter | None = None
-
-
-def retain_async_register(submitter: RetainAsyncSubmitter) -> None:
-    """The operations engine registers how an async retain is queued (in its ``ready()``).
-
-    ``submitter(bank_id=, items=[RetainItem.to_json()...], document_tags=, operation_id=)``
-    returns the operation id; the job later calls ``memories_retain`` with
-    ``before_commit=job.complete_in_transaction``.
-    """
-    global _async_submitter
-    _async_submitter = submitter
+RETAIN_OPERATION = "retain"
 
 
 def retain_submit_async(
@@ -313,13 +297,20 @@ def retain_submit_async(
     document_tags: Sequence[str] | None = None,
     operation_id: str | None = None,
 ) -> str:
-    """Queue a retain as an operation and return its id (400 until the engine registered)."""
+    """Queue a retain as an operation and return its id.
+
+    The job later calls ``memories_retain`` with ``before_commit=job.complete_in_transaction``.
+    """
     bank_id_validate(bank_id)
-    if _async_submitter is None:
-        raise BadRequest("async retain is not available on this server: send async=false")
-    return _async_submitter(
-        bank_id=bank_id,
-        items=[item.to_json() for item in items],
-        document_tags=list(document_tags or []),
-        operation_id=operation_id,
-    )
+    with transaction.atomic():
+        bank_ensure(bank_id=bank_id)
+        result = operation_submit(
+            bank_id=bank_id,
+            operation_type=RETAIN_OPERATION,
+            payload={
+                "items": [item.to_json() for item in items],
+                "document_tags": list(document_tags or []),
+            },
+            operation_id=operation_id,
+        )
+    return str(result.operation.id)

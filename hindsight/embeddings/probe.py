@@ -17,7 +17,13 @@ from __future__ import annotations
 
 import dataclasses
 
-from hindsight.config import LOCAL_EMBEDDING_DIMENSIONS, Config
+from hindsight.config import (
+    INVALID_VALUE,
+    LOCAL_EMBEDDING_DIMENSIONS,
+    MISSING_TOGETHER,
+    Config,
+    ConfigProblem,
+)
 
 VARIABLE = "HINDSIGHT_API_EMBEDDINGS_OPENAI_DIMENSIONS"
 MAX_DIMENSIONS = 2000  # pgvector's HNSW limit
@@ -51,6 +57,7 @@ def embeddings_dimensions_probe(config: Config) -> Config:
         return dataclasses.replace(config, embeddings_dimensions=LOCAL_EMBEDDING_DIMENSIONS)
     where = config.embeddings_base_url or "the OpenAI API"
     problem = None
+    rule = MISSING_TOGETHER  # the variable must be set when the model cannot be asked
     dimensions = 0
     try:
         dimensions = probe_dimensions(config)
@@ -61,6 +68,7 @@ def embeddings_dimensions_probe(config: Config) -> Config:
             "the variable to the model's dimension"
         )
     if problem is None and not 0 < dimensions <= MAX_DIMENSIONS:
+        rule = INVALID_VALUE
         problem = (
             f"is unset and {config.embeddings_model!r} answers with {dimensions} dimensions; "
             f"at most {MAX_DIMENSIONS} fit pgvector's HNSW index: set the variable to a "
@@ -69,7 +77,7 @@ def embeddings_dimensions_probe(config: Config) -> Config:
     if problem is not None:
         return dataclasses.replace(
             config, embeddings_dimensions=LOCAL_EMBEDDING_DIMENSIONS,
-            errors=(*config.errors, (VARIABLE, problem)),
+            errors=(*config.errors, ConfigProblem(VARIABLE, problem, rule)),
         )
     return dataclasses.replace(config, embeddings_dimensions=dimensions,
                                embeddings_dimensions_probed=True)

@@ -15,6 +15,7 @@ from django.db import connection, transaction
 
 from hindsight.embeddings.base import Profile
 from hindsight.embeddings.factory import configured_profile
+from hindsight.embeddings.models import EmbeddingProfile
 
 PROFILE_ROW_ID = 1
 MEMORY_TABLE_COLUMN = ("banks_memoryunit", "embedding")
@@ -39,8 +40,6 @@ class ProfileMismatch(Exception):
 
 def profile_recorded() -> Profile | None:
     """The recorded profile, or None before the first start (or before migrations)."""
-    from hindsight.banks.models import EmbeddingProfile
-
     row = EmbeddingProfile.objects.filter(id=PROFILE_ROW_ID).first()
     if row is None:
         return None
@@ -92,8 +91,6 @@ def mismatch_message(*, recorded: Profile, configured: Profile) -> str:
 
 def profile_ensure() -> Profile:
     """Record the configured profile on first use; raise ``ProfileMismatch`` if it changed."""
-    from hindsight.banks.models import EmbeddingProfile
-
     configured = configured_profile()
     problem = profile_problem(configured)
     if problem is not None:
@@ -119,8 +116,6 @@ def profile_ensure() -> Profile:
 
 def profile_record(*, profile: Profile) -> None:
     """Record ``profile`` as the one the stored vectors were made with (used by ``reembed``)."""
-    from hindsight.banks.models import EmbeddingProfile
-
     EmbeddingProfile.objects.update_or_create(
         id=PROFILE_ROW_ID,
         defaults={

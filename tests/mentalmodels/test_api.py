@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from datetime import UTC
 
 import pytest
 
@@ -182,9 +183,9 @@ def test_bad_detail_is_422_on_query(api, bank):
 
 
 def test_list_defaults_metadata_limit_100_and_orders_by_last_refreshed_then_id(api, bank):
-    from datetime import datetime, timedelta, timezone
+    from datetime import datetime, timedelta
 
-    t0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    t0 = datetime(2026, 1, 1, tzinfo=UTC)
     add_model(bank, "a", last_refreshed_at=t0)
     add_model(bank, "b", last_refreshed_at=t0 + timedelta(hours=1))
     add_model(bank, "c", last_refreshed_at=t0)
@@ -326,9 +327,9 @@ def test_refresh_body_problems_are_422(api, bank, body, loc):
 
 
 def test_clear_keeps_content_as_version_and_resets_document_and_watermark(api, bank):
-    from datetime import datetime, timezone
+    from datetime import datetime
 
-    seen = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    seen = datetime(2026, 1, 1, tzinfo=UTC)
     add_model(bank, "team", content="old doc", last_memory_seen_at=seen,
               last_refresh_source_query="How does the team work?",
               reflect_response={"text": "old doc", "outcome": "content_written",

@@ -117,7 +117,7 @@ def test_database_error_looking_for_sibling_models_in_reach_is_retrieval_failed(
     def broken(**kwargs):
         raise OperationalError("server closed the connection unexpectedly")
 
-    monkeypatch.setattr("hindsight.reflect.mm_search.visible_models", broken)
+    monkeypatch.setattr("mentalmodels.reflect.mm_search.visible_models", broken)
     with pytest.raises(RefreshFailed) as info:
         refresh_run(bank_id=bank.id, mental_model_id="m")
     assert info.value.failure_reason == "retrieval_failed"

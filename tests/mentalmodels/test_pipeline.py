@@ -10,6 +10,7 @@ from django.db import transaction
 
 from hindsight.banks.models import MemoryUnit
 from hindsight.banks.writeclock import hold_bank_write_lock
+from mentalmodels.api.preview import render_preview
 from mentalmodels.models import MentalModel, MentalModelHistory
 from mentalmodels.pipeline import NOTHING_READABLE, RefreshFailed, refresh_dry_run, refresh_run
 from tests.fakes.llm_server import Reply
@@ -256,8 +257,8 @@ def test_dry_run_twice_is_identical_and_writes_nothing(bank, scripted_llm):
     model = add_model(bank, "team", content="old line\n")
     answer_with(scripted_llm, "new line", [str(unit.id)])
     before = row(model)
-    first = refresh_dry_run(bank_id=bank.id, mental_model_id="team")
-    second = refresh_dry_run(bank_id=bank.id, mental_model_id="team")
+    first = render_preview(refresh_dry_run(bank_id=bank.id, mental_model_id="team"))
+    second = render_preview(refresh_dry_run(bank_id=bank.id, mental_model_id="team"))
     assert row(model) == before
     assert MentalModelHistory.objects.count() == 0
     volatile = ("duration_ms", "trace", "window")

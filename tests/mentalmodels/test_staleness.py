@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import random
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
-from hypothesis import HealthCheck, given, settings as hsettings, strategies as st
+from hypothesis import HealthCheck, given
+from hypothesis import settings as hsettings
+from hypothesis import strategies as st
 
 from hindsight.banks.models import MemoryUnit
 from mentalmodels.models import MentalModel
@@ -205,7 +207,7 @@ def test_list_computes_every_flag_in_a_constant_number_of_queries(
 ):
     for index in range(5):
         add_memory(bank, f"m{index}", tags=[TAGS[index % 3]])
-    middle = datetime.now(timezone.utc) - timedelta(days=1)
+    middle = datetime.now(UTC) - timedelta(days=1)
     _bulk_models(bank, page_size, middle)
     with django_assert_max_num_queries(5):
         body = api.get(f"/v1/default/banks/{bank.id}/mental-models?limit={page_size}").json()

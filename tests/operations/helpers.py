@@ -6,12 +6,14 @@ from typing import Any
 
 from django.db import connection
 
+from hindsight.banks.services import bank_ensure
 from operations.models import Operation
 from operations.services import operation_submit
 from operations.testing_handlers import TEST_JOB
 
 
 def submit_job(bank_id: str = "ops-bank", *, key: str | None = None, **payload: Any) -> Operation:
+    bank_ensure(bank_id=bank_id)  # the engine's callers ensure the bank; here the test is one
     return operation_submit(
         bank_id=bank_id, operation_type=TEST_JOB, dedupe_key=key, payload=payload
     ).operation

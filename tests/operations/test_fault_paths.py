@@ -5,6 +5,7 @@ sweep racing a slow but alive worker, a heartbeat whose connection broke, parked
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import threading
 import time
@@ -285,10 +286,8 @@ def test_a_heartbeat_that_learns_its_job_was_recovered_stops_holding_the_key_loc
         assert beat.lease_lost and sent == [str(op.id)]
     finally:
         beat.stop()
-        try:
+        with contextlib.suppress(Exception):
             lock.release()
-        except Exception:
-            pass
 
 
 @pytest.mark.django_db(transaction=True)

@@ -154,11 +154,6 @@ def test_submit_with_operation_id_is_idempotent(bank, sent) -> None:
         operation_submit(bank_id="b1", operation_type="consolidation", operation_id=op_id)
 
 
-def test_submit_creates_the_bank_lazily(db, sent) -> None:
-    operation_submit(bank_id="fresh-bank", operation_type="retain")
-    assert Bank.objects.filter(id="fresh-bank").exists()
-
-
 # --- claim and fencing --------------------------------------------------------------------------
 
 
@@ -183,9 +178,8 @@ def test_job_whose_fence_was_bumped_is_refused_and_writes_nothing(bank, sent) ->
     claimed = operation_claim(operation_id=op.id, holder="w")
     job = Job(claimed, fence=claimed.fence, key=KEY)
     lease_bump(key=KEY)
-    with pytest.raises(FenceLost):
-        with job.finishing():
-            Bank.objects.create(id="written-by-stale-job")
+    with pytest.raises(FenceLost), job.finishing():
+        Bank.objects.create(id="written-by-stale-job")
     assert not Bank.objects.filter(id="written-by-stale-job").exists()
     assert Operation.objects.get(id=op.id).status == PROCESSING
 
@@ -285,7 +279,7 @@ def test_backoff_grows_and_is_capped(settings) -> None:
         delays = [backoff_seconds(n) for n in range(6)]
         assert delays == sorted(delays)
         assert 5 <= delays[0] <= 10 and 10 <= delays[1] <= 20 and 20 <= delays[2] <= 40
-        assert all(d <= 50 for d in delays) and 25 <= delays[5]
+        assert all(d <= 50 for d in delays) and delays[5] >= 25
 
 
 # --- parking and release on database time -------------------------------------------------------

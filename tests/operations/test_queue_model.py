@@ -8,7 +8,9 @@ from datetime import timedelta
 
 import pytest
 from django.db import connection
-from hypothesis import HealthCheck, example, given, settings as hsettings, strategies as st
+from hypothesis import HealthCheck, example, given
+from hypothesis import settings as hsettings
+from hypothesis import strategies as st
 
 from hindsight.banks.models import Bank
 from operations.jobs import Job

@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 from rest_framework.test import APIClient
 
+from hindsight.banks.handlers import RetainHandler
 from hindsight.banks.models import MemoryUnit
 from operations.engine import operation_execute
 from operations.errors import FenceLost
-from operations.handlers import RetainHandler
 from operations.jobs import Job
 from operations.models import COMPLETED, FAILED, PENDING, Operation
 from operations.services import lease_bump, operation_claim

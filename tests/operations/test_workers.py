@@ -7,6 +7,7 @@ import time
 
 import pytest
 
+from hindsight.banks.services import bank_ensure
 from operations.models import COMPLETED, Operation
 from tests.operations.helpers import job_log, statuses, submit_job
 from tests.workers import wait_until
@@ -147,6 +148,7 @@ def test_parked_job_runs_after_its_time_and_a_released_one_at_once(
         cursor.execute("SELECT clock_timestamp()")
         now = cursor.fetchone()[0]
     due = now + timedelta(seconds=2)
+    bank_ensure(bank_id="ops-bank")
     parked = operation_submit(bank_id="ops-bank", operation_type=TEST_JOB, dedupe_key="p1",
                               automatic=True, not_before=due).operation
     far = operation_submit(bank_id="ops-bank", operation_type=TEST_JOB, dedupe_key="p2",
@@ -206,6 +208,7 @@ def test_real_celery_beat_releases_a_parked_job_through_the_declared_schedule(
         cursor.execute("SELECT clock_timestamp()")
         now = cursor.fetchone()[0]
     due = now + timedelta(seconds=1)
+    bank_ensure(bank_id="ops-bank")
     op = operation_submit(bank_id="ops-bank", operation_type=TEST_JOB, dedupe_key="beat",
                           automatic=True, not_before=due).operation
     wait_until(_all_done([op.id]), timeout=30, message="beat released the parked job")

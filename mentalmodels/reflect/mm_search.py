@@ -36,9 +36,12 @@ MAX_LIMIT = 20
 _WORD = re.compile(r"\w+", re.UNICODE)
 # Words that carry no topic: dropping them keeps the lexical fallback from ranking on "the".
 _STOPWORDS = frozenset(
-    "a an and are as at be by do does for from has have how i in is it its of on or our that the "
-    "their there these this to was we were what when where which who why will with you your"
-    .split()
+    [
+        "a", "an", "and", "are", "as", "at", "be", "by", "do", "does", "for", "from", "has", "have",
+        "how", "i", "in", "is", "it", "its", "of", "on", "or", "our", "that", "the", "their",
+        "there", "these", "this", "to", "was", "we", "were", "what", "when", "where", "which",
+        "who", "why", "will", "with", "you", "your",
+    ]
 )
 
 
@@ -199,7 +202,7 @@ def mental_models_search(
         )
 
     query_vec = np.asarray(vectors[0], dtype=np.float64)
-    for model, vec in zip(stragglers, vectors[1:]):
+    for model, vec in zip(stragglers, vectors[1:], strict=True):
         text = embedding_text(model)
         digest = content_hash(text)
         # Compare-and-set on the text embedded: an edit that landed meanwhile keeps its own turn.
@@ -224,7 +227,11 @@ def mental_models_search(
             and model.embedding_model == profile.model
             and model.embedding_dimensions == profile.dimensions
         )
-        scored.append((model, _cosine(query_vec, model.embedding) if comparable else None))
+        score = (
+            _cosine(query_vec, model.embedding)
+            if comparable and model.embedding is not None else None
+        )
+        scored.append((model, score))
     scored.sort(
         key=lambda pair: (
             pair[1] is None,

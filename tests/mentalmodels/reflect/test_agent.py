@@ -10,11 +10,11 @@ import pytest
 from hindsight.banks.tokens import count_tokens
 from hindsight.banks.writeclock import take_cutoff
 from hindsight.errors import LLMNotConfigured
-from hindsight.reflect import ReflectResult, RetrievalError, reflect_run
-from hindsight.reflect.prompts import SYNTHESIS
 from hindsight.tagscope import TagScope
+from mentalmodels.reflect import ReflectResult, RetrievalError, reflect_run
+from mentalmodels.reflect.prompts import SYNTHESIS
 from tests.fakes.llm_server import Reply
-from tests.reflect.conftest import add_memory, add_model, tool_choices, tool_names
+from tests.mentalmodels.reflect.conftest import add_memory, add_model, tool_choices, tool_names
 
 pytestmark = pytest.mark.django_db
 
@@ -307,7 +307,7 @@ def test_response_schema_yields_structured_output(bank, scripted_llm):
 
 
 def test_tool_output_budget_of_a_run_refuses_lookups_once_spent(bank, scripted_llm, monkeypatch):
-    from hindsight.reflect import tools
+    from mentalmodels.reflect import tools
 
     monkeypatch.setattr(tools, "RUN_TOOL_TOKENS", 600)
     for index in range(20):

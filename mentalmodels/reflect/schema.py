@@ -1,6 +1,6 @@
 """OpenAPI documentation of the reflect endpoint: upstream's ``ReflectResponse`` and its parts.
 
-Schema-only: ``hindsight.reflect.serializers`` validates the request and renders the answer;
+Schema-only: ``mentalmodels.reflect.serializers`` validates the request and renders the answer;
 these serializers describe the answer, and the extensions give the request's nested include
 serializers upstream's component names (the recall request has an ``include`` too).
 Importing this module registers the extensions (the view imports it).
@@ -17,11 +17,11 @@ from hindsight.banks.schema import TokenUsageSerializer
 
 
 class ReflectStrictSerializerExtension(ClosedObjectExtension):
-    target_class = "hindsight.reflect.serializers.StrictSerializer"
+    target_class = "mentalmodels.reflect.serializers.StrictSerializer"
     component_names: ClassVar[dict[str, str]] = {
-        "hindsight.reflect.serializers.IncludeSerializer": "ReflectIncludeOptions",
-        "hindsight.reflect.serializers.FactsIncludeSerializer": "FactsIncludeOptions",
-        "hindsight.reflect.serializers.ToolCallsIncludeSerializer": "ToolCallsIncludeOptions",
+        "mentalmodels.reflect.serializers.IncludeSerializer": "ReflectIncludeOptions",
+        "mentalmodels.reflect.serializers.FactsIncludeSerializer": "FactsIncludeOptions",
+        "mentalmodels.reflect.serializers.ToolCallsIncludeSerializer": "ToolCallsIncludeOptions",
     }
 
 
@@ -29,7 +29,7 @@ class ReflectFactSerializer(serializers.Serializer):
     id = serializers.CharField(allow_null=True)
     text = serializers.CharField()
     type = serializers.CharField(allow_null=True)
-    context = serializers.CharField(allow_null=True)
+    context = serializers.CharField(allow_null=True)  # type: ignore[assignment]  # a wire field named like Field.context
     occurred_start = serializers.DateTimeField(allow_null=True)
     occurred_end = serializers.DateTimeField(allow_null=True)
     mentioned_at = serializers.DateTimeField(allow_null=True)
@@ -40,7 +40,7 @@ class ReflectFactSerializer(serializers.Serializer):
 class ReflectMentalModelSerializer(serializers.Serializer):
     id = serializers.CharField()
     text = serializers.CharField(allow_blank=True)
-    context = serializers.CharField(allow_null=True)
+    context = serializers.CharField(allow_null=True)  # type: ignore[assignment]  # a wire field named like Field.context
 
 
 class ReflectBasedOnSerializer(serializers.Serializer):

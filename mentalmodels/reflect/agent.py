@@ -28,17 +28,17 @@ from typing import Any
 from django.db import DatabaseError
 
 from hindsight.llm import Deadline, LLMError, get_llm
-from hindsight.reflect import prompts
-from hindsight.reflect.mm_search import visible_models
-from hindsight.reflect.result import ReflectResult, RetrievalError, empty_based_on
-from hindsight.reflect.tools import (
+from hindsight.tagscope import TagScope
+from mentalmodels.reflect import prompts
+from mentalmodels.reflect.mm_search import visible_models
+from mentalmodels.reflect.result import ReflectResult, RetrievalError, empty_based_on
+from mentalmodels.reflect.tools import (
     DONE,
     RECALL,
     SEARCH_MENTAL_MODELS,
     SEARCH_OBSERVATIONS,
     ToolBox,
 )
-from hindsight.tagscope import TagScope
 
 ITERATIONS = {"low": 5, "mid": 10, "high": 20}
 _SOURCES_LINE = re.compile(r"^\s*\**\s*sources?\s*\**\s*:(.*)$", re.IGNORECASE)

@@ -9,7 +9,7 @@ from rest_framework.test import APIClient
 
 from hindsight.banks.models import Bank
 from tests.fakes.llm_server import Reply
-from tests.reflect.conftest import add_memory, add_model
+from tests.mentalmodels.reflect.conftest import add_memory, add_model
 
 pytestmark = pytest.mark.django_db
 

@@ -18,9 +18,9 @@ from hindsight.api.schema import errors
 from hindsight.banks.selectors import bank_exists
 from hindsight.errors import NotFound
 from hindsight.llm import Deadline, LLMError, LLMTimeout
-from hindsight.reflect import RetrievalError, reflect_run
-from hindsight.reflect.schema import ReflectResponseSerializer
-from hindsight.reflect.serializers import ReflectRequestSerializer, render_response
+from mentalmodels.reflect import RetrievalError, reflect_run
+from mentalmodels.reflect.schema import ReflectResponseSerializer
+from mentalmodels.reflect.serializers import ReflectRequestSerializer, render_response
 
 
 class ReflectView(APIView):

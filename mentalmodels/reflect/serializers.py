@@ -14,9 +14,9 @@ from typing import Any
 from rest_framework import serializers
 
 from hindsight.errors import FieldErrors
-
-from hindsight.reflect.result import ReflectResult
 from hindsight.tagscope import TagScope
+from mentalmodels.reflect.result import ReflectResult
+from mentalmodels.triggers import response_schema_problems
 
 MEMORY_BUCKETS = ("world", "experience", "opinion", "observation")
 
@@ -52,8 +52,6 @@ def validate_response_schema(schema: dict[str, Any]) -> dict[str, Any]:
     """The one MM-4 rule a mental model's ``trigger.response_schema`` follows too (an object
     schema with typed properties, ``required`` naming them, nesting bounded so no check
     recurses past Python's limit); a problem is a 422 naming where it is."""
-    from mentalmodels.triggers import response_schema_problems
-
     problems = response_schema_problems(schema, ("body", "response_schema"))
     if problems:
         raise FieldErrors(problems)
@@ -72,8 +70,9 @@ class StrictCharField(serializers.CharField):
 class ReflectRequestSerializer(StrictSerializer):
     query = StrictCharField(trim_whitespace=False)
     budget = serializers.ChoiceField(choices=("low", "mid", "high"), default="low")
-    context = StrictCharField(required=False, allow_null=True, allow_blank=True, default=None,
-                              trim_whitespace=False)
+    context = StrictCharField(  # type: ignore[assignment]  # a wire field named like Field.context
+        required=False, allow_null=True, allow_blank=True, default=None, trim_whitespace=False
+    )
     max_tokens = serializers.IntegerField(required=False, allow_null=True, default=4096,
                                           min_value=1, max_value=65536)
     include = IncludeSerializer(required=False, allow_null=True, default=None)
@@ -168,7 +167,7 @@ def render_response(
     body["usage"] = {**result.usage, "cached_tokens": 0, "thoughts_tokens": 0}
     if include_tool_calls:
         calls = []
-        for call, output in zip(result.tool_calls, result.tool_outputs):
+        for call, output in zip(result.tool_calls, result.tool_outputs, strict=False):
             item: dict[str, Any] = {
                 "tool": call["name"],
                 "input": call["input"],

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from hindsight.reflect.mm_search import (
+from hindsight.tagscope import TagScope
+from mentalmodels.models import MentalModel
+from mentalmodels.reflect.mm_search import (
     content_hash,
     embedding_text,
     mental_models_search,
     visible_models,
 )
-from hindsight.tagscope import TagScope
-from mentalmodels.models import MentalModel
-from tests.reflect.conftest import add_model
+from tests.mentalmodels.reflect.conftest import add_model
 
 pytestmark = pytest.mark.django_db
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from hindsight.reflect.views import ReflectView
+from mentalmodels.reflect.views import ReflectView
 
 urlpatterns = [
     path("banks/<str:bank_id>/reflect", ReflectView.as_view(), name="reflect"),

@@ -7,10 +7,10 @@ import json
 
 import pytest
 
-from hindsight.reflect import reflect_run
 from hindsight.tagscope import TagScope
+from mentalmodels.reflect import reflect_run
 from tests.fakes.llm_server import Reply
-from tests.reflect.conftest import add_memory
+from tests.mentalmodels.reflect.conftest import add_memory
 
 pytestmark = pytest.mark.django_db
 

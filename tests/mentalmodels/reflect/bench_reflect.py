@@ -1,6 +1,6 @@
 """On-demand timings of reflect (not collected by the test run: the name is not test_*).
 
-Run: .venv/bin/python -m pytest -q -s tests/reflect/bench_reflect.py
+Run: .venv/bin/python -m pytest -q -s tests/mentalmodels/reflect/bench_reflect.py
 Prints the mental-model search latency with the local embedder (first search re-embeds every
 model, later ones embed only the query) and the whole reflect loop over 2,000 memories with the
 scripted LLM (so the figure is our overhead: retrieval, staleness, tool payloads, bookkeeping).
@@ -18,18 +18,15 @@ import pytest
 from hindsight.banks.models import Bank, MemoryUnit
 from hindsight.config import LOCAL_EMBEDDING_DIMENSIONS, LOCAL_EMBEDDING_MODEL
 from hindsight.embeddings import get_embedder
-from hindsight.reflect import reflect_run
-from hindsight.reflect.mm_search import mental_models_search
 from hindsight.tagscope import TagScope
 from mentalmodels.models import MentalModel
+from mentalmodels.reflect import reflect_run
+from mentalmodels.reflect.mm_search import mental_models_search
 from tests.fakes.llm_server import Reply
 
 pytestmark = pytest.mark.django_db
 
-WORDS = (
-    "alpha beta gamma delta team slack deploy coffee release pipeline async meeting budget "
-    "roadmap hiring design review oncall incident customer"
-).split()
+WORDS = ["alpha", "beta", "gamma", "delta", "team", "slack", "deploy", "coffee", "release", "pipeline", "async", "meeting", "budget", "roadmap", "hiring", "design", "review", "oncall", "incident", "customer"]
 
 
 def _words(rnd: random.Random, n: int) -> str:

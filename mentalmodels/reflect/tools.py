@@ -18,11 +18,11 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from hindsight.banks.selectors import memory_recall
+from hindsight.banks.recall import memory_recall
 from hindsight.banks.tokens import count_tokens, count_tokens_batch
-from hindsight.reflect.mm_search import DEFAULT_LIMIT, MAX_LIMIT, mental_models_search
-from hindsight.reflect.result import MemoryRef, RetrievalError
 from hindsight.tagscope import TagScope
+from mentalmodels.reflect.mm_search import DEFAULT_LIMIT, MAX_LIMIT, mental_models_search
+from mentalmodels.reflect.result import MemoryRef, RetrievalError
 from mentalmodels.staleness import stale_flags
 
 SEARCH_MENTAL_MODELS = "search_mental_models"

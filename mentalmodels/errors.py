@@ -1,0 +1,72 @@
+"""The mental-model app's own failures: a refused refresh, and what the dry run answers for it.
+
+``RefreshFailed`` is an ``OperationFailure`` (the engine records it as a failed attempt) that
+carries the client's ``details`` and the attempt's trace. ``RefreshCrashed`` is the same for an
+attempt cut short by something that is not a refusal (a bug, the engine's backstop timeout): the
+original exception is its cause. The dry run's failures are domain errors whose class picks the
+HTTP status (``hindsight.api.errors`` maps them by class).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hindsight.errors import DomainError
+from operations.errors import OperationFailure
+
+REFRESH_OPERATION = "refresh_mental_model"
+
+
+class RefreshFailed(OperationFailure):
+    """A refused refresh: the client's outcome/failure_reason, the exception text, the trace."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        outcome: str,
+        failure_reason: str,
+        retryable: bool = True,
+        trace: dict[str, Any] | None = None,
+        result_metadata: dict[str, Any] | None = None,
+        timed_out: bool = False,
+    ):
+        super().__init__(
+            message,
+            retryable=retryable,
+            details={
+                "operation_type": REFRESH_OPERATION,
+                "outcome": outcome,
+                "failure_reason": failure_reason,
+            },
+            result_metadata=result_metadata,
+        )
+        self.outcome = outcome
+        self.failure_reason = failure_reason
+        self.trace = trace
+        # The refresh ran out of its wall time (HINDSIGHT_API_REFLECT_WALL_TIMEOUT).
+        self.timed_out = timed_out
+
+
+class DryRunFailed(DomainError):
+    """The dry run met what would fail a real refresh (the preview enums have no failure)."""
+
+    status_code = 502
+
+    @classmethod
+    def for_refusal(cls, exc: RefreshFailed) -> DryRunFailed:
+        """The same statuses reflect answers with: a lookup that failed, a timeout, the rest."""
+        kind: type[DryRunFailed] = cls
+        if exc.failure_reason == "retrieval_failed":
+            kind = DryRunRetrievalFailed
+        elif exc.timed_out:
+            kind = DryRunTimedOut
+        return kind(f"Dry run: a refresh would fail ({exc.outcome}, {exc.failure_reason}): {exc}")
+
+
+class DryRunRetrievalFailed(DryRunFailed):
+    status_code = 503
+
+
+class DryRunTimedOut(DryRunFailed):
+    status_code = 504

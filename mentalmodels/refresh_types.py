@@ -1,0 +1,73 @@
+"""The refresh pipeline's records: what a refresh plans, what it decided, what it reports."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from hindsight.tagscope import TagScope
+from mentalmodels.models import MentalModel
+
+
+@dataclass
+class Plan:
+    model: MentalModel
+    requested_mode: str
+    effective_mode: str
+    mode_fallback_reason: str | None
+    scope: TagScope
+    cutoff: datetime
+    window_after: datetime | None
+    exclude_mental_models: bool
+    exclude_ids: list[str]
+    budget: str
+    response_schema: dict[str, Any] | None
+    keep_trace: bool
+
+
+@dataclass
+class Outcome:
+    outcome: str
+    content: str  # the document a real refresh stores (preview_content)
+    candidate: str  # the raw answer of the reflect loop
+    watermark: datetime | None
+    based_on: dict[str, list[dict[str, Any]]]
+    mental_models: list[dict[str, Any]]
+    structured_output: Any = None
+    structured_extracted: bool = False
+    reflected: bool = False  # False: the loop did not run (nothing in reach)
+    facts_retrieved: dict[str, int] = field(default_factory=dict)
+    facts_used: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass
+class Report:
+    """What one refresh did (the real run's return value; the dry run renders it)."""
+
+    plan: Plan
+    outcome: Outcome
+    trace: dict[str, Any]
+    usage: dict[str, int]
+    duration_ms: int
+    warnings: list[str]
+    tool_outputs: list[dict[str, Any]]
+
+
+@dataclass
+class Preview:
+    """What a dry run found: the refresh it would make, nothing written
+    (``mentalmodels.api.preview.render_preview`` gives its wire shape)."""
+
+    model: MentalModel
+    plan: Plan
+    outcome: Outcome
+    current_content: str
+    trace: dict[str, Any]
+    usage: dict[str, int]
+    duration_ms: int
+    warnings: list[str]
+
+    @property
+    def would_persist(self) -> bool:
+        return self.outcome.content != self.current_content
