@@ -4,7 +4,12 @@
 from __future__ import annotations
 
 import os
+import secrets
 import sys
+
+from django.core.management import execute_from_command_line
+
+from hindsight.devstack.state import DevstackNotRunning, devstack_environment
 
 # Commands that never open a database connection: they run without servers (the Docker build's
 # collectstatic, `make check`'s makemigrations --check, help).
@@ -16,8 +21,6 @@ NO_DATABASE_COMMANDS = frozenset({
 
 def main(argv: list[str]) -> int:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "hindsight.settings")
-    from hindsight.devstack.state import DevstackNotRunning, devstack_environment
-
     command = argv[1] if len(argv) > 1 else "help"
     try:
         os.environ.update(
@@ -29,11 +32,7 @@ def main(argv: list[str]) -> int:
     if command in NO_DATABASE_COMMANDS and not os.environ.get("HINDSIGHT_API_SECRET_KEY"):
         # They sign nothing (no session, no token), so the hindsight.E200 check that a serving
         # process must pass has nothing to protect here; a throw-away key lets them run.
-        import secrets
-
         os.environ["HINDSIGHT_API_SECRET_KEY"] = "unused-" + secrets.token_urlsafe(16)
-    from django.core.management import execute_from_command_line
-
     execute_from_command_line(argv)
     return 0
 

@@ -41,8 +41,8 @@ from hindsight.embeddings import get_embedder
 from hindsight.errors import LLMNotConfigured, NotFound
 from hindsight.llm import Deadline, LLMError, LLMTimeout, get_llm
 from hindsight.tagscope import scope_sql
-from mentalmodels.errors import REFRESH_OPERATION, DryRunFailed, RefreshFailed
 from mentalmodels.awaiting_llm import llm_missing_message
+from mentalmodels.errors import REFRESH_OPERATION, DryRunFailed, RefreshFailed
 from mentalmodels.models import MentalModel
 from mentalmodels.reflect import RetrievalError, mm_search, reflect_run
 from mentalmodels.reflect.mm_search import content_hash, embedding_text

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import dataclasses
 
+import openai
+
 from hindsight.config import (
     INVALID_VALUE,
     LOCAL_EMBEDDING_DIMENSIONS,
@@ -34,8 +36,6 @@ PROBE_TIMEOUT_SECONDS = 30.0
 
 def probe_dimensions(config: Config) -> int:
     """Ask the configured model for one vector and return its length (raises on failure)."""
-    import openai
-
     client = openai.OpenAI(
         base_url=config.embeddings_base_url or None,
         api_key=config.embeddings_api_key or "unused",
