@@ -81,6 +81,13 @@ class MentalModel(models.Model):
                 name="mental_model_list_idx",
             ),
             GinIndex(fields=["tags"], name="mental_model_tags_gin"),
+            # Every cron tick asks which models wait for an LLM: almost always none, so a
+            # partial index keeps that question free of a table scan.
+            models.Index(
+                fields=["awaiting_llm_since"],
+                condition=models.Q(awaiting_llm_since__isnull=False),
+                name="mental_model_awaiting_llm_idx",
+            ),
         ]
 
     def __str__(self) -> str:
