@@ -13,4 +13,6 @@ RUN pip install --no-cache-dir . \
 RUN python manage.py collectstatic --noinput -v 0
 USER nobody
 EXPOSE 8888
-CMD ["gunicorn", "hindsight.wsgi:application", "--bind", "0.0.0.0:8888", "--workers", "2", "--threads", "8"]
+# gunicorn's control socket defaults to ~/.gunicorn/, and nobody's home does not exist.
+CMD ["gunicorn", "hindsight.wsgi:application", "--bind", "0.0.0.0:8888", "--workers", "2", "--threads", "8", \
+     "--control-socket", "/tmp/gunicorn.ctl"]
