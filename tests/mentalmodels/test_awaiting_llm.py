@@ -19,7 +19,7 @@ from mentalmodels.awaiting_llm import (
 from mentalmodels.models import MentalModel, MentalModelHistory
 from mentalmodels.pipeline import RefreshFailed
 from operations.models import Operation
-from tests.mentalmodels.conftest import add_memory, add_model
+from tests.factories import make_memory, make_mental_model
 from tests.mentalmodels.test_refresh_worker import answering, wait_status
 from tests.workers import wait_until
 
@@ -36,7 +36,7 @@ def test_a_refresh_without_an_llm_does_not_pause_and_runs_once_a_worker_has_one(
     transactional_db, env, worker_factory
 ):
     bank = Bank.objects.create(id="awaiting-llm")
-    fact = add_memory(bank, "Alice prefers async communication", embed=True)
+    fact = make_memory(bank, "Alice prefers async communication", embed=True)
     no_llm = worker_factory(env={**env.env, "HINDSIGHT_API_LLM_PROVIDER": "none",
                                  "HINDSIGHT_API_LLM_MODEL": ""})
     api = APIClient()
@@ -83,7 +83,7 @@ def test_a_missing_llm_is_told_apart_from_other_failures() -> None:
 
 
 def _awaiting(bank: Bank, mental_model_id: str) -> MentalModel:
-    model = add_model(bank, mental_model_id)
+    model = make_mental_model(bank, mental_model_id)
     mental_model_await_llm(model_uid=model.uid, exception="LLMNotConfigured", operation_id=None)
     model.refresh_from_db()
     return model
@@ -106,7 +106,7 @@ def test_the_catch_up_queues_one_refresh_per_awaiting_model_and_skips_paused_one
     waiting = _awaiting(bank, "waiting")
     paused = _awaiting(bank, "paused")
     MentalModel.objects.filter(uid=paused.uid).update(last_refresh_failed_at=paused.created_at)
-    add_model(bank, "never-failed")
+    make_mental_model(bank, "never-failed")
     with django_capture_on_commit_callbacks():
         queued = mental_models_refresh_awaiting_llm()
         again = mental_models_refresh_awaiting_llm()
