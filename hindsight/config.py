@@ -16,6 +16,12 @@ LLM_PROVIDERS = ("openai", "none")
 EMBEDDINGS_PROVIDERS = ("local", "openai")
 LOCAL_EMBEDDING_MODEL = "all-MiniLM-L6-v2"
 LOCAL_EMBEDDING_DIMENSIONS = 384
+# The MCP server's tools (hindsight/mcp_server/tools.py); HINDSIGHT_API_MCP_ENABLED_TOOLS picks.
+MCP_TOOL_NAMES = (
+    "create_mental_model", "list_mental_models", "get_mental_model", "update_mental_model",
+    "delete_mental_model", "refresh_mental_model", "clear_mental_model",
+    "reflect", "retain", "recall", "get_operation",
+)
 
 
 @dataclass(frozen=True)
@@ -69,6 +75,10 @@ class Config:
     mental_model_min_refresh_interval_seconds: float = 0.0
     mental_model_history_max_entries: int = 50
     enable_mental_model_history: bool = True
+
+    # The MCP endpoint at /mcp and which tools it (and `hindsight mcp`) offers; () = all.
+    mcp_enabled: bool = True
+    mcp_enabled_tools: tuple[str, ...] = ()
 
     errors: tuple[tuple[str, str], ...] = field(default=())
 
@@ -181,6 +191,17 @@ def read_config(env: Mapping[str, str] | None = None) -> Config:
                 (p + "EMBEDDINGS_OPENAI_DIMENSIONS", "must be <= 2000 (pgvector HNSW limit)")
             )
 
+    mcp_tools = tuple(
+        t.strip() for t in r.str(p + "MCP_ENABLED_TOOLS").split(",") if t.strip()
+    )
+    unknown_tools = sorted(set(mcp_tools) - set(MCP_TOOL_NAMES))
+    if unknown_tools:
+        r.errors.append((
+            p + "MCP_ENABLED_TOOLS",
+            f"unknown tools {unknown_tools}; known: {', '.join(MCP_TOOL_NAMES)}",
+        ))
+        mcp_tools = tuple(t for t in mcp_tools if t in MCP_TOOL_NAMES)
+
     database_url = r.str(p + "DATABASE_URL")
     if database_url and not database_url.startswith(("postgres://", "postgresql://")):
         r.errors.append((p + "DATABASE_URL", "must be a postgresql:// URL"))
@@ -241,6 +262,8 @@ def read_config(env: Mapping[str, str] | None = None) -> Config:
             p + "MENTAL_MODEL_HISTORY_MAX_ENTRIES", 50, minimum=1
         ),
         enable_mental_model_history=r.bool(p + "ENABLE_MENTAL_MODEL_HISTORY", True),
+        mcp_enabled=r.bool(p + "MCP_ENABLED", True),
+        mcp_enabled_tools=mcp_tools,
         errors=(),
     )
     # DESIGN: reflect wall timeout < soft limit < hard limit < broker visibility timeout.
