@@ -3,4 +3,5 @@
 pytest_plugins = [
     "tests.fakes.fixtures",
     "tests.workers",
+    "tests.live",
 ]

@@ -263,8 +263,11 @@ def build_server(enabled: Iterable[str] = ()) -> MCPServer:
     unknown = sorted(set(names) - set(TOOLS))
     if unknown:
         raise ValueError(f"unknown MCP tools {unknown}; known: {', '.join(TOOLS)}")
+    # log_level: the SDK calls logging.basicConfig with it; WARNING keeps the root logger at
+    # Python's default, so mounting the server in the API process changes nothing there.
     server: MCPServer = MCPServer(
         "hindsight",
+        log_level="WARNING",
         instructions="Hindsight memory: mental models (curated, auto-refreshed documents), "
                      "retain, recall and reflect over one memory bank.",
     )
