@@ -65,10 +65,14 @@ def coloured_diff(diff: str) -> Text:
     return text
 
 
+def _lines(text: str) -> list[str]:
+    # Every line newline-terminated, so a changed last line never runs into its replacement.
+    return [line if line.endswith("\n") else line + "\n" for line in text.splitlines(True)]
+
+
 def unified_diff(before: str, after: str, *, before_name: str, after_name: str) -> str:
     return "".join(difflib.unified_diff(
-        before.splitlines(keepends=True), after.splitlines(keepends=True),
-        fromfile=before_name, tofile=after_name,
+        _lines(before), _lines(after), fromfile=before_name, tofile=after_name,
     ))
 
 
@@ -107,7 +111,7 @@ def mental_model(model: dict[str, Any]) -> None:
 
 def mental_model_list(body: dict[str, Any]) -> None:
     items = body.get("items") or []
-    table = Table(title=f"{body.get('total', len(items))} mental models", title_justify="left")
+    table = Table(title=f"Mental models ({body.get('total', len(items))})", title_justify="left")
     for column in ("id", "name", "tags", "stale", "last refreshed", "refresh failed"):
         table.add_column(column, overflow="fold")
     for item in items:
@@ -161,7 +165,11 @@ def dry_run(preview: dict[str, Any]) -> None:
         ("duration ms", preview.get("duration_ms")),
     ]
     out.print(key_values("Dry run (nothing was written)", rows))
-    diff = preview.get("diff") or ""
+    current, candidate = preview.get("current_content"), preview.get("preview_content")
+    if isinstance(current, str) and isinstance(candidate, str):
+        diff = unified_diff(current, candidate, before_name="current", after_name="preview")
+    else:
+        diff = preview.get("diff") or ""
     if diff:
         out.print(Panel(coloured_diff(diff), title="diff", title_align="left"))
     else:
@@ -185,7 +193,7 @@ def operation(op: dict[str, Any]) -> None:
 
 def operation_list(body: dict[str, Any]) -> None:
     ops = body.get("operations") or []
-    table = Table(title=f"{body.get('total', len(ops))} operations", title_justify="left")
+    table = Table(title=f"Operations ({body.get('total', len(ops))})", title_justify="left")
     for column in ("id", "type", "status", "created", "retries", "error"):
         table.add_column(column, overflow="fold")
     for op in ops:
@@ -201,7 +209,7 @@ def operation_list(body: dict[str, Any]) -> None:
 
 def bank_list(body: dict[str, Any]) -> None:
     banks = body.get("banks") or []
-    table = Table(title=f"{body.get('total', len(banks))} banks", title_justify="left")
+    table = Table(title=f"Banks ({body.get('total', len(banks))})", title_justify="left")
     for column in ("bank", "name", "facts", "last write"):
         table.add_column(column, overflow="fold")
     for bank in banks:
