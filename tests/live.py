@@ -52,18 +52,23 @@ class LiveStack:
             return result
 
 
-def write_documents(server: ScriptedLLMServer, by_query: Mapping[str, str]) -> None:
-    """Forced turns call their tool; the free turn answers the model's source query."""
+def write_documents(server: ScriptedLLMServer, by_query: Mapping[str, str | list[str]]) -> None:
+    """Forced turns call their tool; the free turn answers the model's source query.
+
+    A list of answers is used one per refresh (or dry run), the last one repeating.
+    """
     lock = threading.Lock()
+    queues = {q: list(a) if isinstance(a, list) else [a] for q, a in by_query.items()}
 
     def respond(body: dict[str, Any]) -> Reply:
         choice = body.get("tool_choice")
         if isinstance(choice, dict):
             return Reply.tool_calls([(choice["function"]["name"], {"query": "team"})])
         first_user = next(m["content"] for m in body["messages"] if m["role"] == "user")
-        answer = next((a for q, a in by_query.items() if q in first_user), "no match")
         ids: list[str] = []
         with lock:
+            queue = next((a for q, a in queues.items() if q in first_user), ["no match"])
+            answer = queue.pop(0) if len(queue) > 1 else queue[0]
             for message in body["messages"]:
                 if message.get("role") == "tool":
                     payload = json.loads(message["content"])
