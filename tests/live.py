@@ -85,7 +85,9 @@ def fail_every_llm_call(server: ScriptedLLMServer) -> None:
 
 
 @pytest.fixture
-def live_stack(live_server, scripted_llm, openai_embeddings, worker_factory) -> LiveStack:  # type: ignore[no-untyped-def]
+def live_stack(  # type: ignore[no-untyped-def]
+    live_server, scripted_llm, openai_embeddings, worker_factory
+) -> LiveStack:
     # No retries: a failing refresh fails on its first attempt, so tests see it at once.
     worker_factory(env={**scripted_llm.env, "HINDSIGHT_API_WORKER_MAX_RETRIES": "0"})
     return LiveStack(url=live_server.url, llm=scripted_llm, workers=worker_factory)

@@ -1,4 +1,4 @@
-"""Tenant API key: with ``HINDSIGHT_API_TENANT_API_KEY`` set, every /v1 and /mcp request needs the bearer.
+"""Tenant API key: with ``HINDSIGHT_API_TENANT_API_KEY`` set, /v1 and /mcp requests need the bearer.
 
 A middleware, not a DRF permission, so it covers every /v1 path (unknown routes included) before
 any view runs. ``/health``, ``/version``, the API docs and the admin (Django's own login) stay

@@ -193,7 +193,9 @@ def mm_create(
     refresh_after_consolidation: Annotated[
         str | None, typer.Option("--refresh-after-consolidation", metavar="true|false")
     ] = None,
-    refresh_cron: Annotated[str | None, typer.Option("--refresh-cron", help="5-field UTC cron.")] = None,
+    refresh_cron: Annotated[
+        str | None, typer.Option("--refresh-cron", help="5-field UTC cron.")
+    ] = None,
     wait: WaitOpt = False,
     output: OutputOpt = None,
 ) -> None:
@@ -236,7 +238,9 @@ def mm_list(
     ctx: typer.Context,
     bank: Bank,
     tags: Annotated[str | None, typer.Option("--tags", help="Comma-separated tags.")] = None,
-    tags_match: Annotated[str | None, typer.Option("--tags-match", help="any, all or exact.")] = None,
+    tags_match: Annotated[
+        str | None, typer.Option("--tags-match", help="any, all or exact.")
+    ] = None,
     limit: Annotated[int | None, typer.Option("--limit")] = None,
     offset: Annotated[int | None, typer.Option("--offset")] = None,
     output: OutputOpt = None,

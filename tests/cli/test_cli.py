@@ -125,7 +125,8 @@ def test_the_seed_commands_drive_a_model_end_to_end(stack: LiveStack) -> None:
     # delete asks first: "n" keeps the model, -y deletes it
     kept = hindsight(stack, "mental-model", "delete", BANK, "team-comms", input="n\n")
     assert kept.returncode == 1 and "Delete mental model" in kept.stderr
-    assert ok_json(hindsight(stack, "mental-model", "get", BANK, "team-comms"))["id"] == "team-comms"
+    still = ok_json(hindsight(stack, "mental-model", "get", BANK, "team-comms"))
+    assert still["id"] == "team-comms"
     assert ok_json(hindsight(stack, "mental-model", "delete", BANK, "team-comms", "-y")) == {
         "status": "deleted"}
     gone = one_error_line(hindsight(stack, "mental-model", "get", BANK, "team-comms"))
