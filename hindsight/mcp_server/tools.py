@@ -14,6 +14,7 @@ read it and correct itself; nothing raises out of the session.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Iterable
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -272,5 +273,7 @@ def build_server(enabled: Iterable[str] = ()) -> MCPServer:
                      "retain, recall and reflect over one memory bank.",
     )
     for name in names:
-        server.add_tool(TOOLS[name], name=name, structured_output=False)
+        fn = TOOLS[name]
+        server.add_tool(fn, name=name, description=inspect.getdoc(fn),
+                        structured_output=False)
     return server
