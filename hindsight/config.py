@@ -20,6 +20,12 @@ LLM_PROVIDERS = ("openai", "none")
 EMBEDDINGS_PROVIDERS = ("local", "openai")
 LOCAL_EMBEDDING_MODEL = "all-MiniLM-L6-v2"
 LOCAL_EMBEDDING_DIMENSIONS = 384
+# The MCP server's tools (hindsight/mcp_server/tools.py); HINDSIGHT_API_MCP_ENABLED_TOOLS picks.
+MCP_TOOL_NAMES = (
+    "create_mental_model", "list_mental_models", "get_mental_model", "update_mental_model",
+    "delete_mental_model", "refresh_mental_model", "clear_mental_model",
+    "reflect", "retain", "recall", "get_operation",
+)
 
 
 # The configuration rules, each with a stable system-check id (``hindsight.checks``).
@@ -89,6 +95,10 @@ class Config:
     mental_model_min_refresh_interval_seconds: float = 0.0
     mental_model_history_max_entries: int = 50
     enable_mental_model_history: bool = True
+
+    # The MCP endpoint at /mcp and which tools it (and `hindsight mcp`) offers; () = all.
+    mcp_enabled: bool = True
+    mcp_enabled_tools: tuple[str, ...] = ()
 
     errors: tuple[ConfigProblem, ...] = field(default=())
 
@@ -198,6 +208,15 @@ def read_config(env: Mapping[str, str] | None = None) -> Config:
             r.problem(INVALID_VALUE, p + "EMBEDDINGS_OPENAI_DIMENSIONS",
                       "must be <= 2000 (pgvector HNSW limit)")
 
+    mcp_tools = tuple(
+        t.strip() for t in r.text(p + "MCP_ENABLED_TOOLS").split(",") if t.strip()
+    )
+    unknown_tools = sorted(set(mcp_tools) - set(MCP_TOOL_NAMES))
+    if unknown_tools:
+        r.problem(INVALID_VALUE, p + "MCP_ENABLED_TOOLS",
+                  f"unknown tools {unknown_tools}; known: {', '.join(MCP_TOOL_NAMES)}")
+        mcp_tools = tuple(t for t in mcp_tools if t in MCP_TOOL_NAMES)
+
     database_url = r.text(p + "DATABASE_URL")
     if database_url and not database_url.startswith(("postgres://", "postgresql://")):
         r.problem(INVALID_VALUE, p + "DATABASE_URL", "must be a postgresql:// URL")
@@ -258,6 +277,8 @@ def read_config(env: Mapping[str, str] | None = None) -> Config:
             p + "MENTAL_MODEL_HISTORY_MAX_ENTRIES", 50, minimum=1
         ),
         enable_mental_model_history=r.flag(p + "ENABLE_MENTAL_MODEL_HISTORY", True),
+        mcp_enabled=r.flag(p + "MCP_ENABLED", True),
+        mcp_enabled_tools=mcp_tools,
         errors=(),
     )
     # DESIGN: reflect wall timeout < soft limit < hard limit < broker visibility timeout.

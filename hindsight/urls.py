@@ -1,4 +1,4 @@
-"""Top-level routes: the v1 API, health, version, OpenAPI and docs, admin."""
+"""Top-level routes: the v1 API, the MCP endpoint, health, version, OpenAPI and docs, admin."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from drf_spectacular.views import (
 )
 
 from hindsight.api import views as core_views
+from hindsight.mcp_server.http import mcp_endpoint
 
 handler400 = "hindsight.api.errors.json_400"
 handler404 = "hindsight.api.errors.json_404"
@@ -33,4 +34,9 @@ urlpatterns = [
     path("v1/default/", include("operations.urls")),
     path("v1/default/", include("mentalmodels.urls")),
     path("v1/default/", include("mentalmodels.reflect.urls")),
+    # MCP (streamable HTTP): all banks, or one bank pinned by the path.
+    path("mcp", mcp_endpoint, name="mcp"),
+    path("mcp/", mcp_endpoint),
+    path("mcp/<str:bank_id>", mcp_endpoint, name="mcp-bank"),
+    path("mcp/<str:bank_id>/", mcp_endpoint),
 ]

@@ -4,4 +4,5 @@ pytest_plugins = [
     "tests.fakes.fixtures",
     "tests.queue",
     "tests.workers",
+    "tests.live",
 ]

@@ -1,4 +1,4 @@
-"""Tenant API key: with ``HINDSIGHT_API_TENANT_API_KEY`` set, every /v1 request needs the bearer.
+"""Tenant API key: with ``HINDSIGHT_API_TENANT_API_KEY`` set, /v1 and /mcp requests need the bearer.
 
 A middleware, not a DRF permission, so it covers every /v1 path (unknown routes included) before
 any view runs. ``/health``, ``/version``, the API docs and the admin (Django's own login) stay
@@ -21,6 +21,10 @@ def bearer_matches(header: str, expected: str) -> bool:
     )
 
 
+def _is_mcp(path: str) -> bool:
+    return path == "/mcp" or path.startswith("/mcp/")
+
+
 class TenantApiKeyMiddleware:
     def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]):
         self.get_response = get_response
@@ -29,7 +33,7 @@ class TenantApiKeyMiddleware:
         expected = settings.HINDSIGHT.tenant_api_key
         if (
             expected
-            and request.path.startswith("/v1/")
+            and (request.path.startswith("/v1/") or _is_mcp(request.path))
             and not bearer_matches(request.META.get("HTTP_AUTHORIZATION", ""), expected)
         ):
             response = JsonResponse(

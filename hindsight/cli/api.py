@@ -1,0 +1,191 @@
+"""A thin typed client of our own v1 HTTP API, shared by the CLI and the MCP tools.
+
+It speaks HTTP only (httpx2): nothing here imports Django, the models or the services, so the
+CLI and the stdio MCP server run on a machine that only has the package and a URL. Each method
+is one REST call and returns the decoded JSON body unchanged; a non-2xx answer raises
+``ApiError`` carrying the server's own message, flattened to one line (FastAPI's
+``{"detail": [{"loc": [...], "msg": ...}]}`` becomes ``body.trigger.mode: msg``).
+
+The MCP server mounted in the API process uses this same class over an in-process WSGI
+transport, so a tool and a REST request run through the same URL routing, validation, error
+shape and services: one behaviour.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import quote
+
+import httpx2
+
+DEFAULT_URL = "http://127.0.0.1:8888"
+DEFAULT_TIMEOUT_SECONDS = 60.0
+FINAL_STATUSES = frozenset({"completed", "failed", "cancelled", "not_found"})
+
+
+class ApiError(Exception):
+    """A request the server refused (``status`` > 0) or could not be reached (``status`` 0)."""
+
+    def __init__(self, status: int, message: str, body: Any = None):
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.body = body
+
+    def __str__(self) -> str:
+        return f"HTTP {self.status}: {self.message}" if self.status else self.message
+
+
+def error_message(body: Any, fallback: str) -> str:
+    """The server's message in one line, from either of upstream's error shapes."""
+    detail = body.get("detail") if isinstance(body, dict) else None
+    if isinstance(detail, str):
+        return " ".join(detail.split())
+    if isinstance(detail, list) and detail:
+        parts = []
+        for item in detail:
+            if isinstance(item, dict):
+                loc = ".".join(str(p) for p in item.get("loc") or [])
+                msg = " ".join(str(item.get("msg", "")).split())
+                parts.append(f"{loc}: {msg}" if loc else msg)
+            else:
+                parts.append(str(item))
+        return "; ".join(parts)
+    return fallback
+
+
+def _seg(value: str) -> str:
+    return quote(value, safe="")
+
+
+class HindsightApi:
+    """One method per REST call used by the CLI and the MCP tools."""
+
+    def __init__(
+        self,
+        base_url: str = DEFAULT_URL,
+        *,
+        api_key: str | None = None,
+        authorization: str | None = None,
+        transport: httpx2.BaseTransport | None = None,
+        timeout: float = DEFAULT_TIMEOUT_SECONDS,
+    ):
+        headers = {"User-Agent": "hindsight-cli"}
+        if authorization:
+            headers["Authorization"] = authorization
+        elif api_key:
+            headers["Authorization"] = f"Bearer {api_key}"
+        self.base_url = base_url.rstrip("/")
+        self._http = httpx2.Client(
+            base_url=self.base_url, headers=headers, timeout=timeout, transport=transport
+        )
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> HindsightApi:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # transport --------------------------------------------------------------------------
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        json: Any = None,
+        params: dict[str, Any] | None = None,
+    ) -> Any:
+        query = {k: v for k, v in (params or {}).items() if v is not None}
+        try:
+            response = self._http.request(
+                method, "/v1/default" + path, json=json, params=query or None
+            )
+        except httpx2.HTTPError as exc:
+            raise ApiError(0, f"cannot reach the Hindsight API at {self.base_url}: {exc}") from exc
+        try:
+            body = response.json() if response.content else None
+        except ValueError:
+            body = response.text
+        if response.status_code >= 400:
+            fallback = response.reason_phrase or "request failed"
+            raise ApiError(response.status_code, error_message(body, fallback), body)
+        return body
+
+    # banks ------------------------------------------------------------------------------
+
+    def bank_list(self) -> Any:
+        return self.request("GET", "/banks")
+
+    def bank_stats(self, bank_id: str) -> Any:
+        return self.request("GET", f"/banks/{_seg(bank_id)}/stats")
+
+    def bank_create(self, bank_id: str, body: dict[str, Any] | None = None) -> Any:
+        return self.request("PUT", f"/banks/{_seg(bank_id)}", json=body or {})
+
+    # memories ---------------------------------------------------------------------------
+
+    def retain(self, bank_id: str, body: dict[str, Any]) -> Any:
+        return self.request("POST", f"/banks/{_seg(bank_id)}/memories", json=body)
+
+    def recall(self, bank_id: str, body: dict[str, Any]) -> Any:
+        return self.request("POST", f"/banks/{_seg(bank_id)}/memories/recall", json=body)
+
+    def reflect(self, bank_id: str, body: dict[str, Any]) -> Any:
+        return self.request("POST", f"/banks/{_seg(bank_id)}/reflect", json=body)
+
+    # mental models ----------------------------------------------------------------------
+
+    def _mm(self, bank_id: str, mental_model_id: str | None = None) -> str:
+        path = f"/banks/{_seg(bank_id)}/mental-models"
+        return path if mental_model_id is None else f"{path}/{_seg(mental_model_id)}"
+
+    def mental_model_create(self, bank_id: str, body: dict[str, Any]) -> Any:
+        return self.request("POST", self._mm(bank_id), json=body)
+
+    def mental_model_list(self, bank_id: str, **params: Any) -> Any:
+        return self.request("GET", self._mm(bank_id), params=params)
+
+    def mental_model_get(self, bank_id: str, mental_model_id: str, *,
+                         detail: str | None = None) -> Any:
+        return self.request("GET", self._mm(bank_id, mental_model_id), params={"detail": detail})
+
+    def mental_model_update(self, bank_id: str, mental_model_id: str,
+                            body: dict[str, Any]) -> Any:
+        return self.request("PATCH", self._mm(bank_id, mental_model_id), json=body)
+
+    def mental_model_delete(self, bank_id: str, mental_model_id: str) -> Any:
+        return self.request("DELETE", self._mm(bank_id, mental_model_id))
+
+    def mental_model_refresh(self, bank_id: str, mental_model_id: str) -> Any:
+        return self.request("POST", self._mm(bank_id, mental_model_id) + "/refresh")
+
+    def mental_model_clear(self, bank_id: str, mental_model_id: str) -> Any:
+        return self.request("POST", self._mm(bank_id, mental_model_id) + "/clear")
+
+    def mental_model_history(self, bank_id: str, mental_model_id: str) -> Any:
+        return self.request("GET", self._mm(bank_id, mental_model_id) + "/history")
+
+    def mental_model_dry_run(self, bank_id: str, mental_model_id: str) -> Any:
+        return self.request("POST", self._mm(bank_id, mental_model_id) + "/dry-run-refresh")
+
+    # operations -------------------------------------------------------------------------
+
+    def _op(self, bank_id: str, operation_id: str | None = None) -> str:
+        path = f"/banks/{_seg(bank_id)}/operations"
+        return path if operation_id is None else f"{path}/{_seg(operation_id)}"
+
+    def operation_get(self, bank_id: str, operation_id: str) -> Any:
+        return self.request("GET", self._op(bank_id, operation_id))
+
+    def operation_list(self, bank_id: str, **params: Any) -> Any:
+        return self.request("GET", self._op(bank_id), params=params)
+
+    def operation_cancel(self, bank_id: str, operation_id: str) -> Any:
+        return self.request("DELETE", self._op(bank_id, operation_id))
+
+    def operation_retry(self, bank_id: str, operation_id: str) -> Any:
+        return self.request("POST", self._op(bank_id, operation_id) + "/retry")

@@ -1,0 +1,230 @@
+"""How the CLI prints: JSON for scripts, rich tables and panels for people.
+
+``--output json`` writes the server's body as JSON on stdout, nothing else (progress and errors
+go to stderr). ``table`` renders each kind of answer readably; diffs are coloured.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import sys
+from collections.abc import Iterable
+from typing import Any
+
+from rich.console import Console, Group
+from rich.markdown import Markdown
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+out = Console(highlight=False, soft_wrap=False)
+err = Console(stderr=True, highlight=False)
+
+
+def emit_json(body: Any) -> None:
+    sys.stdout.write(json.dumps(body, indent=2, ensure_ascii=False) + "\n")
+    sys.stdout.flush()
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, list):
+        return ", ".join(str(v) for v in value) or "-"
+    if isinstance(value, dict):
+        return json.dumps(value, ensure_ascii=False)
+    return str(value)
+
+
+def key_values(title: str, rows: Iterable[tuple[str, Any]]) -> Table:
+    table = Table(title=title, show_header=False, title_justify="left", box=None, pad_edge=False)
+    table.add_column(style="bold cyan", no_wrap=True)
+    table.add_column(overflow="fold")
+    for key, value in rows:
+        table.add_row(key, _cell(value))
+    return table
+
+
+def coloured_diff(diff: str) -> Text:
+    text = Text()
+    for line in diff.splitlines():
+        if line.startswith(("+++", "---")):
+            style = "bold"
+        elif line.startswith("+"):
+            style = "green"
+        elif line.startswith("-"):
+            style = "red"
+        elif line.startswith("@@"):
+            style = "cyan"
+        else:
+            style = ""
+        text.append(line + "\n", style=style)
+    return text
+
+
+def _lines(text: str) -> list[str]:
+    # Every line newline-terminated, so a changed last line never runs into its replacement.
+    return [line if line.endswith("\n") else line + "\n" for line in text.splitlines(True)]
+
+
+def unified_diff(before: str, after: str, *, before_name: str, after_name: str) -> str:
+    return "".join(difflib.unified_diff(
+        _lines(before), _lines(after), fromfile=before_name, tofile=after_name,
+    ))
+
+
+# ---------------------------------------------------------------------------------------------
+# mental models
+
+
+def mental_model(model: dict[str, Any]) -> None:
+    trigger = model.get("trigger") or {}
+    rows: list[tuple[str, Any]] = [
+        ("id", model.get("id")),
+        ("name", model.get("name")),
+        ("bank", model.get("bank_id")),
+        ("source query", model.get("source_query")),
+        ("tags", model.get("tags")),
+        ("stale", model.get("is_stale")),
+        ("last refreshed", model.get("last_refreshed_at")),
+        ("last memory seen", model.get("last_memory_seen_at")),
+        ("last refresh failed", model.get("last_refresh_failed_at")),
+        ("max tokens", model.get("max_tokens")),
+    ]
+    set_trigger = {k: v for k, v in trigger.items() if v not in (None, False, [], {})}
+    if set_trigger:
+        rows.append(("trigger", set_trigger))
+    based_on = (model.get("reflect_response") or {}).get("based_on") or {}
+    cited = sum(len(v) for v in based_on.values() if isinstance(v, list))
+    if model.get("reflect_response") is not None:
+        rows.append(("based on", f"{cited} memories/models"))
+    out.print(key_values(f"Mental model {model.get('id')}", rows))
+    content = model.get("content")
+    if content:
+        out.print(Panel(Markdown(content), title="content", title_align="left"))
+    elif content == "":
+        out.print(Text("(no content yet)", style="dim"))
+
+
+def mental_model_list(body: dict[str, Any]) -> None:
+    items = body.get("items") or []
+    table = Table(title=f"Mental models ({body.get('total', len(items))})", title_justify="left")
+    for column in ("id", "name", "tags", "stale", "last refreshed", "refresh failed"):
+        table.add_column(column, overflow="fold")
+    for item in items:
+        stale = item.get("is_stale")
+        table.add_row(
+            _cell(item.get("id")), _cell(item.get("name")), _cell(item.get("tags")),
+            Text(_cell(stale), style="yellow" if stale else "green"),
+            _cell(item.get("last_refreshed_at")),
+            Text(_cell(item.get("last_refresh_failed_at")),
+                 style="red" if item.get("last_refresh_failed_at") else ""),
+        )
+    out.print(table)
+
+
+def history(entries: list[dict[str, Any]], current_content: str | None) -> None:
+    if not entries:
+        out.print(Text("No history yet.", style="dim"))
+        return
+    newer = current_content
+    newer_name = "current"
+    for index, entry in enumerate(entries):
+        kind = entry.get("kind", "version")
+        title = f"#{len(entries) - index}  {entry.get('changed_at')}  {kind}"
+        if kind == "failure":
+            body = key_values("", [("reason", entry.get("reason")),
+                                   ("exception", entry.get("exception")),
+                                   ("operation", entry.get("operation_id"))])
+            out.print(Panel(body, title=title, title_align="left", border_style="red"))
+            continue
+        previous = entry.get("previous_content") or ""
+        parts: list[Any] = []
+        if newer is not None:
+            diff = unified_diff(previous, newer, before_name="before", after_name=newer_name)
+            parts.append(coloured_diff(diff) if diff else Text("(content unchanged)", style="dim"))
+        else:
+            parts.append(Text(previous or "(empty)"))
+        out.print(Panel(Group(*parts), title=title, title_align="left"))
+        newer = previous
+        newer_name = f"#{len(entries) - index}"
+
+
+def dry_run(preview: dict[str, Any]) -> None:
+    rows = [
+        ("mental model", preview.get("mental_model_id")),
+        ("mode", f"{preview.get('effective_mode')} (requested {preview.get('requested_mode')})"),
+        ("fallback reason", preview.get("mode_fallback_reason")),
+        ("outcome", preview.get("outcome")),
+        ("would persist", preview.get("would_persist")),
+        ("facts read", len(preview.get("facts") or [])),
+        ("warnings", preview.get("warnings")),
+        ("duration ms", preview.get("duration_ms")),
+    ]
+    out.print(key_values("Dry run (nothing was written)", rows))
+    current, candidate = preview.get("current_content"), preview.get("preview_content")
+    if isinstance(current, str) and isinstance(candidate, str):
+        diff = unified_diff(current, candidate, before_name="current", after_name="preview")
+    else:
+        diff = preview.get("diff") or ""
+    if diff:
+        out.print(Panel(coloured_diff(diff), title="diff", title_align="left"))
+    else:
+        out.print(Text("(no change to the content)", style="dim"))
+
+
+# ---------------------------------------------------------------------------------------------
+# operations and banks
+
+
+OPERATION_STYLES = {"completed": "green", "failed": "red", "cancelled": "yellow"}
+
+
+def operation(op: dict[str, Any]) -> None:
+    rows = [(key, op.get(key)) for key in (
+        "operation_id", "status", "operation_type", "mental_model_id", "created_at",
+        "updated_at", "completed_at", "retry_count", "next_retry_at", "error_message", "details",
+    )]
+    out.print(key_values(f"Operation {op.get('operation_id')}", rows))
+
+
+def operation_list(body: dict[str, Any]) -> None:
+    ops = body.get("operations") or []
+    table = Table(title=f"Operations ({body.get('total', len(ops))})", title_justify="left")
+    for column in ("id", "type", "status", "created", "retries", "error"):
+        table.add_column(column, overflow="fold")
+    for op in ops:
+        status = str(op.get("status"))
+        table.add_row(
+            _cell(op.get("id")), _cell(op.get("task_type")),
+            Text(status, style=OPERATION_STYLES.get(status, "")),
+            _cell(op.get("created_at")), _cell(op.get("retry_count")),
+            _cell(op.get("error_message")),
+        )
+    out.print(table)
+
+
+def bank_list(body: dict[str, Any]) -> None:
+    banks = body.get("banks") or []
+    table = Table(title=f"Banks ({body.get('total', len(banks))})", title_justify="left")
+    for column in ("bank", "name", "facts", "last write"):
+        table.add_column(column, overflow="fold")
+    for bank in banks:
+        table.add_row(_cell(bank.get("bank_id")), _cell(bank.get("name")),
+                      _cell(bank.get("fact_count")), _cell(bank.get("last_write_at")))
+    out.print(table)
+
+
+def bank_stats(stats: dict[str, Any]) -> None:
+    keys = ("bank_id", "total_nodes", "total_documents", "nodes_by_fact_type",
+            "total_observations", "pending_consolidation", "pending_operations",
+            "failed_operations", "operations_by_status", "last_memory_write_at",
+            "last_consolidated_at")
+    out.print(key_values(f"Bank {stats.get('bank_id')}", [(k, stats.get(k)) for k in keys]))
+
+
+def message(text: str, style: str = "") -> None:
+    out.print(Text(text, style=style))
