@@ -19,6 +19,7 @@ $(STAMP): pyproject.toml Makefile
 run: install
 	$(PY) -m hindsight.devstack run
 
+# tests/compat_node installs its pinned npm client itself (npm ci from its lockfile; needs Node >= 20).
 test: install
 	$(PY) -m pytest
 
@@ -31,4 +32,4 @@ bench: install
 	$(PY) bench/bench_mental_models.py --memories 10000 --models 200 --refreshes 10
 
 clean:
-	rm -rf $(VENV) .devdata
+	rm -rf $(VENV) .devdata tests/compat_node/node_modules
