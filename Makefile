@@ -20,6 +20,7 @@ run: install
 	$(PY) -m hindsight.devstack run
 
 # Lint, types and the import contracts first (seconds), then the suite against real servers.
+# tests/compat_node installs its pinned npm client itself (npm ci from its lockfile; needs Node >= 20).
 test: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
@@ -35,4 +36,4 @@ bench: install
 	$(PY) bench/bench_mental_models.py --memories 10000 --models 200 --refreshes 10
 
 clean:
-	rm -rf $(VENV) .devdata
+	rm -rf $(VENV) .devdata tests/compat_node/node_modules

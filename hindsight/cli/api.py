@@ -19,7 +19,9 @@ from urllib.parse import quote
 import httpx2
 
 DEFAULT_URL = "http://127.0.0.1:8888"
-DEFAULT_TIMEOUT_SECONDS = 60.0
+# A dry run or a reflect runs for up to HINDSIGHT_API_REFLECT_WALL_TIMEOUT (300 s by default).
+DEFAULT_TIMEOUT_SECONDS = 330.0
+CONNECT_TIMEOUT_SECONDS = 10.0
 FINAL_STATUSES = frozenset({"completed", "failed", "cancelled", "not_found"})
 
 
@@ -77,7 +79,8 @@ class HindsightApi:
             headers["Authorization"] = f"Bearer {api_key}"
         self.base_url = base_url.rstrip("/")
         self._http = httpx2.Client(
-            base_url=self.base_url, headers=headers, timeout=timeout, transport=transport
+            base_url=self.base_url, headers=headers, transport=transport,
+            timeout=httpx2.Timeout(timeout, connect=min(timeout, CONNECT_TIMEOUT_SECONDS)),
         )
 
     def close(self) -> None:

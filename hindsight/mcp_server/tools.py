@@ -15,7 +15,9 @@ read it and correct itself; nothing raises out of the session.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Iterable
+import logging
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
@@ -258,20 +260,34 @@ TOOLS: dict[str, Callable[..., dict[str, Any]]] = {
 assert tuple(TOOLS) == MCP_TOOL_NAMES, "hindsight.config.MCP_TOOL_NAMES lists every tool"
 
 
+@contextmanager
+def _root_logging_untouched() -> Iterator[None]:
+    """The SDK's constructor calls ``logging.basicConfig``; a handler already on the root logger
+    makes that a no-op, so building the server in the API process leaves its logging alone."""
+    root = logging.getLogger()
+    guard = None if root.handlers else logging.NullHandler()
+    if guard is not None:
+        root.addHandler(guard)
+    try:
+        yield
+    finally:
+        if guard is not None:
+            root.removeHandler(guard)
+
+
 def build_server(enabled: Iterable[str] = ()) -> MCPServer:
     """An MCP server with the given tools (all of them when ``enabled`` is empty)."""
     names = tuple(enabled) or tuple(TOOLS)
     unknown = sorted(set(names) - set(TOOLS))
     if unknown:
         raise ValueError(f"unknown MCP tools {unknown}; known: {', '.join(TOOLS)}")
-    # log_level: the SDK calls logging.basicConfig with it; WARNING keeps the root logger at
-    # Python's default, so mounting the server in the API process changes nothing there.
-    server: MCPServer = MCPServer(
-        "hindsight",
-        log_level="WARNING",
-        instructions="Hindsight memory: mental models (curated, auto-refreshed documents), "
-                     "retain, recall and reflect over one memory bank.",
-    )
+    with _root_logging_untouched():
+        server: MCPServer = MCPServer(
+            "hindsight",
+            log_level="WARNING",
+            instructions="Hindsight memory: mental models (curated, auto-refreshed documents), "
+                         "retain, recall and reflect over one memory bank.",
+        )
     for name in names:
         fn = TOOLS[name]
         server.add_tool(fn, name=name, description=inspect.getdoc(fn),

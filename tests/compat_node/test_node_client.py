@@ -87,3 +87,9 @@ def test_the_npm_client_drives_the_mental_model_lifecycle(live_stack: LiveStack,
         "updateMentalModel", "refreshMentalModel", "dryRunRefreshMentalModel",
         "clearMentalModel", "getMentalModelHistory", "operations", "deleteMentalModel",
     ]
+
+
+def test_a_missing_node_fails_naming_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(shutil, "which", lambda tool: None)
+    with pytest.raises(pytest.fail.Exception, match=r"`node` is not on PATH.*Node\.js >= 20"):
+        _require("node")

@@ -276,3 +276,30 @@ def test_stdio_without_a_bank_asks_for_bank_id(stack: LiveStack) -> None:
         assert (await call(client, "list_mental_models", bank_id=BANK))["total"] == 0
 
     run(lambda: stdio_client(stack), body)
+
+
+def test_concurrent_http_requests_share_the_server_safely(stack: LiveStack) -> None:
+    """Each POST runs in its own thread and event loop against one cached server object."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def one(i: int) -> dict[str, Any]:
+        tool = "list_mental_models" if i % 2 else "get_mental_model"
+        args: dict[str, Any] = {} if i % 2 else {"mental_model_id": f"missing-{i}"}
+        response = httpx2.post(
+            stack.url + f"/mcp/{BANK}/", timeout=60.0,
+            headers={"Accept": "application/json, text/event-stream"},
+            json={"jsonrpc": "2.0", "id": i, "method": "tools/call",
+                  "params": {"name": tool, "arguments": args}},
+        )
+        assert response.status_code == 200, response.text
+        body: dict[str, Any] = response.json()
+        return body
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        results = list(pool.map(one, range(24)))
+    assert [r["id"] for r in results] == list(range(24))
+    for r in results:
+        expect_error = r["id"] % 2 == 0
+        assert r["result"]["isError"] is expect_error, r
+        if expect_error:
+            assert f"missing-{r['id']}" in r["result"]["content"][0]["text"]

@@ -17,7 +17,7 @@ def test_enabled_tools_are_read_from_the_environment() -> None:
 
 def test_an_unknown_tool_name_is_a_configuration_error_naming_it() -> None:
     cfg = read_config({"HINDSIGHT_API_MCP_ENABLED_TOOLS": "recall,recal"})
-    [(name, message)] = cfg.errors
+    [(name, message, _rule)] = cfg.errors
     assert name == "HINDSIGHT_API_MCP_ENABLED_TOOLS" and "'recal'" in message
     assert cfg.mcp_enabled_tools == ("recall",)
 
