@@ -77,8 +77,12 @@ def _bounded_ops(ops: dict[str, list[dict[str, Any]]] | None) -> dict[str, Any] 
     """Delta operations as the trace keeps them: every one, markdown cut short."""
     if ops is None:
         return None
-    return {key: [_bounded(entry) for entry in ops.get(key, [])[:TRACE_MAX_TOOL_CALLS]]
-            for key in ("applied", "skipped")}
+    return {
+        key: [{**_bounded({k: v for k, v in entry.items() if k != "operation"}),
+               "operation": _bounded(entry.get("operation"))}
+              for entry in ops.get(key, [])[:TRACE_MAX_TOOL_CALLS]]
+        for key in ("applied", "skipped")
+    }
 
 
 def build_trace(
