@@ -547,7 +547,13 @@ def _persist(plan: Plan, decided: Outcome, trace: dict[str, Any], job: Job | Non
                   "reflect_response", "updated_at"]
         model.last_refreshed_at = ClockTimestamp()
         model.last_refresh_failed_at = None
-        model.last_refresh_source_query = model.source_query
+        if decided.outcome in ("content_written", "content_unchanged") or not (
+            model.content or ""
+        ).strip():
+            # The query this document now answers (DL-5 compares against it). A refresh that
+            # kept the old document did not apply a changed query: the next one must still
+            # fall back to full for it.
+            model.last_refresh_source_query = plan.model.source_query
         model.updated_at = ClockTimestamp()
         if plan.effective_mode == "full":
             model.last_full_refreshed_at = ClockTimestamp()

@@ -312,3 +312,22 @@ def test_a_legacy_model_with_content_but_no_document_is_split_and_edited(bank, s
     model.refresh_from_db()
     assert model.content == "## Log\n\n- old\n\n- new fact"
     assert model.document == split(model.content).as_json() or render_json(model.document) == model.content
+
+
+def test_a_refresh_that_keeps_the_old_document_does_not_record_a_changed_query(bank, scripted_llm):
+    model = baseline(bank, scripted_llm)
+    MentalModel.objects.filter(uid=model.uid).update(source_query="What ships next?")
+    add_memory(bank, "Release on Friday", embed=True)
+
+    def cites_nothing(body):
+        choice = body.get("tool_choice")
+        if isinstance(choice, dict):
+            return Reply.tool_calls([(choice["function"]["name"], {"query": "x"})])
+        return Reply.tool_calls([("done", {"answer": "nothing on that", "memory_ids": []})])
+
+    scripted_llm.respond_with(cites_nothing)
+    report = refresh_run(bank_id=bank.id, mental_model_id="team")
+    assert report.outcome.outcome == "content_preserved_no_new_facts"
+    model.refresh_from_db()
+    assert model.content == BASELINE
+    assert model.last_refresh_source_query == "How does the team work?"
