@@ -57,7 +57,7 @@ from mentalmodels.reflect.mm_search import content_hash, embedding_text
 from mentalmodels.refresh_types import Outcome, Plan, Preview, Report
 from mentalmodels.services import history_record_version
 from mentalmodels.staleness import model_scope, stale_flags
-from mentalmodels.trace import RefreshClock, build_trace
+from mentalmodels.trace import RefreshClock, bounded_ops, build_trace
 from operations.errors import FenceLost
 
 if TYPE_CHECKING:
@@ -288,12 +288,19 @@ def _facts_text(facts: list[dict[str, Any]]) -> str:
 
 def _delta_messages(plan: Plan, doc: Document, facts: list[dict[str, Any]]) -> list[dict[str, Any]]:
     outline = json.dumps(doc.outline(), ensure_ascii=False, indent=1)
+    previous = _window_facts(_normalise_based_on((plan.model.reflect_response or {}).get("based_on")))
+    as_of = ""
+    if previous:
+        # Facts can arrive out of date order (a backfill): say how recent the document already
+        # is, so an older fact is not taken for news about the same thing (#4427).
+        as_of = (f"The document already reflects facts up to {_fact_time(previous[-1])[0]}; a new "
+                 "fact that happened before that is history, not the current state.\n\n")
     return [
         {"role": "system", "content": DELTA_SYSTEM},
         {"role": "user", "content": (
             f"Topic: {plan.model.source_query.strip()}\n\n"
             f"Current document (sections and blocks with their ids):\n{outline}\n\n"
-            f"New facts, oldest first:\n{_facts_text(facts)}"
+            f"{as_of}New facts, oldest first:\n{_facts_text(facts)}"
         )},
     ]
 
@@ -440,7 +447,7 @@ def _delta_metadata(ops: dict[str, list[dict[str, Any]]] | None) -> dict[str, An
     return {
         "delta_ops_applied": len(ops["applied"]) if ops else 0,
         "delta_ops_skipped": len(ops["skipped"]) if ops else 0,
-        "delta_operations": ops,
+        "delta_operations": bounded_ops(ops),
     }
 
 

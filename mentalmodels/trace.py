@@ -73,7 +73,7 @@ def _bounded(value: Any, depth: int = 0) -> Any:
     return value
 
 
-def _bounded_ops(ops: dict[str, list[dict[str, Any]]] | None) -> dict[str, Any] | None:
+def bounded_ops(ops: dict[str, list[dict[str, Any]]] | None) -> dict[str, Any] | None:
     """Delta operations as the trace keeps them: every one, markdown cut short."""
     if ops is None:
         return None
@@ -119,7 +119,7 @@ def build_trace(
             {"scope": str(c.get("scope") or f"agent_{i + 1}"), "duration_ms": int(c.get("duration_ms") or 0)}
             for i, c in enumerate(clock.llm_calls[:TRACE_MAX_TOOL_CALLS])
         ],
-        "delta_operations": _bounded_ops(clock.delta_operations),
+        "delta_operations": bounded_ops(clock.delta_operations),
         "retraction": None,
         "usage": dict(clock.usage),
         "duration_ms": clock.elapsed_ms(),

@@ -17,8 +17,8 @@ from typing import Any
 
 from tests.fakes.llm_server import Reply
 
-_OUTLINE = re.compile(r"Current document \(sections and blocks with their ids\):\n(.*?)\n\nNew facts",
-                      re.S)
+_OUTLINE = re.compile(r"Current document \(sections and blocks with their ids\):\n(.*?)\n\n"
+                      r"(?:The document already reflects|New facts)", re.S)
 _FACT = re.compile(r"^\d+\. \[[^\]]*\] (.*?)(?: \(context: .*\))?$", re.M)
 
 

@@ -201,6 +201,9 @@ def test_facts_reach_the_ops_call_oldest_first_by_event_time(bank, scripted_llm)
     calls = delta_llm(scripted_llm, append_each_fact("log"))
     refresh_run(bank_id=bank.id, mental_model_id="team")
     assert calls[0].facts == ["The release is on Monday", "The release moved to Friday"]
+    prompt = calls[0].body["messages"][1]["content"]
+    # How recent the document already is, so a backfilled older fact is not taken for news.
+    assert "The document already reflects facts up to" in prompt
 
 
 def test_based_on_after_three_deltas_is_the_union_of_their_citations(bank, scripted_llm):

@@ -122,3 +122,33 @@ def test_a_delta_model_is_not_paused_by_its_first_failed_attempt(
                message="paused after the last retry")
     model.refresh_from_db()
     assert model.content == BASELINE and render_json(model.document) == BASELINE
+
+
+def test_changed_source_query_falls_back_to_full_and_a_failed_refresh_does_not_record_it(
+    bank, env, worker_factory, beat
+):
+    model = delta_model(bank)
+    add_memory(bank, "Release on Friday", embed=True)
+    api = APIClient()
+    delta_llm(env, lambda call: [], answer="")  # every attempt fails: an empty answer
+    worker_factory(env=env.env)
+    assert api.patch(f"{URL}/team", {"source_query": "What ships next?"},
+                     format="json").status_code == 200
+    op_ids = {o.id for o in Operation.objects.filter(mental_model_id="team")}
+    for op_id in op_ids:  # the PATCH may have queued one (MM-10) besides ours
+        finished(str(op_id))
+    op = finished(api.post(f"{URL}/team/refresh", format="json").json()["operation_id"])
+    assert op.status == "failed"
+    model.refresh_from_db()
+    assert model.content == BASELINE
+    assert model.last_refresh_source_query == "How does the team work?"
+
+    delta_llm(env, lambda call: [], answer="## Next\n\nRelease on Friday.")
+    op = finished(api.post(f"{URL}/team/refresh", format="json").json()["operation_id"])
+    assert op.status == "completed", op.error_message
+    assert op.result_metadata["effective_mode"] == "full"
+    assert op.result_metadata["mode_fallback_reason"] == "source_query_changed"
+    model.refresh_from_db()
+    assert model.content == "## Next\n\nRelease on Friday."
+    assert model.last_refresh_source_query == "What ships next?"
+    assert render_json(model.document) == model.content
