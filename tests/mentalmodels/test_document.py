@@ -190,6 +190,24 @@ def test_every_operation_leaves_every_untouched_block_byte_identical(text, rnd):
                 assert original in rendered
 
 
+@PROPERTY
+@given(markdown(), st.randoms(use_true_random=False))
+def test_a_sequence_of_operations_keeps_the_document_whole(text, rnd):
+    doc = split(text)
+    ops = _all_ops(doc, rnd)
+    rnd.shuffle(ops)
+    result = apply_operations(doc, ops)
+    assert len(result.applied) + len(result.skipped) == len(ops)
+    named = set().union(*(_named(op, doc) for op in ops))
+    after = {b.id: b.text for _, b in result.document.blocks()}
+    for section, block in doc.blocks():
+        if block.id not in named and block.id in after:
+            assert after[block.id] == block.text
+    ids = [s.id for s in result.document.sections] + [b.id for _, b in result.document.blocks()]
+    assert len(ids) == len(set(ids))
+    assert same_structure(split(render(result.document)), result.document)
+
+
 def test_replace_block_and_rename_section_keep_their_ids():
     doc = split("## Team\n\nAlice leads.\n\nBob helps.")
     alice = doc.sections[1].blocks[0].id
