@@ -738,6 +738,9 @@ def refresh_run(
                   tool_outputs=clock.tool_outputs)
 
 
+_DELTA_ANSWERS = ("delta_ops_all_skipped", "structured_doc_unreadable", "delta_not_applied")
+
+
 def refresh_dry_run(*, bank_id: str, mental_model_id: str) -> Preview:
     """SPEC section 5: the same pipeline, with ``persist`` replaced by the preview."""
     model = _load(bank_id=bank_id, mental_model_id=mental_model_id)
@@ -751,10 +754,11 @@ def refresh_dry_run(*, bank_id: str, mental_model_id: str) -> Preview:
             # No refresh can run on this server at all: the same 400 as reflect, not a 502
             # (no LLM was asked, so nothing upstream failed).
             raise exc.__cause__ from None
-        if exc.outcome != "refresh_failed_delta_not_applied" or clock.plan is None:
+        if exc.failure_reason not in _DELTA_ANSWERS or clock.plan is None:
             raise DryRunFailed.for_refusal(exc) from exc
-        # A delta the refresh could not apply is an answer the preview has a value for: the
-        # operations it was given and why each was dropped are what the caller needs to see.
+        # A delta the LLM answered but that cannot be applied is an outcome the preview has a
+        # value for: the operations it was given and why each was dropped are what the caller
+        # needs to see. (A provider that failed is an error, as for any refresh.)
         clock.warnings.append(str(exc))
         plan = clock.plan
         decided = Outcome(

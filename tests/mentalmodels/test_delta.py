@@ -10,6 +10,7 @@ import pytest
 from hindsight.banks.models import MemoryUnit
 from mentalmodels.api.preview import render_preview
 from mentalmodels.document import render_json, split
+from mentalmodels.errors import DryRunFailed
 from mentalmodels.models import MentalModel
 from mentalmodels.pipeline import RefreshFailed, refresh_dry_run, refresh_run
 from mentalmodels.services import mental_model_clear
@@ -334,3 +335,15 @@ def test_a_refresh_that_keeps_the_old_document_does_not_record_a_changed_query(b
     model.refresh_from_db()
     assert model.content == BASELINE
     assert model.last_refresh_source_query == "How does the team work?"
+
+
+def test_dry_run_of_a_delta_whose_provider_fails_is_an_error(bank, scripted_llm):
+    baseline(bank, scripted_llm)
+    add_memory(bank, "Bob joined", embed=True)
+    delta_llm(scripted_llm, lambda call: [])
+    original = scripted_llm._responder
+    scripted_llm.respond_with(
+        lambda body: Reply.error(400, "refused") if body.get("response_format") else original(body))
+    with pytest.raises(DryRunFailed) as info:
+        refresh_dry_run(bank_id=bank.id, mental_model_id="team")
+    assert info.value.status_code == 502 and "delta_ops_failed" in str(info.value)
