@@ -387,17 +387,20 @@ def _delta(plan: Plan, decided: Outcome, clock: RefreshClock) -> Outcome:
                 break
         if attempt == 2:
             if operations is None:
-                raise _delta_fail(f"the delta operations answer could not be read twice: {error}",
+                raise _delta_fail(f"the delta operations answer could not be read on the retry: {error}",
                                   "structured_doc_unreadable")
             assert result is not None
             raise _delta_fail(
                 f"every delta operation was dropped, twice (last: "
                 f"{'; '.join(d['reason'] for d in result.skipped[:5])})", "delta_ops_all_skipped")
-        answer_text = json.dumps({"operations": operations}, ensure_ascii=False) \
-            if operations is not None else "(unreadable)"
+        # Ask once more (DL-4), showing the answer, what was wrong with it and the real ids.
+        if operations is None:
+            answer_text, retry = "(unreadable)", _retry_message(doc=doc, result=None, error=error)
+        else:
+            answer_text = json.dumps({"operations": operations}, ensure_ascii=False)
+            retry = _retry_message(doc=doc, result=result, error=None)
         messages = [*messages, {"role": "assistant", "content": answer_text},
-                    {"role": "user", "content": _retry_message(
-                        doc=doc, result=result if operations is not None else None, error=error)}]
+                    {"role": "user", "content": retry}]
     assert result is not None
     if result.skipped:
         clock.warnings.append(
