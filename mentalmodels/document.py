@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -86,11 +86,6 @@ class Document:
         for section in self.sections:
             for block in section.blocks:
                 yield section, block
-
-    def is_empty(self) -> bool:
-        return not any(b.text.strip() for _, b in self.blocks()) and not any(
-            s.heading for s in self.sections
-        )
 
     # --- ids ------------------------------------------------------------------------------
 
@@ -358,6 +353,3 @@ def document_for(content: str, stored: Any) -> Document:
             return doc
     return split(content)
 
-
-def texts(doc: Document) -> Iterable[str]:
-    return (b.text for _, b in doc.blocks())
