@@ -152,3 +152,27 @@ def test_changed_source_query_falls_back_to_full_and_a_failed_refresh_does_not_r
     assert model.content == "## Next\n\nRelease on Friday."
     assert model.last_refresh_source_query == "What ships next?"
     assert render_json(model.document) == model.content
+
+
+def test_wrong_ids_are_dropped_and_reported_on_the_operation_while_the_rest_apply(
+    bank, env, worker_factory
+):
+    model = delta_model(bank)
+    team_block = model.document["sections"][1]["blocks"][0]["id"]
+    add_memory(bank, "Bob joined", embed=True)
+    delta_llm(env, lambda call: [
+        {"op": "replace_block", "section_id": "team", "block_id": "b-deadbeef", "markdown": "x"},
+        {"op": "append_block", "section_id": team_block, "markdown": "- misplaced"},
+        {"op": "append_block", "section_id": "log", "markdown": "- Bob joined"},
+    ])
+    worker_factory(env=env.env)
+    op = finished(APIClient().post(f"{URL}/team/refresh", format="json").json()["operation_id"])
+    assert op.status == "completed", op.error_message
+    meta = op.result_metadata
+    assert (meta["delta_ops_applied"], meta["delta_ops_skipped"]) == (1, 2)
+    reasons = [s["reason"] for s in meta["delta_operations"]["skipped"]]
+    assert "'b-deadbeef': no such block" in reasons[0]
+    assert f"section_id {team_block!r} is a block id" in reasons[1]
+    body = APIClient().get(f"{URL}/team").json()
+    assert body["content"] == BASELINE + "\n\n- Bob joined"
+    assert len(body["reflect_response"]["trace"]["delta_operations"]["skipped"]) == 2
