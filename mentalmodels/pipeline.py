@@ -17,13 +17,20 @@ A failed attempt raises ``RefreshFailed`` (an ``OperationFailure`` carrying the 
 ``details`` and the trace); nothing of the model is written by the attempt itself. The handler
 (``mentalmodels.handlers``) records the failure entry and, after the last retry, the pause.
 
-Delta mode (DL-*) is a later issue: a delta refresh falls back to full when the model has no
-content or its source query changed (DL-5); otherwise it fails as
-``refresh_failed_delta_not_applied`` instead of silently rewriting the document.
+Delta mode (DL-*): the reflect loop reads only the window ``(watermark, cutoff]`` (its memory
+tools; mental models are searched whatever their age), then a second LLM call is shown the topic,
+the current document with its ids (``mentalmodels.document``) and the facts the answer cited —
+the facts themselves with their dates, oldest first, never the loop's synthesis — and answers
+with operations (``mentalmodels.delta``). Every operation dropped, or an answer that cannot be
+read: asked once more with the wrong ids and the ids the document has. What cannot be applied
+fails the attempt (retryable; content, document and window untouched). A delta refresh falls
+back to full only when the model has no content or its source query changed since the last
+successful refresh (DL-5). ``based_on`` accumulates across delta refreshes (RF-8).
 """
 
 from __future__ import annotations
 
+import json
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -39,9 +46,11 @@ from hindsight.banks import writeclock
 from hindsight.db import ClockTimestamp
 from hindsight.embeddings import get_embedder
 from hindsight.errors import LLMNotConfigured, NotFound
-from hindsight.llm import Deadline, LLMError, LLMTimeout, get_llm
+from hindsight.llm import Deadline, LLMError, LLMOutputError, LLMTimeout, get_llm
 from hindsight.tagscope import scope_sql
 from mentalmodels.awaiting_llm import llm_missing_message
+from mentalmodels.delta import ANSWER_SCHEMA, DeltaResult, apply_operations
+from mentalmodels.document import Document, document_for, render, render_json, split
 from mentalmodels.errors import REFRESH_OPERATION, DryRunFailed, RefreshFailed
 from mentalmodels.models import MentalModel
 from mentalmodels.reflect import RetrievalError, mm_search, reflect_run
@@ -49,7 +58,7 @@ from mentalmodels.reflect.mm_search import content_hash, embedding_text
 from mentalmodels.refresh_types import Outcome, Plan, Preview, Report
 from mentalmodels.services import history_record_version
 from mentalmodels.staleness import model_scope, stale_flags
-from mentalmodels.trace import RefreshClock, build_trace
+from mentalmodels.trace import RefreshClock, bounded_ops, build_trace
 from operations.errors import FenceLost
 
 if TYPE_CHECKING:
@@ -153,6 +162,7 @@ def _gather(plan: Plan, clock: RefreshClock) -> Any:
             max_tokens=plan.model.max_tokens,
             scope=plan.scope,
             cutoff=plan.cutoff,
+            updated_after=plan.window_after,
             exclude_mental_model_ids=plan.exclude_ids,
             include_mental_models=not plan.exclude_mental_models,
             response_schema=None,
@@ -222,6 +232,227 @@ def _decide(plan: Plan, result: Any, watermark: datetime | None) -> Outcome:
         mental_models=list(result.mental_models_used or []), reflected=True,
         facts_retrieved=dict(retrieved), facts_used=dict(used),
     )
+
+
+# ---------------------------------------------------------------------------------------------
+# delta
+
+DELTA_SYSTEM = """You maintain a long-lived markdown document by editing it, never by rewriting \
+it. You are given the document's topic, the document as sections of blocks (each with its id), \
+and new facts. Answer with the edit operations that bring the document up to date with the new \
+facts, as {"operations": [...]}.
+
+Operations (ids are the ones shown; never invent or reuse an id for another kind of thing):
+- {"op": "append_block", "section_id": S, "markdown": M} — add a block at the end of section S
+- {"op": "insert_block", "section_id": S, "after_block_id": B or null, "markdown": M}
+- {"op": "replace_block", "section_id": S, "block_id": B, "markdown": M} — B must be in S
+- {"op": "remove_block", "section_id": S, "block_id": B}
+- {"op": "replace_section_blocks", "section_id": S, "blocks": [M, ...]}
+- {"op": "add_section", "heading": H, "level": 1-6, "after_section_id": S or null, "blocks": [M]}
+- {"op": "rename_section", "section_id": S, "heading": H}
+- {"op": "remove_section", "section_id": S}
+
+Rules:
+- section_id is always a section's id (like "team"); block_id always a block's id (like \
+"b-1a2b3c4d"). A block id is never a section id.
+- A block's markdown is one paragraph, list, table or code fence, without headings. Edit the \
+smallest block that changes; leave everything else alone. Do not restate what the document \
+already says.
+- The facts are listed oldest first. When facts disagree, the later one is the current state: \
+never replace what the document says with an older fact than the one it rests on.
+- If the new facts change nothing, answer {"operations": []}."""
+
+
+def _fact_time(entry: dict[str, Any]) -> tuple[str, str]:
+    """Event time (when it happened, else when it was said), then write time: the order in
+    which the ops call must read facts so a later state comes last."""
+    written = str(entry.get("updated_at") or "")
+    event = str(entry.get("occurred_start") or entry.get("mentioned_at") or written)
+    return event, written
+
+
+def _window_facts(based_on: dict[str, list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    facts = [e for key in BASED_ON_KEYS if key not in ("mental-models", "directives")
+             for e in based_on.get(key) or []]
+    return sorted(facts, key=_fact_time)
+
+
+def _facts_text(facts: list[dict[str, Any]]) -> str:
+    lines = []
+    for index, fact in enumerate(facts, 1):
+        event, written = _fact_time(fact)
+        dates = f"happened {event}" + (f", recorded {written}" if written and written != event else "")
+        context = f" (context: {fact['context']})" if fact.get("context") else ""
+        lines.append(f"{index}. [{dates}] {fact.get('text', '')}{context}")
+    return "\n".join(lines)
+
+
+def _delta_messages(plan: Plan, doc: Document, facts: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    outline = json.dumps(doc.outline(), ensure_ascii=False, indent=1)
+    previous = _window_facts(_normalise_based_on((plan.model.reflect_response or {}).get("based_on")))
+    as_of = ""
+    if previous:
+        # Facts can arrive out of date order (a backfill): say how recent the document already
+        # is, so an older fact is not taken for news about the same thing (#4427).
+        as_of = (f"The document already reflects facts up to {_fact_time(previous[-1])[0]}; a new "
+                 "fact that happened before that is history, not the current state.\n\n")
+    return [
+        {"role": "system", "content": DELTA_SYSTEM},
+        {"role": "user", "content": (
+            f"Topic: {plan.model.source_query.strip()}\n\n"
+            f"Current document (sections and blocks with their ids):\n{outline}\n\n"
+            f"{as_of}New facts, oldest first:\n{_facts_text(facts)}"
+        )},
+    ]
+
+
+def _ids_hint(doc: Document) -> str:
+    lines = []
+    for section in doc.sections:
+        label = section.heading or "(text before the first heading)"
+        blocks = ", ".join(repr(b.id) for b in section.blocks) or "none"
+        lines.append(f"- section {section.id!r} {label}: blocks {blocks}")
+    return "\n".join(lines)
+
+
+def _retry_message(*, doc: Document, result: DeltaResult | None, error: str | None) -> str:
+    if result is not None:
+        reasons = "\n".join(f"- operation {d['index']}: {d['reason']}" for d in result.skipped)
+        wrong = ", ".join(repr(i) for i in result.wrong_ids) or "none"
+        head = (f"None of your operations could be applied:\n{reasons}\n\n"
+                f"Ids you used that do not exist where you used them: {wrong}.")
+    else:
+        head = f"Your answer could not be read as {{\"operations\": [...]}}: {error}"
+    return (f"{head}\n\nThe document has exactly these sections and blocks:\n{_ids_hint(doc)}\n\n"
+            "Answer again with operations against these ids only.")
+
+
+def _ops_call(plan: Plan, messages: list[dict[str, Any]], clock: RefreshClock,
+              scope: str) -> list[Any]:
+    """One ops call; ``LLMOutputError`` when the answer cannot be read, other LLM errors and
+    the wall timeout as they come."""
+    clock.check()
+    answer = get_llm().structured(
+        messages, schema=ANSWER_SCHEMA, name="delta_operations", strict=False,
+        deadline=Deadline(max(clock.remaining(), 0.001)), purpose="mental_model_delta",
+    )
+    clock.add_usage(answer.usage)
+    clock.llm_calls.append({"scope": scope, "duration_ms": int(answer.duration_ms or 0)})
+    operations = answer.data.get("operations") if isinstance(answer.data, dict) else None
+    if not isinstance(operations, list):
+        raise LLMOutputError("the answer has no 'operations' list")
+    return operations
+
+
+def _record(clock: RefreshClock, result: DeltaResult, attempt: int) -> None:
+    ops = clock.delta_operations or {"applied": [], "skipped": []}
+    ops["applied"] += [{**entry, "attempt": attempt} for entry in result.applied]
+    ops["skipped"] += [{**entry, "attempt": attempt} for entry in result.skipped]
+    clock.delta_operations = ops
+
+
+def _delta_fail(message: str, reason: str) -> RefreshFailed:
+    return _fail(f"{message}; the document, its structure and the window were left as they are",
+                 outcome="refresh_failed_delta_not_applied", reason=reason)
+
+
+def _delta(plan: Plan, decided: Outcome, clock: RefreshClock) -> Outcome:
+    """DL-2..DL-6: turn the window's cited facts into operations on the current document."""
+    model = plan.model
+    doc = document_for(model.content or "", model.document)
+    facts = _window_facts(decided.based_on)
+    messages = _delta_messages(plan, doc, facts)
+    clock.delta_operations = {"applied": [], "skipped": []}
+    result: DeltaResult | None = None
+    for attempt in (1, 2):
+        error = None
+        try:
+            operations = _ops_call(plan, messages, clock, scope=f"delta_{attempt}")
+        except LLMOutputError as exc:
+            error = str(exc)
+            operations = None
+        except LLMTimeout as exc:
+            raise _fail(f"refresh exceeded HINDSIGHT_API_REFLECT_WALL_TIMEOUT ({clock.limit:g} s) "
+                        f"waiting for the delta operations: {exc}", outcome="refresh_failed_error",
+                        reason="unexpected_error", timed_out=True) from exc
+        except LLMError as exc:
+            raise _delta_fail(f"the delta operations call failed: {type(exc).__name__}: {exc}",
+                              "delta_ops_failed") from exc
+        except TimeoutError as exc:
+            raise _fail(str(exc), outcome="refresh_failed_error", reason="unexpected_error",
+                        timed_out=True) from exc
+        if operations is not None:
+            result = apply_operations(doc, operations)
+            _record(clock, result, attempt)
+            if not result.all_dropped:
+                break
+        if attempt == 2:
+            if operations is None:
+                raise _delta_fail(f"the delta operations answer could not be read on the retry: {error}",
+                                  "structured_doc_unreadable")
+            assert result is not None
+            raise _delta_fail(
+                f"every delta operation was dropped, twice (last: "
+                f"{'; '.join(d['reason'] for d in result.skipped[:5])})", "delta_ops_all_skipped")
+        # Ask once more (DL-4), showing the answer, what was wrong with it and the real ids.
+        if operations is None:
+            answer_text, retry = "(unreadable)", _retry_message(doc=doc, result=None, error=error)
+        else:
+            answer_text = json.dumps({"operations": operations}, ensure_ascii=False)
+            retry = _retry_message(doc=doc, result=result, error=None)
+        messages = [*messages, {"role": "assistant", "content": answer_text},
+                    {"role": "user", "content": retry}]
+    assert result is not None
+    if result.skipped:
+        clock.warnings.append(
+            f"{len(clock.delta_operations['skipped'])} delta operation(s) were dropped; see "
+            "delta_operations.skipped for what did not make it into the document")
+    merged = render(result.document)
+    if not merged.strip():
+        raise _delta_fail("the delta operations would leave the document empty", "delta_not_applied")
+    current = model.content or ""
+    previous = (model.reflect_response or {}).get("based_on")
+    return replace(
+        decided,
+        outcome="content_unchanged" if merged == current else "content_written",
+        content=merged,
+        document=result.document.as_json(),
+        based_on=_accumulate(previous, decided.based_on),
+        mental_models=_dedupe([*((model.reflect_response or {}).get("mental_models") or []),
+                               *decided.mental_models]),
+        delta_operations=clock.delta_operations,
+    )
+
+
+def _dedupe(entries: list[Any]) -> list[Any]:
+    seen: set[str] = set()
+    out = []
+    for entry in entries:
+        key = str(entry.get("id")) if isinstance(entry, dict) else repr(entry)
+        if key not in seen:
+            seen.add(key)
+            out.append(entry)
+    return out
+
+
+def _accumulate(previous: Any, new: dict[str, list[dict[str, Any]]]) -> dict[str, list[dict[str, Any]]]:
+    """RF-8: this refresh's citations merged into everything the document already rested on,
+    deduplicated by id (the newer entry of an id wins: an updated observation's text)."""
+    old = _normalise_based_on(previous if isinstance(previous, dict) else None)
+    merged = {}
+    for key in BASED_ON_KEYS:
+        fresh = {str(e.get("id")): e for e in new.get(key) or [] if isinstance(e, dict)}
+        kept = [e for e in old[key] if isinstance(e, dict) and str(e.get("id")) not in fresh]
+        merged[key] = _dedupe([*kept, *fresh.values()])
+    return merged
+
+
+def _delta_metadata(ops: dict[str, list[dict[str, Any]]] | None) -> dict[str, Any]:
+    return {
+        "delta_ops_applied": len(ops["applied"]) if ops else 0,
+        "delta_ops_skipped": len(ops["skipped"]) if ops else 0,
+        "delta_operations": bounded_ops(ops),
+    }
 
 
 _EXTRACT_PROMPT = (
@@ -309,8 +540,7 @@ def _persist(plan: Plan, decided: Outcome, trace: dict[str, Any], job: Job | Non
         "failure_reason": None,
         "content_len": len(decided.content),
         "based_on_counts": _based_on_counts(decided.based_on),
-        "delta_ops_applied": 0,
-        "delta_ops_skipped": 0,
+        **_delta_metadata(decided.delta_operations),
         "populated_content": bool(decided.content),
         "effective_mode": plan.effective_mode,
         "mode_fallback_reason": plan.mode_fallback_reason,
@@ -328,7 +558,13 @@ def _persist(plan: Plan, decided: Outcome, trace: dict[str, Any], job: Job | Non
                   "reflect_response", "updated_at"]
         model.last_refreshed_at = ClockTimestamp()
         model.last_refresh_failed_at = None
-        model.last_refresh_source_query = model.source_query
+        if decided.outcome in ("content_written", "content_unchanged") or not (
+            model.content or ""
+        ).strip():
+            # The query this document now answers (DL-5 compares against it). A refresh that
+            # kept the old document did not apply a changed query: the next one must still
+            # fall back to full for it.
+            model.last_refresh_source_query = plan.model.source_query
         model.updated_at = ClockTimestamp()
         if plan.effective_mode == "full":
             model.last_full_refreshed_at = ClockTimestamp()
@@ -338,7 +574,7 @@ def _persist(plan: Plan, decided: Outcome, trace: dict[str, Any], job: Job | Non
             fields.append("last_memory_seen_at")
         if decided.reflected and decided.outcome in ("content_written", "content_unchanged"):
             response: dict[str, Any] = {
-                "text": decided.candidate,
+                "text": decided.content,
                 "outcome": decided.outcome,
                 "based_on": decided.based_on,
                 "mental_models": decided.mental_models,
@@ -368,11 +604,18 @@ def _persist(plan: Plan, decided: Outcome, trace: dict[str, Any], job: Job | Non
                 operation_id=job.operation.id if job is not None else None,
             )
             model.content = decided.content
-            model.document = None
-            fields += ["content", "document"]
+            fields.append("content")
             for key, value in embedding.items():
                 setattr(model, key, value)
             fields += list(embedding)
+        if content_changes or (decided.document is not None and decided.document != model.document):
+            # DL-1: what is stored renders to what is read, on every write.
+            document = decided.document if decided.document is not None else (
+                split(model.content).as_json() if model.content else None)
+            if render_json(document) != model.content:
+                raise RuntimeError("refusing to store a document that does not render the content")
+            model.document = document
+            fields.append("document")
         model.save(update_fields=fields)
 
 
@@ -432,17 +675,15 @@ def _run(
         if not sibling:
             clock.warnings.append(NOTHING_READABLE)
             return plan, preserved
-    if plan.effective_mode == "delta":
-        raise _fail(
-            "delta refreshes are not available in this build; set trigger.mode to 'full' "
-            "(the document was left as it is)",
-            outcome="refresh_failed_delta_not_applied", reason="delta_not_applied",
-            retryable=False,
-        )
     result = _gather(plan, clock)
     decided = _decide(plan, result, watermark)
     if decided.outcome == "content_preserved_no_new_facts":
         clock.warnings.append(NOTHING_CITED)
+    elif plan.effective_mode == "delta":
+        decided = _delta(plan, decided, clock)
+    else:
+        # A full refresh stores its answer split, so the next delta refresh can edit it.
+        decided.document = split(decided.content).as_json()
     _extract(plan, decided, clock)
     return plan, decided
 
@@ -476,6 +717,8 @@ def refresh_run(
         exc.result_metadata = {
             "name": model.name, "mental_model_id": model.mental_model_id,
             "outcome": exc.outcome, "failure_reason": exc.failure_reason,
+            "effective_mode": clock.plan.effective_mode if clock.plan else None,
+            **_delta_metadata(clock.delta_operations),
         }
         raise
     except FenceLost:
@@ -499,6 +742,9 @@ def refresh_run(
                   tool_outputs=clock.tool_outputs)
 
 
+_DELTA_ANSWERS = ("delta_ops_all_skipped", "structured_doc_unreadable", "delta_not_applied")
+
+
 def refresh_dry_run(*, bank_id: str, mental_model_id: str) -> Preview:
     """SPEC section 5: the same pipeline, with ``persist`` replaced by the preview."""
     model = _load(bank_id=bank_id, mental_model_id=mental_model_id)
@@ -512,7 +758,18 @@ def refresh_dry_run(*, bank_id: str, mental_model_id: str) -> Preview:
             # No refresh can run on this server at all: the same 400 as reflect, not a 502
             # (no LLM was asked, so nothing upstream failed).
             raise exc.__cause__ from None
-        raise DryRunFailed.for_refusal(exc) from exc
+        if exc.failure_reason not in _DELTA_ANSWERS or clock.plan is None:
+            raise DryRunFailed.for_refusal(exc) from exc
+        # A delta the LLM answered but that cannot be applied is an outcome the preview has a
+        # value for: the operations it was given and why each was dropped are what the caller
+        # needs to see. (A provider that failed is an error, as for any refresh.)
+        clock.warnings.append(str(exc))
+        plan = clock.plan
+        decided = Outcome(
+            outcome=exc.outcome, content=model.content or "", candidate="",
+            watermark=model.last_memory_seen_at, based_on={}, mental_models=[], reflected=True,
+            delta_operations=clock.delta_operations,
+        )
     return Preview(
         model=model,
         plan=plan,

@@ -31,6 +31,8 @@ class RefreshClock:
         self.tool_outputs: list[dict[str, Any]] = []
         self.warnings: list[str] = []
         self.plan: Plan | None = None
+        # A delta refresh's operations so far, {"applied": [...], "skipped": [...]} (RF-11).
+        self.delta_operations: dict[str, list[dict[str, Any]]] | None = None
 
     def remaining(self) -> float:
         return self.limit - (time.monotonic() - self.started)
@@ -71,6 +73,18 @@ def _bounded(value: Any, depth: int = 0) -> Any:
     return value
 
 
+def bounded_ops(ops: dict[str, list[dict[str, Any]]] | None) -> dict[str, Any] | None:
+    """Delta operations as the trace keeps them: every one, markdown cut short."""
+    if ops is None:
+        return None
+    return {
+        key: [{**_bounded({k: v for k, v in entry.items() if k != "operation"}),
+               "operation": _bounded(entry.get("operation"))}
+              for entry in ops.get(key, [])[:TRACE_MAX_TOOL_CALLS]]
+        for key in ("applied", "skipped")
+    }
+
+
 def build_trace(
     plan: Plan | None,
     clock: RefreshClock,
@@ -105,7 +119,7 @@ def build_trace(
             {"scope": str(c.get("scope") or f"agent_{i + 1}"), "duration_ms": int(c.get("duration_ms") or 0)}
             for i, c in enumerate(clock.llm_calls[:TRACE_MAX_TOOL_CALLS])
         ],
-        "delta_operations": None,
+        "delta_operations": bounded_ops(clock.delta_operations),
         "retraction": None,
         "usage": dict(clock.usage),
         "duration_ms": clock.elapsed_ms(),

@@ -1,4 +1,4 @@
-"""The dry run's wire shape (``POST …/mental-models/{id}/refresh/dry-run``), from its ``Preview``."""
+"""The dry run's wire shape (``POST …/mental-models/{id}/dry-run-refresh``), from its ``Preview``."""
 
 from __future__ import annotations
 
@@ -52,7 +52,11 @@ def render_preview(preview: Preview) -> dict[str, Any]:
         "candidate_content": decided.candidate,
         "preview_content": decided.content,
         "diff": preview_diff(preview),
-        "delta_operations": None,
+        # Null in full mode; a delta run that asked for no operations applied none.
+        "delta_operations": (
+            (decided.delta_operations or {"applied": [], "skipped": []})
+            if plan.effective_mode == "delta" else None
+        ),
         "retraction": None,
         "trace": preview.trace,
         "usage": preview.usage,

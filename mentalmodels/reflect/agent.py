@@ -332,6 +332,7 @@ def reflect_run(
     max_tokens: int | None = None,
     scope: TagScope,
     cutoff: datetime | None = None,
+    updated_after: datetime | None = None,
     exclude_mental_model_ids: Iterable[str] = (),
     include_mental_models: bool = True,
     include_observations: bool = True,
@@ -342,7 +343,8 @@ def reflect_run(
     """Answer ``query`` from bank ``bank_id`` with the agent loop (see the module docstring).
 
     ``scope`` (a ``TagScope``) narrows every memory tool and the mental models' visibility;
-    ``cutoff`` bounds every memory tool to ``updated_at <= cutoff`` (a refresh's snapshot).
+    ``cutoff`` bounds every memory tool to ``updated_at <= cutoff`` (a refresh's snapshot),
+    ``updated_after`` to ``updated_at > updated_after`` (a delta refresh's window).
     Raises ``LLMNotConfigured`` before reading anything when no LLM is configured,
     ``RetrievalError`` when a lookup raises, and the gateway's ``LLMError`` subclasses as they
     come.
@@ -355,6 +357,7 @@ def reflect_run(
         query=query,
         scope=scope,
         cutoff=cutoff,
+        updated_after=updated_after,
         exclude_mental_model_ids=tuple(exclude_mental_model_ids or ()),
         include_mental_models=include_mental_models,
         include_observations=include_observations,

@@ -76,6 +76,9 @@ class ToolBox:
     query: str
     scope: TagScope
     cutoff: datetime | None = None
+    # A delta refresh's window: memory tools read only ``updated_at > updated_after`` (mental
+    # models are searched whatever their age).
+    updated_after: datetime | None = None
     exclude_mental_model_ids: tuple[str, ...] = ()
     include_mental_models: bool = True
     include_observations: bool = True
@@ -219,6 +222,7 @@ class ToolBox:
             max_tokens=max_tokens,
             limit=RECALL_LIMIT,
             cutoff=self.cutoff,
+            updated_after=self.updated_after,
         )
         items = []
         for hit in hits:

@@ -295,16 +295,26 @@ def test_keep_trace_stores_a_bounded_trace_without_tool_outputs(bank, scripted_l
     assert len(json.dumps(trace)) < 16 * 1024
 
 
-def test_delta_with_content_and_same_query_fails_instead_of_rewriting(bank, scripted_llm):
-    make_memory(bank, "fact", embed=True)
+def test_delta_with_content_and_same_query_edits_instead_of_rewriting(bank, scripted_llm):
+    unit = make_memory(bank, "fact", embed=True)
     model = make_mental_model(bank, "team", content="doc", trigger={"mode": "delta"},
                       last_refresh_source_query="How does the team work?")
-    with pytest.raises(RefreshFailed) as info:
-        refresh_run(bank_id=bank.id, mental_model_id="team")
-    assert info.value.details["outcome"] == "refresh_failed_delta_not_applied"
-    assert scripted_llm.requests == []
+
+    def respond(body: dict) -> Reply:
+        if body.get("response_format"):  # the ops call: edit, never rewrite
+            return Reply.json({"operations": [
+                {"op": "append_block", "section_id": "preamble", "markdown": "fact"}]})
+        choice = body.get("tool_choice")
+        if isinstance(choice, dict):
+            return Reply.tool_calls([(choice["function"]["name"], {"query": "team"})])
+        return Reply.tool_calls([("done", {"answer": "A REWRITE", "memory_ids": [str(unit.id)],
+                                           "mental_model_ids": []})])
+
+    scripted_llm.respond_with(respond)
+    report = refresh_run(bank_id=bank.id, mental_model_id="team")
+    assert report.plan.effective_mode == "delta"
     model.refresh_from_db()
-    assert model.content == "doc"
+    assert model.content == "doc\n\nfact"
 
 
 def test_delta_without_content_falls_back_to_full(bank, scripted_llm):

@@ -1,0 +1,101 @@
+"""A scripted "model" for delta refreshes: the reflect loop cites every memory its tools returned,
+and the ops call answers whatever the test's ``ops`` function makes of the request.
+
+``ops(call)`` gets a ``DeltaCall`` (the outline of the document as the pipeline showed it, the
+fact lines, the attempt number, the retry message if any) and returns the operations list, or a
+string to send as an unreadable answer.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from tests.fakes.llm_server import Reply
+
+_OUTLINE = re.compile(r"Current document \(sections and blocks with their ids\):\n(.*?)\n\n"
+                      r"(?:The document already reflects|New facts)", re.S)
+_FACT = re.compile(r"^\d+\. \[[^\]]*\] (.*?)(?: \(context: .*\))?$", re.M)
+
+
+@dataclass
+class DeltaCall:
+    outline: list[dict[str, Any]]
+    facts: list[str]
+    attempt: int
+    retry_message: str | None
+    body: dict[str, Any]
+
+    def section(self, section_id: str) -> dict[str, Any]:
+        return next(s for s in self.outline if s["section_id"] == section_id)
+
+
+def is_delta_call(body: dict[str, Any]) -> bool:
+    fmt = body.get("response_format") or {}
+    if fmt.get("type") == "json_schema":
+        return fmt["json_schema"]["name"] == "delta_operations"
+    return any("edit operations" in str(m.get("content")) for m in body.get("messages", [])
+               if m.get("role") == "system")
+
+
+def parse_delta_call(body: dict[str, Any]) -> DeltaCall:
+    messages = body["messages"]
+    first = next(m["content"] for m in messages if m["role"] == "user")
+    match = _OUTLINE.search(first)
+    assert match, first
+    outline = json.loads(match.group(1))
+    facts_part = first.split("New facts, oldest first:\n", 1)[1]
+    users = [m for m in messages if m["role"] == "user"]
+    return DeltaCall(
+        outline=outline, facts=_FACT.findall(facts_part), attempt=len(users),
+        retry_message=users[-1]["content"] if len(users) > 1 else None, body=body,
+    )
+
+
+def _returned_ids(messages: list[dict[str, Any]]) -> list[str]:
+    ids: list[str] = []
+    for message in messages:
+        if message.get("role") != "tool":
+            continue
+        payload = json.loads(message["content"])
+        for key in ("facts", "observations"):
+            ids += [item["id"] for item in payload.get(key) or []]
+    return ids
+
+
+def delta_llm(server, ops: Callable[[DeltaCall], Any], *, answer: str = "## Notes\n\nnew facts",
+              structured: Callable[[dict[str, Any]], Any] | None = None) -> list[DeltaCall]:
+    """Script ``server``; returns the list the ops calls are appended to."""
+    calls: list[DeltaCall] = []
+    lock = threading.Lock()
+
+    def respond(body: dict[str, Any]) -> Reply:
+        if body.get("response_format") or not body.get("tools"):
+            if is_delta_call(body):
+                call = parse_delta_call(body)
+                with lock:
+                    calls.append(call)
+                out = ops(call)
+                return Reply.text(out) if isinstance(out, str) else Reply.json({"operations": out})
+            if structured is not None:
+                return Reply.json(structured(body))
+            return Reply.text(answer)
+        choice = body.get("tool_choice")
+        if isinstance(choice, dict):
+            return Reply.tool_calls([(choice["function"]["name"], {"query": "team"})])
+        return Reply.tool_calls([("done", {"answer": answer,
+                                           "memory_ids": _returned_ids(body["messages"]),
+                                           "mental_model_ids": []})])
+
+    server.respond_with(respond)
+    return calls
+
+
+def append_each_fact(section_id: str) -> Callable[[DeltaCall], list[dict[str, Any]]]:
+    """Ops that append every new fact as a block of ``section_id``."""
+    return lambda call: [{"op": "append_block", "section_id": section_id, "markdown": f"- {fact}"}
+                         for fact in call.facts]
