@@ -11,3 +11,8 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "hindsight.settings")
 app = Celery("hindsight")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
+
+# Import after the app exists: the step module needs nothing of Django.
+from operations.workersteps import ReapDeadPoolProcesses  # noqa: E402
+
+app.steps["worker"].add(ReapDeadPoolProcesses)
