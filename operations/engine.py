@@ -320,8 +320,10 @@ def operation_worker_lost(*, operation_id: str, holder: str, cause: str) -> Fail
                       operation_id)
         return None
     finally:
-        # The worker's main process: no connection idling (or inherited by the next child).
-        connection.close()
+        # The worker's main process: no connection left idling (or inherited by the next
+        # child). Inside a transaction (tests) the connection is the caller's to keep.
+        if not connection.in_atomic_block:
+            connection.close()
 
 
 def release_due() -> list[uuid.UUID]:
