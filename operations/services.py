@@ -58,6 +58,7 @@ from operations.models import (
     Operation,
     lease_key_for,
 )
+from operations.selectors import operation_report
 
 log = logging.getLogger(__name__)
 
@@ -656,10 +657,24 @@ def _get_for_update(bank_id: str, operation_id: uuid.UUID | str) -> Operation:
     return op
 
 
+def _refuse_if_carried(op: Operation, *, action: str) -> None:
+    """409 for an action on an operation whose work another one carries, while that one is not
+    done with it: the work, and so the action, belongs to the carrier (named)."""
+    if not (op.result_metadata or {}).get(SUPERSEDED_BY):
+        return
+    report = operation_report(bank_id=op.bank_id, operation_id=op.id)
+    if report is not None and report.carried and report.status not in (FAILED, CANCELLED):
+        raise Conflict(
+            f"Operation {op.id}'s work is carried by operation {report.carrier.id} "
+            f"({report.status}); {action} that one"
+        )
+
+
 def operation_cancel(*, bank_id: str, operation_id: uuid.UUID | str) -> Operation:
     """Cancel a pending operation; 409 for any other status."""
     with transaction.atomic():
         op = _get_for_update(bank_id, operation_id)
+        _refuse_if_carried(op, action="cancel")
         if op.status != PENDING:
             raise Conflict(
                 f"Operation {operation_id} is {op.status}; only a pending operation can be "
@@ -689,6 +704,7 @@ def operation_retry(*, bank_id: str, operation_id: uuid.UUID | str) -> tuple[Ope
             operation_send_on_commit(operation_id=op.id)
             op.refresh_from_db()
             return op, f"Operation {op.id} released to run now"
+        _refuse_if_carried(op, action="retry")
         if op.status not in (FAILED, CANCELLED):
             raise Conflict(
                 f"Operation {operation_id} is {op.status}; only a failed or cancelled "

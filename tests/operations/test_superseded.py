@@ -140,8 +140,12 @@ def test_a_retry_folded_into_the_pending_operation_follows_it_and_a_requeue_forg
     assert operation_report(bank_id=BANK, operation_id=first.id).status == PENDING
     assert Operation.objects.get(id=first.id).result_metadata["superseded_by"] == str(pending.id)
 
-    _complete(pending)
-    # Its own retry runs it again: it carries its own work once more.
+    # The carrier fails for good; the first id's own retry runs it again, carrying its own
+    # work once more.
+    claimed = operation_claim(operation_id=pending.id, holder="w")
+    operation_record_failure(operation_id=pending.id, fence=claimed.fence, message="y",
+                             retryable=False)
+    assert operation_report(bank_id=BANK, operation_id=first.id).status == FAILED
     again, _ = operation_retry(bank_id=BANK, operation_id=first.id)
     assert again.id == first.id and "superseded_by" not in again.result_metadata
     report = operation_report(bank_id=BANK, operation_id=first.id)
@@ -162,3 +166,21 @@ def test_a_non_uuid_superseded_by_written_by_a_handler_is_ignored(bank) -> None:
                                               status=COMPLETED)
     assert APIClient().get(f"{URL}/{op.id}").json()["status"] == COMPLETED
     assert APIClient().get(URL, {"status": "completed"}).json()["total"] == 1
+
+
+def test_cancel_and_retry_of_a_carried_operation_name_the_carrier(bank) -> None:
+    first, follower = _merge_running_into_follower()
+    api = APIClient()
+    cancelled = api.delete(f"{URL}/{first.id}")
+    assert cancelled.status_code == 409
+    assert f"carried by operation {follower.id} (pending)" in cancelled.json()["detail"]
+    retried = api.post(f"{URL}/{first.id}/retry")
+    assert retried.status_code == 409 and str(follower.id) in retried.json()["detail"]
+    assert Operation.objects.get(id=follower.id).status == PENDING  # untouched
+
+    # The carrier fails for good: now the work failed, and the first id may be retried.
+    claimed = operation_claim(operation_id=follower.id, holder="w")
+    operation_record_failure(operation_id=follower.id, fence=claimed.fence, message="fatal",
+                             retryable=False)
+    assert api.post(f"{URL}/{first.id}/retry").status_code == 200
+    assert operation_report(bank_id=BANK, operation_id=first.id).status == PENDING
