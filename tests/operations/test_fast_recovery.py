@@ -13,6 +13,7 @@ import time
 import pytest
 
 from operations.models import COMPLETED, PROCESSING, Operation
+from operations.selectors import operation_report
 from tests.fakes.fixtures import Reply
 from tests.operations.helpers import effects, job_log, submit_job
 from tests.workers import apply_test_settings, wait_until
@@ -31,24 +32,38 @@ def _attempt_started(op_id, attempt: int):
     return check
 
 
-def _kill_held_job_and_time_the_recovered_claim(scripted_llm, key: str) -> float:
+def _kill_held_job_and_time_the_recovered_claim(scripted_llm, key: str, *,
+                                                follower: bool = False) -> float:
+    """Kill the pool process of a job held at the LLM; seconds until its work is claimed again.
+
+    With ``follower``, a second request of the key is queued behind the running one first: the
+    killed attempt's retry is then carried by it (the merge rule), and the first id must still
+    end ``completed``, naming it.
+    """
     held, hold = Reply.hold(Reply.text("first answer"))
     scripted_llm.script(held, Reply.text("second answer"))
     op = submit_job(key=key, llm="think", effect=True)
     assert hold.wait_received(timeout=30), "the job never reached the held LLM request"
+    behind = submit_job(key=key, llm="think", effect=True) if follower else None
+    carrier = behind or op
+    assert carrier.status == "pending"
     [first] = job_log([op.id])
     killed_at = time.monotonic()
     os.kill(first["pid"], signal.SIGKILL)  # the pool process only: its main process survives
     hold.release()
-    second = wait_until(_attempt_started(op.id, 2), timeout=FAST_BOUND, interval=0.05,
+    second = wait_until(_attempt_started(carrier.id, 2), timeout=FAST_BOUND, interval=0.05,
                         message="the recovered claim")
     elapsed = time.monotonic() - killed_at
     assert second["fence"] > first["fence"] and second["pid"] != first["pid"]
-    wait_until(lambda: Operation.objects.get(id=op.id).status == COMPLETED, timeout=20,
+    wait_until(lambda: Operation.objects.get(id=carrier.id).status == COMPLETED, timeout=20,
                message="completion")
-    done = Operation.objects.get(id=op.id)
-    assert done.retry_count == 1 and len(effects([op.id])) == 1
-    assert [r["attempt"] for r in job_log([op.id])] == [1, 2]
+    done = Operation.objects.get(id=carrier.id)
+    assert done.retry_count == 1 and len(effects([op.id, carrier.id])) == 1
+    assert [r["attempt"] for r in job_log([op.id, carrier.id])] == [1, 2]
+    report = operation_report(bank_id=op.bank_id, operation_id=op.id)
+    assert report is not None and report.status == COMPLETED  # the first id tells the truth
+    if follower:
+        assert report.carrier.id == carrier.id and report.superseded_by == str(carrier.id)
     return elapsed
 
 
@@ -69,11 +84,17 @@ def test_kill_to_recovered_claim_times_over_repeated_kills(
     apply_test_settings(settings, **SLOW_PATHS_OFF)
     worker_factory(env=scripted_llm.env)
     times = []
-    for round_ in range(5):
+    for round_ in range(6):  # every other kill has a request queued behind the killed one
         scripted_llm.reset()
-        times.append(_kill_held_job_and_time_the_recovered_claim(scripted_llm, f"rep{round_}"))
+        times.append(_kill_held_job_and_time_the_recovered_claim(
+            scripted_llm, f"rep{round_}", follower=round_ % 2 == 1))
+    failed = Operation.objects.filter(status="failed").values_list("id", flat=True)
+    reported = [operation_report(bank_id="ops-bank", operation_id=i).status for i in failed]
+    wrong = sum(1 for status in reported if status != COMPLETED)
     print(f"\nkill -> recovered claim over {len(times)} kills: "
-          f"p50 {statistics.median(times):.2f}s, max {max(times):.2f}s")
+          f"p50 {statistics.median(times):.2f}s, max {max(times):.2f}s; "
+          f"merged ids (failed rows) {len(failed)}, reported failed for completed work: {wrong}")
+    assert len(failed) == 3 and wrong == 0  # the merged ids: failed rows, completed work
     assert max(times) < FAST_BOUND
 
 
