@@ -31,13 +31,14 @@ import json
 import logging
 import random
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
-from django.db.models import DateTimeField, ExpressionWrapper, Value
+from django.db.models import DateTimeField, ExpressionWrapper, QuerySet, Value
 from django.db.models.functions import Coalesce, Greatest
 
 from hindsight.db import ClockTimestamp
@@ -340,9 +341,9 @@ def _fail_locked(
     retry*: it inherits ``retry_count + 1`` (if higher than its own), becomes manual if either
     was manual, and takes the failing payload under its own; the failing operation closes
     ``failed`` with a message naming the follower and ``result_metadata.superseded_by`` = the
-    follower's id (reads resolve it: ``operations.selectors``). When it may run: if both are automatic, at
-    the later of its own park (the rate floor) and the backoff; if either is manual, after the
-    backoff alone — a manual request ignores the rate floor (OP-6), so a manual job's retry
+    follower's id (reads resolve it: ``operations.selectors``). When it may run: if both are
+    automatic, at the later of its own park (the rate floor) and the backoff; if either is
+    manual, after the backoff alone — a manual request ignores the rate floor (OP-6), so a manual job's retry
     landing on a parked automatic follower releases that park instead of inheriting it.
     """
     if details is not None:
@@ -429,7 +430,7 @@ class _Moved(Exception):
 def _record_attempt(
     peek: Operation,
     *,
-    lock: Any,
+    lock: Callable[[QuerySet[Operation]], Operation | None],
     exc: BaseException,
     message: str,
     retryable: bool,
