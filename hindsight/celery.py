@@ -30,3 +30,8 @@ _quiet_root_warning_in_the_dev_stack()
 app = Celery("hindsight")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
+
+# Import after the app exists: the step module needs nothing of Django.
+from operations.workersteps import ReapDeadPoolProcesses  # noqa: E402
+
+app.steps["worker"].add(ReapDeadPoolProcesses)

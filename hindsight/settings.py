@@ -154,6 +154,10 @@ CELERY_RESULT_BACKEND = None
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
+# How long the pool waits for a dead child's result before reporting WorkerLostError (Celery's
+# default is 10 s). Results live in PostgreSQL, not in that pipe: report at once, so the main
+# process recovers the job in about a second (operations.tasks.RunRequest).
+CELERY_WORKER_LOST_WAIT = 0.5
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_SOFT_TIME_LIMIT = HINDSIGHT.task_soft_time_limit_seconds
 CELERY_TASK_TIME_LIMIT = HINDSIGHT.task_time_limit_seconds

@@ -1,5 +1,6 @@
 """The ``refresh_mental_model`` operation handler: runs the pipeline for a claimed job and
-records what a failed attempt leaves behind (failure entry, trace, pause after the last one)."""
+records what a failed attempt leaves behind (failure entry, trace, pause after the last one) in
+the engine's failure transaction, so a final failure and the pause commit together."""
 
 from __future__ import annotations
 
@@ -44,7 +45,10 @@ class RefreshMentalModelHandler:
             job=job,
         )
 
-    def on_attempt_failed(self, job: Job, exc: BaseException, *, final: bool) -> None:
+    def on_attempt_failed_in_transaction(
+        self, job: Job, exc: BaseException, *, final: bool
+    ) -> None:
+        # Inside the engine's transaction, the key's lease locked: the model row next (lock order).
         model = (
             MentalModel.objects.filter(
                 bank_id=job.operation.bank_id, mental_model_id=job.operation.mental_model_id

@@ -345,15 +345,20 @@ def mental_model_record_failure(
     final: bool,
     trace: dict[str, Any] | None = None,
 ) -> None:
-    """After a failed attempt: a failure entry, the trace (keep_trace), and on the last
-    attempt the pause flag plus cancelling the model's parked automatic refreshes (OP-7)."""
-    history_record_failure(
-        model_uid=model_uid, reason=reason, exception=exception, operation_id=operation_id
-    )
+    """A failed attempt's bookkeeping, in one transaction (the engine's failure transaction,
+    when called from the refresh handler): a failure entry, the trace (keep_trace), and on the
+    last attempt the pause flag plus cancelling the model's automatic refreshes (OP-7) — so an
+    operation never ends ``failed`` with its model left unpaused.
+
+    The model row is locked first (lock order: lease → model → operations), then the entry is
+    written, then the automatic operations of its key are cancelled."""
     with transaction.atomic():
         model = MentalModel.objects.select_for_update().filter(uid=model_uid).first()
         if model is None:
             return
+        history_record_failure(
+            model_uid=model_uid, reason=reason, exception=exception, operation_id=operation_id
+        )
         fields: list[str] = []
         if trace is not None and (model.trigger or {}).get("keep_trace"):
             # Failures keep their trace: it is the only record a failed run leaves behind.
@@ -364,10 +369,11 @@ def mental_model_record_failure(
             fields.append("last_refresh_failed_at")
         if fields:
             model.save(update_fields=fields)
-    if final:
-        # Paused: no automatic refresh may run, neither a parked one nor one queued behind the
-        # failed job (it would spend another round of attempts). A manual one stays (OP-7).
-        operations_cancel_parked(
-            dedupe_key=refresh_dedupe_key(bank_id=model.bank_id, mental_model_id=model.mental_model_id),
-            parked_only=False,
-        )
+        if final:
+            # Paused: no automatic refresh may run, neither a parked one nor one queued behind
+            # the failed job (it would spend another round of attempts). A manual one stays.
+            operations_cancel_parked(
+                dedupe_key=refresh_dedupe_key(bank_id=model.bank_id,
+                                              mental_model_id=model.mental_model_id),
+                parked_only=False,
+            )

@@ -113,10 +113,10 @@ def _submit_unless_paused(
 ) -> tuple[str, Any]:
     """Queue under the model's row lock, re-reading the pause flag.
 
-    The final failure of a refresh sets the flag under the same row lock and cancels parked
-    automatic refreshes after it commits: either it commits first (we see the flag and queue
-    nothing) or our refresh exists when it cancels (and is cancelled). A model deleted since it
-    was read gets nothing.
+    The final failure of a refresh sets the flag under the same row lock and, in the same
+    transaction, cancels the automatic refreshes of the model: either it commits first (we see
+    the flag and queue nothing) or our refresh exists when it cancels (and is cancelled). A
+    model deleted since it was read gets nothing.
     """
     with transaction.atomic():
         row = (

@@ -15,6 +15,10 @@ Order matters and is deliberate:
    hooks; superseded (``FenceLost``, or a failure after the key's fence moved on) →
    ``cancelled``, not an attempt;
 7. release the lock, **then** dispatch the key's next due pending operation.
+
+A worker process that dies mid-job (SIGKILL, OOM) is recovered at once by the worker's main
+process (``operation_worker_lost``, called from ``operations.tasks.RunRequest``); the beat
+sweep (``recover``) is the backstop for a host that is gone with its main process.
 """
 
 from __future__ import annotations
@@ -36,7 +40,7 @@ from operations import dispatch, registry
 from operations.errors import FenceLost, OperationFailure, WallTimeout, WorkerLost
 from operations.hooks import call_hook
 from operations.jobs import Job
-from operations.locks import key_lock
+from operations.locks import key_lock, key_lock_break, lock_token
 from operations.models import PENDING, PROCESSING, Operation, is_own_key, lease_key_for
 from operations.services import (
     BUSY,
@@ -46,6 +50,7 @@ from operations.services import (
     operation_claim,
     operation_heartbeat,
     operation_record_failure,
+    operation_recover_lost,
     operation_supersede,
     operations_recover,
     operations_release_due,
@@ -202,6 +207,7 @@ def _run_handler(handler: Any, job: Job) -> str:
         record = operation_record_failure(
             operation_id=job.id,
             fence=job.fence,
+            exc=exc,
             message=message,
             retryable=failure.retryable if failure else True,
             details=(failure.details if failure and failure.details is not None
@@ -221,6 +227,14 @@ def _run_handler(handler: Any, job: Job) -> str:
         return "failed" if record.final else "retrying"
 
 
+def worker_holder(*, hostname: str | None, pid: int | None, task_id: str | None) -> str:
+    """The name a pool process claims with (lease ``holder``, lock token): host, pid, message.
+
+    The worker's main process rebuilds it for a child it saw die (``operation_worker_lost``).
+    """
+    return f"{hostname or 'local'}:{pid}:{task_id or '-'}"
+
+
 def operation_execute(*, operation_id: str, holder: str) -> str:
     """The body of the ``operations.run`` task. Returns a label of what happened."""
     try:
@@ -233,7 +247,7 @@ def operation_execute(*, operation_id: str, holder: str) -> str:
     key = lease_key_for(dedupe_key=row["dedupe_key"], operation_id=op_uuid)
     lock = key_lock(key)
     try:
-        if not lock.acquire(blocking=False):
+        if not lock.acquire(blocking=False, token=lock_token(holder)):
             return "locked"
     except redis.RedisError:
         log.warning("cannot take the lock of %s; recovery will re-send %s", key, op_uuid)
@@ -272,6 +286,44 @@ def operation_execute(*, operation_id: str, holder: str) -> str:
         if next_id is not None:
             dispatch.operation_send(operation_id=next_id)
     return outcome
+
+
+def operation_worker_lost(*, operation_id: str, holder: str, cause: str) -> FailureRecord | None:
+    """A worker's main process saw the pool process ``holder`` die while running the job.
+
+    Frees the key's Redis lock if the dead process still holds it (else the retry's message
+    would meet it and wait out the TTL), then recovers the operation at once through the normal
+    path (``services.operation_recover_lost``: attempt counted, fence bumped, merge rule) and
+    runs the handler's after-commit hook. Never raises: what fails here the sweep catches.
+    """
+    try:
+        op_uuid = uuid.UUID(str(operation_id))
+    except ValueError:
+        return None
+    try:
+        row = Operation.objects.filter(id=op_uuid).values("dedupe_key").first()
+        if row is None:
+            return None
+        key = lease_key_for(dedupe_key=row["dedupe_key"], operation_id=op_uuid)
+        try:
+            key_lock_break(key, holder=holder)
+        except redis.RedisError:
+            log.warning("cannot free the lock of %s held by %s", key, holder, exc_info=True)
+        record = operation_recover_lost(operation_id=op_uuid, holder=holder, cause=cause)
+        if record is not None:
+            log.warning("operation %s: %s; recovered at once (%s)", op_uuid, cause,
+                        f"retry as {record.retried_as}" if record.retried_as else "final")
+            _after_recovery(record)
+        return record
+    except Exception:
+        log.exception("fast recovery of operation %s failed; the sweep will recover it",
+                      operation_id)
+        return None
+    finally:
+        # The worker's main process: no connection left idling (or inherited by the next
+        # child). Inside a transaction (tests) the connection is the caller's to keep.
+        if not connection.in_atomic_block:
+            connection.close()
 
 
 def release_due() -> list[uuid.UUID]:

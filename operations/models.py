@@ -25,6 +25,11 @@ CANCELLED = "cancelled"
 STATUSES = (PENDING, PROCESSING, COMPLETED, FAILED, CANCELLED)
 TERMINAL_STATUSES = (COMPLETED, FAILED, CANCELLED)
 
+# ``result_metadata`` key of an operation whose work another operation of its key carries (a
+# failed or lost attempt merged into the follower, a retry folded into the pending one). Reads
+# report the carrier's status for it (``operations.selectors``).
+SUPERSEDED_BY = "superseded_by"
+
 
 _OWN_KEY_PREFIX = "op:"
 

@@ -10,8 +10,19 @@ A handler is an object (or a class, instantiated once) with:
 - optional ``wall_timeout_seconds`` — a number (or a method ``(job) -> float | None``) bounding
   ``run``; past it the attempt fails with ``WallTimeout`` (retryable). The alarm is disarmed
   when the handler enters ``job.finishing()``. Default: only the Celery soft time limit.
+- optional ``on_attempt_failed_in_transaction(job, exc, *, final: bool)`` — the bookkeeping of
+  a failed attempt (a failure entry, a pause after the last one), run *inside* the transaction
+  that records the attempt — for a running job's failure, a sweep's recovery and a worker's
+  fast recovery alike — so the operation's new state and the handler's writes commit together:
+  a worker killed in between leaves both or neither. ``final`` is True when no retry follows.
+  Lock order (``operations.services``): the key's lease is already locked; the hook locks its
+  own rows next, and may cancel operations of the key only through
+  ``operations.services.operations_cancel_parked``; the engine locks the operation rows after
+  it. Runs in a savepoint: if it raises, its writes are rolled back (logged) and the attempt is
+  still recorded. No network I/O in it.
 - optional ``on_attempt_failed(job, exc, *, final: bool)`` — called after the failed attempt
-  was recorded, outside the engine's transaction (also for attempts lost with a crashed worker).
+  was recorded, outside the engine's transaction (also for attempts lost with a crashed worker):
+  for what may be lost with a crash (notifications, metrics).
 - optional ``on_cancelled(job)`` — called after the operation ended ``cancelled`` (API cancel,
   superseded by a fence bump, parked op cancelled).
 

@@ -16,6 +16,13 @@ can queue behind each other but never deadlock:
 
 A path that needs the lease key of an operation reads it first without a lock (``dedupe_key``
 never changes), locks the lease, then locks and re-checks the operation.
+
+A failed attempt (and a recovered one) is recorded in one transaction in exactly that order:
+the lease; then the handler's ``on_attempt_failed_in_transaction`` hook (its own rows, level 2,
+and — for a pause — the key's operations through ``operations_cancel_parked``, which locks the
+running one before the pending one); then the running operation and its follower. While the
+lease carries the running job's fence nothing else can change that operation, so it is read
+without a lock before the hook and locked after it.
 """
 
 from __future__ import annotations
@@ -24,30 +31,35 @@ import json
 import logging
 import random
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
-from django.db.models import DateTimeField, ExpressionWrapper, Value
+from django.db.models import DateTimeField, ExpressionWrapper, QuerySet, Value
 from django.db.models.functions import Coalesce, Greatest
 
 from hindsight.db import ClockTimestamp
 from hindsight.errors import Conflict, NotFound
-from operations import dispatch
+from operations import dispatch, registry
 from operations.dispatch import operation_send_on_commit
-from operations.hooks import call_on_cancelled
+from operations.errors import OperationFailure, WorkerLost
+from operations.hooks import call_hook_in_transaction, call_on_cancelled
+from operations.jobs import Job
 from operations.models import (
     CANCELLED,
     FAILED,
     PENDING,
     PROCESSING,
+    SUPERSEDED_BY,
     TERMINAL_STATUSES,
     Lease,
     Operation,
     lease_key_for,
 )
+from operations.selectors import operation_report
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +83,10 @@ class FailureRecord:
     # The job had lost its fence (an edit or a newer claim took the key over): it ended
     # ``cancelled`` and its failure was not recorded as an attempt.
     superseded: bool = False
+
+
+def _without_superseded_by(metadata: dict[str, Any] | None) -> dict[str, Any]:
+    return {k: v for k, v in (metadata or {}).items() if k != SUPERSEDED_BY}
 
 
 def _db_now_plus(seconds: float) -> ExpressionWrapper:
@@ -324,17 +340,17 @@ def _fail_locked(
     failing one cannot go back to pending (one pending per key), so the *follower carries the
     retry*: it inherits ``retry_count + 1`` (if higher than its own), becomes manual if either
     was manual, and takes the failing payload under its own; the failing operation closes
-    ``failed`` with a message naming the follower. When it may run: if both are automatic, at
-    the later of its own park (the rate floor) and the backoff; if either is manual, after the
-    backoff alone — a manual request ignores the rate floor (OP-6), so a manual job's retry
+    ``failed`` with a message naming the follower and ``result_metadata.superseded_by`` = the
+    follower's id (reads resolve it: ``operations.selectors``). When it may run: if both are
+    automatic, at the later of its own park (the rate floor) and the backoff; if either is
+    manual, after the backoff alone — a manual request ignores the rate floor (OP-6), so a manual job's retry
     landing on a parked automatic follower releases that park instead of inheriting it.
     """
-    cfg = settings.HINDSIGHT
     if details is not None:
         op.details = details
     if result_metadata is not None:
         op.result_metadata = result_metadata
-    can_retry = retryable and op.retry_count < cfg.worker_max_retries
+    can_retry = not _attempt_is_final(op, retryable=retryable)
     delay = backoff_seconds(op.retry_count) if delay_seconds is None else delay_seconds
     common = ["status", "error_message", "details", "result_metadata", "updated_at",
               "heartbeat_at"]
@@ -373,6 +389,7 @@ def _fail_locked(
                 f"{message} (attempt {attempt}; retried as operation {follower.id}, "
                 "which was already queued for the same key)"
             )
+            op.result_metadata = {**(op.result_metadata or {}), SUPERSEDED_BY: str(follower.id)}
             op.save(update_fields=[*common, "completed_at"])
             op.refresh_from_db()
             if follower.next_retry_at is None:
@@ -401,6 +418,56 @@ def _fail_locked(
     return FailureRecord(op, final=True, retried_as=None)
 
 
+def _attempt_is_final(op: Operation, *, retryable: bool) -> bool:
+    """The one rule: an attempt is the last when it may not be retried or the cap is reached."""
+    return not (retryable and op.retry_count < settings.HINDSIGHT.worker_max_retries)
+
+
+class _Moved(Exception):
+    """The operation changed between the unlocked read and its lock: undo the savepoint."""
+
+
+def _record_attempt(
+    peek: Operation,
+    *,
+    lock: Callable[[QuerySet[Operation]], Operation | None],
+    exc: BaseException,
+    message: str,
+    retryable: bool,
+    delay_seconds: float | None,
+    details: dict[str, Any] | None = None,
+    result_metadata: dict[str, Any] | None = None,
+    bump: bool = False,
+) -> FailureRecord | None:
+    """Record a failed attempt of ``peek`` with the handler's bookkeeping, in one savepoint.
+
+    The caller holds the key's lease row; ``peek`` was read without a lock. Order (module
+    docstring): [bump the lease], the handler's ``on_attempt_failed_in_transaction`` (its rows),
+    then the operation row — locked by ``lock(queryset)`` and re-checked; if it moved meanwhile
+    everything here is undone and ``None`` returned.
+    """
+    final = _attempt_is_final(peek, retryable=retryable)
+    try:
+        with transaction.atomic():
+            if bump:
+                lease_bump(key=peek.lease_key)
+            handler = registry.get_handler(peek.operation_type)
+            if handler is not None:
+                call_hook_in_transaction(
+                    handler, "on_attempt_failed_in_transaction",
+                    Job(peek, fence=peek.fence, key=peek.lease_key), exc, final=final,
+                )
+            op = lock(Operation.objects.filter(id=peek.id, status=PROCESSING, fence=peek.fence))
+            if op is None or op.heartbeat_at != peek.heartbeat_at:
+                raise _Moved
+            record = _fail_locked(op, message=message, retryable=retryable,
+                                  delay_seconds=delay_seconds, details=details,
+                                  result_metadata=result_metadata)
+    except _Moved:
+        return None
+    return record
+
+
 def operation_record_failure(
     *,
     operation_id: uuid.UUID | str,
@@ -409,13 +476,17 @@ def operation_record_failure(
     retryable: bool = True,
     details: dict[str, Any] | None = None,
     result_metadata: dict[str, Any] | None = None,
+    exc: BaseException | None = None,
 ) -> FailureRecord | None:
     """Record a failed attempt of a running job; None if the job no longer owns the op.
 
+    The handler's ``on_attempt_failed_in_transaction(job, exc, final=)`` runs in the same
+    transaction (a final failure and, say, a paused model commit together or not at all).
+
     A job whose key's lease no longer carries its fence was superseded (an edit bumped it, or
     recovery handed the key on): its failure is not an attempt — it ends ``cancelled``, with no
-    retry and nothing pushed onto the operation queued behind it. Lock order: the lease, then
-    the operation, then its follower (module docstring).
+    retry and nothing pushed onto the operation queued behind it. Lock order: the lease, the
+    handler's rows, then the operation, then its follower (module docstring).
     """
     lease_key = _lease_key_of(operation_id)
     if lease_key is None:
@@ -427,14 +498,14 @@ def operation_record_failure(
             .values_list("fence", flat=True)
             .first()
         )
-        op = (
-            Operation.objects.select_for_update()
-            .filter(id=operation_id, status=PROCESSING, fence=fence)
-            .first()
-        )
-        if op is None:
-            return None
         if lease_fence != fence:
+            op = (
+                Operation.objects.select_for_update()
+                .filter(id=operation_id, status=PROCESSING, fence=fence)
+                .first()
+            )
+            if op is None:
+                return None
             op.status = CANCELLED
             op.completed_at = ClockTimestamp()
             op.updated_at = ClockTimestamp()
@@ -447,8 +518,17 @@ def operation_record_failure(
                                    "error_message"])
             op.refresh_from_db()
             return FailureRecord(op, final=False, retried_as=None, superseded=True)
-        return _fail_locked(op, message=message, retryable=retryable, delay_seconds=None,
-                            details=details, result_metadata=result_metadata)
+        # The lease carries this job's fence and is locked: the operation cannot change under us.
+        peek = Operation.objects.filter(id=operation_id, status=PROCESSING, fence=fence).first()
+        if peek is None:
+            return None
+        return _record_attempt(
+            peek,
+            lock=lambda qs: qs.select_for_update().first(),
+            exc=exc if exc is not None else OperationFailure(message, retryable=retryable),
+            message=message, retryable=retryable, delay_seconds=None,
+            details=details, result_metadata=result_metadata,
+        )
 
 
 def operation_supersede(*, operation_id: uuid.UUID | str, fence: int, message: str) -> bool:
@@ -538,6 +618,10 @@ def operations_cancel_parked(*, dedupe_key: str, parked_only: bool = True) -> li
     ``parked_only=False`` cancels a due automatic one too (one queued behind the failed job).
     """
     with transaction.atomic():
+        # The running operation of the key before its pending one (the lock order): a failed
+        # job's transaction calls this from its handler hook before it locks its own row.
+        list(Operation.objects.select_for_update().filter(dedupe_key=dedupe_key,
+                                                          status=PROCESSING).values_list("id"))
         pending = Operation.objects.select_for_update().filter(
             dedupe_key=dedupe_key, status=PENDING, automatic=True
         )
@@ -574,10 +658,24 @@ def _get_for_update(bank_id: str, operation_id: uuid.UUID | str) -> Operation:
     return op
 
 
+def _refuse_if_carried(op: Operation, *, action: str) -> None:
+    """409 for an action on an operation whose work another one carries, while that one is not
+    done with it: the work, and so the action, belongs to the carrier (named)."""
+    if not (op.result_metadata or {}).get(SUPERSEDED_BY):
+        return
+    report = operation_report(bank_id=op.bank_id, operation_id=op.id)
+    if report is not None and report.carried and report.status not in (FAILED, CANCELLED):
+        raise Conflict(
+            f"Operation {op.id}'s work is carried by operation {report.carrier.id} "
+            f"({report.status}); {action} that one"
+        )
+
+
 def operation_cancel(*, bank_id: str, operation_id: uuid.UUID | str) -> Operation:
     """Cancel a pending operation; 409 for any other status."""
     with transaction.atomic():
         op = _get_for_update(bank_id, operation_id)
+        _refuse_if_carried(op, action="cancel")
         if op.status != PENDING:
             raise Conflict(
                 f"Operation {operation_id} is {op.status}; only a pending operation can be "
@@ -607,6 +705,7 @@ def operation_retry(*, bank_id: str, operation_id: uuid.UUID | str) -> tuple[Ope
             operation_send_on_commit(operation_id=op.id)
             op.refresh_from_db()
             return op, f"Operation {op.id} released to run now"
+        _refuse_if_carried(op, action="retry")
         if op.status not in (FAILED, CANCELLED):
             raise Conflict(
                 f"Operation {operation_id} is {op.status}; only a failed or cancelled "
@@ -618,6 +717,8 @@ def operation_retry(*, bank_id: str, operation_id: uuid.UUID | str) -> tuple[Ope
                     status=PENDING, retry_count=0, error_message=None, next_retry_at=None,
                     completed_at=None, heartbeat_at=None, dispatched_at=None, details=None,
                     automatic=False, updated_at=ClockTimestamp(),
+                    # It carries its own work again.
+                    result_metadata=_without_superseded_by(op.result_metadata),
                 )
         except IntegrityError as exc:
             follower = (
@@ -630,6 +731,10 @@ def operation_retry(*, bank_id: str, operation_id: uuid.UUID | str) -> tuple[Ope
             folded = _fold(follower, automatic=False, payload=op.payload,
                            mental_model_id=op.mental_model_id, details=None,
                            result_metadata=None)
+            Operation.objects.filter(id=op.id).update(
+                result_metadata={**(op.result_metadata or {}), SUPERSEDED_BY: str(folded.id)},
+                updated_at=ClockTimestamp(),
+            )
             return folded, (
                 f"Operation {operation_id} folded into pending operation {folded.id} "
                 "of the same key"
@@ -684,8 +789,10 @@ SELECT o.id FROM operations_operation o
 
 
 def operations_recover(*, limit: int | None = None) -> RecoveryReport:
-    """Bring back what a crash or a lost message left behind; bounded batches.
+    """Bring back what a whole-host loss or a lost message left behind; bounded batches.
 
+    The backstop: a worker whose main process saw its child die recovers the job at once
+    (``operation_recover_lost``); this sweep catches what nobody saw — a machine that is gone.
     Processing operations silent past ``recovery_threshold_seconds`` count a failed attempt
     ("worker lost") and go back to pending at once (or fail at the retry cap), under the same
     merge rule as any failed attempt; their key's fence is bumped so the silent worker, if it
@@ -699,6 +806,8 @@ def operations_recover(*, limit: int | None = None) -> RecoveryReport:
     """
     cfg = settings.HINDSIGHT
     batch = limit or cfg.recovery_batch_size
+    threshold = timedelta(seconds=cfg.recovery_threshold_seconds)
+    message = f"worker lost: no heartbeat for more than {cfg.recovery_threshold_seconds:g}s"
     recovered: list[FailureRecord] = []
     with connection.cursor() as cursor:
         cursor.execute(_STALE_SQL, [cfg.recovery_threshold_seconds, batch])
@@ -712,35 +821,17 @@ def operations_recover(*, limit: int | None = None) -> RecoveryReport:
             )
             if not held and Lease.objects.filter(key=lease_key).exists():
                 continue  # locked by a live writer
-            op = (
-                Operation.objects.select_for_update(skip_locked=True)
-                .filter(id=op_id, status=PROCESSING)
-                .first()
+            peek = Operation.objects.filter(id=op_id, status=PROCESSING).first()
+            if peek is None or not _silent_since(peek, threshold):
+                continue  # a heartbeat landed since the scan
+            record = _record_attempt(
+                peek,
+                lock=lambda qs: qs.select_for_update(skip_locked=True).first(),
+                exc=WorkerLost(message), message=message, retryable=True, delay_seconds=0.0,
+                bump=True,
             )
-            if op is None:
-                continue
-            # Still silent under the row lock? (A heartbeat may have landed since the scan.)
-            silent = Operation.objects.filter(
-                id=op_id,
-                heartbeat_at__lt=ExpressionWrapper(
-                    ClockTimestamp() - Value(timedelta(seconds=cfg.recovery_threshold_seconds)),
-                    output_field=DateTimeField(),
-                ),
-            ).exists() or op.heartbeat_at is None
-            if not silent:
-                continue
-            lease_bump(key=op.lease_key)
-            record = _fail_locked(
-                op,
-                message=(
-                    f"worker lost: no heartbeat for more than {cfg.recovery_threshold_seconds:g}s"
-                ),
-                retryable=True,
-                delay_seconds=0.0,
-                details=None,
-                result_metadata=None,
-            )
-            recovered.append(record)
+            if record is not None:
+                recovered.append(record)
     with connection.cursor() as cursor:
         cursor.execute(_LOST_SQL, [cfg.redispatch_after_seconds, batch])
         lost_ids = [row[0] for row in cursor.fetchall()]
@@ -748,3 +839,56 @@ def operations_recover(*, limit: int | None = None) -> RecoveryReport:
     for op_id in lost_ids:
         dispatch.operation_send(operation_id=op_id)
     return RecoveryReport(recovered=recovered, redispatched=lost_ids)
+
+
+def _silent_since(op: Operation, threshold: timedelta) -> bool:
+    """No heartbeat for ``threshold``, on the database clock."""
+    return op.heartbeat_at is None or Operation.objects.filter(
+        id=op.id,
+        heartbeat_at__lt=ExpressionWrapper(ClockTimestamp() - Value(threshold),
+                                           output_field=DateTimeField()),
+    ).exists()
+
+
+_LOST_LEASE_WAIT = "5s"
+
+
+def operation_recover_lost(
+    *, operation_id: uuid.UUID | str, holder: str, cause: str
+) -> FailureRecord | None:
+    """Recover, at once, the job of a worker process known to be gone (the fast path).
+
+    The caller saw the process die (a Celery worker's main process, on its child's
+    ``WorkerLostError``) and names it by the ``holder`` it claimed with. Proof that the job is
+    that process's: the operation is processing under the lease's current fence and the lease
+    names ``holder`` — a later claim or an edit would have changed both. Then the attempt is
+    recorded exactly as the sweep would (counted, fence bumped, merge rule, the handler's
+    in-transaction hook); a slow but alive job is never touched, since its holder is not dead.
+
+    Waits (bounded) for the lease row: a transaction the dead process left open is aborted by
+    PostgreSQL within moments. ``None`` when there is nothing to recover.
+    """
+    lease_key = _lease_key_of(operation_id)
+    if lease_key is None:
+        return None
+    message = f"worker lost: {cause}"
+    with transaction.atomic():
+        with connection.cursor() as cursor:
+            cursor.execute(f"SET LOCAL lock_timeout = '{_LOST_LEASE_WAIT}'")
+        lease = (
+            Lease.objects.select_for_update()
+            .filter(key=lease_key)
+            .values_list("fence", "holder")
+            .first()
+        )
+        if lease is None or lease[1] != holder:
+            return None
+        peek = Operation.objects.filter(id=operation_id, status=PROCESSING, fence=lease[0]).first()
+        if peek is None:
+            return None  # finished, or never claimed by that process
+        return _record_attempt(
+            peek,
+            lock=lambda qs: qs.select_for_update().first(),
+            exc=WorkerLost(message), message=message, retryable=True, delay_seconds=0.0,
+            bump=True,
+        )

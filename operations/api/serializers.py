@@ -1,4 +1,10 @@
-"""Wire shapes of operations (upstream's ``OperationResponse`` / ``OperationStatusResponse``)."""
+"""Wire shapes of operations (upstream's ``OperationResponse`` / ``OperationStatusResponse``).
+
+Rendered from an ``OperationReport``: who the operation is (id, type, model, payload, created)
+comes from its own row; where its work stands (status, error, retries, times, details, result)
+from its carrier — itself, or the operation its work was merged into, which
+``result_metadata.superseded_by`` (first hop) and ``carried_by`` (the end) then name.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +13,8 @@ from typing import Any
 
 from rest_framework import serializers
 
-from operations.models import STATUSES, TERMINAL_STATUSES, Operation
+from operations.models import STATUSES, SUPERSEDED_BY, TERMINAL_STATUSES, Operation
+from operations.selectors import OperationReport
 
 REFRESH_TYPE = "refresh_mental_model"
 
@@ -51,7 +58,8 @@ def _document_id(op: Operation) -> str | None:
     return None
 
 
-def operation_list_item(op: Operation) -> dict[str, Any]:
+def operation_list_item(report: OperationReport) -> dict[str, Any]:
+    op, state = report.operation, report.carrier
     return {
         "id": str(op.id),
         "task_type": op.operation_type,
@@ -61,34 +69,43 @@ def operation_list_item(op: Operation) -> dict[str, Any]:
         "document_id": _document_id(op),
         "filename": None,
         "mental_model_id": op.mental_model_id,
-        "details": _details(op),
+        "details": _details(state),
         "created_at": _iso(op.created_at),
-        "updated_at": _iso(op.updated_at),
-        "status": op.status,
-        "error_message": op.error_message,
-        "retry_count": op.retry_count,
-        "next_retry_at": _iso(op.next_retry_at),
+        "updated_at": _iso(state.updated_at),
+        "status": state.status,
+        "error_message": state.error_message,
+        "retry_count": state.retry_count,
+        "next_retry_at": _iso(state.next_retry_at),
         "progress": None,
     }
 
 
-def operation_status(op: Operation, *, include_payload: bool = False) -> dict[str, Any]:
+def _result_metadata(report: OperationReport) -> dict[str, Any] | None:
+    if not report.carried:
+        return report.operation.result_metadata
+    carried = {k: v for k, v in (report.carrier.result_metadata or {}).items()
+               if k != SUPERSEDED_BY}
+    return {**carried, SUPERSEDED_BY: report.superseded_by, "carried_by": str(report.carrier.id)}
+
+
+def operation_status(report: OperationReport, *, include_payload: bool = False) -> dict[str, Any]:
+    op, state = report.operation, report.carrier
     return {
         "operation_id": str(op.id),
-        "status": op.status,
+        "status": state.status,
         "operation_type": op.operation_type,
         "id": str(op.id),
         "task_type": op.operation_type,
         "mental_model_id": op.mental_model_id,
         "created_at": _iso(op.created_at),
-        "updated_at": _iso(op.updated_at),
-        "completed_at": _iso(op.completed_at),
-        "error_message": op.error_message,
-        "retry_count": op.retry_count,
-        "next_retry_at": _iso(op.next_retry_at),
+        "updated_at": _iso(state.updated_at),
+        "completed_at": _iso(state.completed_at),
+        "error_message": state.error_message,
+        "retry_count": state.retry_count,
+        "next_retry_at": _iso(state.next_retry_at),
         "progress": None,
-        "result_metadata": op.result_metadata if op.result_metadata is not None else None,
-        "details": _details(op),
+        "result_metadata": _result_metadata(report),
+        "details": _details(state),
         "child_operations": None,
         "task_payload": op.payload if include_payload else None,
     }

@@ -21,7 +21,7 @@ from operations.api.serializers import (
     operation_not_found,
     operation_status,
 )
-from operations.selectors import operation_get, operations_bank_exists, operations_list
+from operations.selectors import operation_report, operations_bank_exists, operations_list
 from operations.services import operation_cancel, operation_delete, operation_retry
 
 
@@ -71,7 +71,7 @@ class OperationsListView(APIView):
             "total": total,
             "limit": query["limit"],
             "offset": query["offset"],
-            "operations": [operation_list_item(op) for op in page],
+            "operations": [operation_list_item(report) for report in page],
         })
 
 
@@ -81,10 +81,10 @@ class OperationView(APIView):
     def get(self, request: Request, bank_id: str, operation_id: str) -> Response:
         op_uuid = _operation_uuid(operation_id)
         query = _query(OperationGetQuery, request)
-        op = operation_get(bank_id=bank_id, operation_id=op_uuid)
-        if op is None:
+        report = operation_report(bank_id=bank_id, operation_id=op_uuid)
+        if report is None:
             return Response(operation_not_found(operation_id))
-        return Response(operation_status(op, include_payload=query["include_payload"]))
+        return Response(operation_status(report, include_payload=query["include_payload"]))
 
     @_doc("cancel_operation", response=schema.OperationActionResponseSerializer,
           statuses=(400, 404, 409))

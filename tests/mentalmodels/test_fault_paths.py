@@ -193,3 +193,78 @@ def test_a_worker_lost_on_the_final_attempt_pauses_the_model_once(bank, env, sen
     model.refresh_from_db()
     assert model.last_refresh_failed_at == paused_at
     assert MentalModelHistory.objects.filter(model=model, kind="failure").count() == 1
+
+
+class _Killed(BaseException):
+    """The worker dies: nothing after this point runs (not an Exception, nothing catches it)."""
+
+
+def test_final_failure_and_the_pause_commit_together_when_the_worker_dies_right_after(
+    bank, env, sent, settings, monkeypatch
+):
+    # The process dies the instant the failure transaction has committed: every after-commit
+    # hook is impossible. The operation is failed and, in the same commit, the model paused.
+    settings.HINDSIGHT = dataclasses.replace(settings.HINDSIGHT, worker_max_retries=0)
+    add_memory(bank, "fact", embed=True)
+    model = add_model(bank, "m", content="kept")
+    env.respond_with(lambda body: Reply.error(400, "prompt too large"))
+    op = mental_model_refresh_submit(model=model)
+
+    def die(*args, **kwargs):
+        raise _Killed
+
+    monkeypatch.setattr("operations.engine.call_hook", die)
+    with pytest.raises(_Killed):
+        operation_execute(operation_id=str(op.id), holder="t")
+
+    assert Operation.objects.get(id=op.id).status == FAILED
+    model.refresh_from_db()
+    assert model.last_refresh_failed_at is not None and model.content == "kept"
+    [failure] = MentalModelHistory.objects.filter(model=model, kind="failure")
+    assert failure.operation_id == op.id and failure.reason == "unexpected_error"
+
+
+def test_a_failure_transaction_that_does_not_commit_leaves_no_pause_and_no_entry(
+    bank, env, sent, settings, monkeypatch
+):
+    settings.HINDSIGHT = dataclasses.replace(settings.HINDSIGHT, worker_max_retries=0)
+    add_memory(bank, "fact", embed=True)
+    model = add_model(bank, "m", content="kept")
+    env.respond_with(lambda body: Reply.error(400, "prompt too large"))
+    op = mental_model_refresh_submit(model=model)
+
+    def die(*args, **kwargs):
+        raise _Killed  # after the handler's bookkeeping, before the operation's row is written
+
+    monkeypatch.setattr("operations.services._fail_locked", die)
+    with pytest.raises(_Killed):
+        operation_execute(operation_id=str(op.id), holder="t")
+
+    assert Operation.objects.get(id=op.id).status == "processing"  # recovery's to take
+    model.refresh_from_db()
+    assert model.last_refresh_failed_at is None
+    assert not MentalModelHistory.objects.filter(model=model, kind="failure").exists()
+
+
+def test_a_worker_lost_on_the_final_attempt_is_paused_by_the_fast_path_in_one_transaction(
+    bank, env, sent, settings
+):
+    from operations import engine
+    from operations.services import operation_claim
+
+    settings.HINDSIGHT = dataclasses.replace(settings.HINDSIGHT, worker_max_retries=0)
+    model = add_model(bank, "m", content="kept")
+    op = mental_model_refresh_submit(model=model)
+    assert isinstance(operation_claim(operation_id=op.id, holder="host:1:t"), Operation)
+    assert engine.operation_worker_lost(operation_id=str(op.id), holder="host:2:t",
+                                        cause="another process") is None
+    assert Operation.objects.get(id=op.id).status == "processing"  # not that holder's job
+    record = engine.operation_worker_lost(operation_id=str(op.id), holder="host:1:t",
+                                          cause="pool process 1 exited")
+    assert record is not None and record.final is True
+    done = Operation.objects.get(id=op.id)
+    assert done.status == FAILED and "pool process 1 exited" in done.error_message
+    model.refresh_from_db()
+    assert model.last_refresh_failed_at is not None
+    [failure] = MentalModelHistory.objects.filter(model=model, kind="failure")
+    assert "WorkerLost" in failure.exception

@@ -91,7 +91,7 @@ def test_failed_refresh_keeps_its_trace_when_keep_trace_is_on(bank, scripted_llm
         refresh_run(bank_id=bank.id, mental_model_id="m")
     job = SimpleNamespace(operation=SimpleNamespace(bank_id=bank.id, mental_model_id="m",
                                                     id=uuid.uuid4()))
-    RefreshMentalModelHandler().on_attempt_failed(job, info.value, final=True)
+    RefreshMentalModelHandler().on_attempt_failed_in_transaction(job, info.value, final=True)
     model.refresh_from_db()
     assert model.content == "kept"
     trace = model.reflect_response["trace"]
