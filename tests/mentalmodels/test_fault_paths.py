@@ -205,8 +205,8 @@ def test_final_failure_and_the_pause_commit_together_when_the_worker_dies_right_
     # The process dies the instant the failure transaction has committed: every after-commit
     # hook is impossible. The operation is failed and, in the same commit, the model paused.
     settings.HINDSIGHT = dataclasses.replace(settings.HINDSIGHT, worker_max_retries=0)
-    add_memory(bank, "fact", embed=True)
-    model = add_model(bank, "m", content="kept")
+    make_memory(bank, "fact", embed=True)
+    model = make_mental_model(bank, "m", content="kept")
     env.respond_with(lambda body: Reply.error(400, "prompt too large"))
     op = mental_model_refresh_submit(model=model)
 
@@ -228,8 +228,8 @@ def test_a_failure_transaction_that_does_not_commit_leaves_no_pause_and_no_entry
     bank, env, sent, settings, monkeypatch
 ):
     settings.HINDSIGHT = dataclasses.replace(settings.HINDSIGHT, worker_max_retries=0)
-    add_memory(bank, "fact", embed=True)
-    model = add_model(bank, "m", content="kept")
+    make_memory(bank, "fact", embed=True)
+    model = make_mental_model(bank, "m", content="kept")
     env.respond_with(lambda body: Reply.error(400, "prompt too large"))
     op = mental_model_refresh_submit(model=model)
 
@@ -253,7 +253,7 @@ def test_a_worker_lost_on_the_final_attempt_is_paused_by_the_fast_path_in_one_tr
     from operations.services import operation_claim
 
     settings.HINDSIGHT = dataclasses.replace(settings.HINDSIGHT, worker_max_retries=0)
-    model = add_model(bank, "m", content="kept")
+    model = make_mental_model(bank, "m", content="kept")
     op = mental_model_refresh_submit(model=model)
     assert isinstance(operation_claim(operation_id=op.id, holder="host:1:t"), Operation)
     assert engine.operation_worker_lost(operation_id=str(op.id), holder="host:2:t",
