@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 from django.conf import settings
 
+from hindsight.banks.handlers import job_llm_accounting
 from mentalmodels.models import MentalModel
 from mentalmodels.pipeline import OPERATION_TYPE, RefreshFailed, refresh_run
 from mentalmodels.services import mental_model_record_failure
@@ -35,13 +36,14 @@ class RefreshMentalModelHandler:
         mental_model_id = job.operation.mental_model_id
         if mental_model_id is None:  # not one of ours: no retry will give it a model
             raise OperationFailure("refresh operation without a mental_model_id", retryable=False)
-        refresh_run(
-            bank_id=job.operation.bank_id,
-            mental_model_id=mental_model_id,
-            mode=(job.payload or {}).get("mode"),
-            automatic=job.operation.automatic,
-            job=job,
-        )
+        with job_llm_accounting(job):  # the refresh's requests and tokens in result_metadata
+            refresh_run(
+                bank_id=job.operation.bank_id,
+                mental_model_id=mental_model_id,
+                mode=(job.payload or {}).get("mode"),
+                automatic=job.operation.automatic,
+                job=job,
+            )
 
     def on_attempt_failed(self, job: Job, exc: BaseException, *, final: bool) -> None:
         model = (
