@@ -94,6 +94,14 @@ class ObservationScopesFieldExtension(OpenApiSerializerFieldExtension):
         }
 
 
+class TagScopeListFieldExtension(OpenApiSerializerFieldExtension):
+    target_class = "hindsight.banks.serializers.TagScopeListField"
+
+    def map_serializer_field(self, auto_schema: Any, direction: str) -> dict[str, Any]:
+        return {"type": "array", "items": {"type": "array", "items": {"type": "string"}},
+                "nullable": True}
+
+
 class BanksStrictSerializerExtension(ClosedObjectExtension):
     target_class = "hindsight.banks.serializers.StrictSerializer"
     # Recall's ``include`` is upstream's ``IncludeOptions`` (reflect has an ``include`` too).
