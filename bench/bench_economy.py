@@ -153,7 +153,7 @@ def main() -> None:
     from tests.fakes.llm_server import ScriptedLLMServer
 
     llm = ScriptedLLMServer().start()
-    ConsolidatingLLM(llm)
+    ConsolidatingLLM(llm, usage=None)  # tokens estimated from the words each request sends
     env = {
         **os.environ,
         "DJANGO_SETTINGS_MODULE": "hindsight.settings",

@@ -326,7 +326,7 @@ def consolidation_run(*, job: Job) -> Touched:
         if not more:
             break
     job.result_metadata = {**job.result_metadata, "consolidation": touched.as_metadata()}
-    job.details = {"operation_type": CONSOLIDATION_OPERATION}
+    # No ``details``: upstream's typed details exist for refreshes only (clients parse them).
     with job.finishing():
         if more:
             # The cap was reached with facts left: the continuation queues behind this one.

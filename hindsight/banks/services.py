@@ -292,13 +292,14 @@ def memories_retain(
 
 
 def auto_consolidation_enabled(*, bank_id: str) -> bool:
-    """Consolidation follows a retain when the bank's ``enable_auto_consolidation`` (default
-    on) says so and an LLM is configured (without one there is nothing to consolidate with:
-    facts stay pending, and ``POST …/consolidate`` says why)."""
+    """Consolidation follows a retain when the bank's ``enable_auto_consolidation`` and
+    ``enable_observations`` (both default on) say so and an LLM is configured (without one there
+    is nothing to consolidate with: facts stay pending, and ``POST …/consolidate`` says why)."""
     if not settings.HINDSIGHT.llm_configured:
         return False
     config = Bank.objects.filter(id=bank_id).values_list("config", flat=True).first() or {}
-    return bool(config.get("enable_auto_consolidation", True))
+    return bool(config.get("enable_auto_consolidation", True)
+                and config.get("enable_observations", True))
 
 
 def consolidation_request(*, bank_id: str) -> tuple[str, bool]:

@@ -2,8 +2,9 @@
 consolidates each round's facts into one observation citing them all, and answers a reflect
 loop from what its tools returned (so a document shows which memories it read).
 
-Every reply carries the same usage (``PROMPT_TOKENS`` / ``COMPLETION_TOKENS``), so the LLM
-request log's token sums can be checked against the number of requests the server received.
+By default every reply carries the same usage (``PROMPT_TOKENS`` / ``COMPLETION_TOKENS``), so
+the LLM request log's token sums can be checked against the number of requests the server
+received; ``usage=None`` lets the server estimate it from the words sent (the benchmark).
 """
 
 from __future__ import annotations
@@ -52,8 +53,10 @@ def texts_read(body: dict[str, Any]) -> list[str]:
 
 
 class ConsolidatingLLM:
-    def __init__(self, server: ScriptedLLMServer, *, fail_consolidations: int = 0) -> None:
+    def __init__(self, server: ScriptedLLMServer, *, fail_consolidations: int = 0,
+                 usage: dict[str, int] | None = USAGE) -> None:
         self.server = server
+        self.usage = usage
         self.fail_consolidations = fail_consolidations
         self._lock = threading.Lock()
         server.respond_with(self.respond)
@@ -65,7 +68,7 @@ class ConsolidatingLLM:
             text = user.split("\n\n")[-1]
             return Reply.json({"facts": [{"text": text, "fact_type": "world",
                                           "occurred_start": None, "occurred_end": None}]},
-                              usage=USAGE)
+                              usage=self.usage)
         if name == "consolidation":
             with self._lock:
                 if self.fail_consolidations > 0:
@@ -76,14 +79,14 @@ class ConsolidatingLLM:
                 "create": [{"text": "Observed: " + "; ".join(t for _, t in facts),
                             "source_fact_ids": [label for label, _ in facts]}],
                 "update": [], "delete": [],
-            }, usage=USAGE)
+            }, usage=self.usage)
         choice = body.get("tool_choice")
         if isinstance(choice, dict):
             return Reply.tool_calls([(choice["function"]["name"], {"query": "team"})],
-                                    usage=USAGE)
+                                    usage=self.usage)
         read = texts_read(body)
         ids = [item["id"] for result in tool_results(body)
                for key in ("observations", "facts") for item in result.get(key, [])]
         answer = "## Notes\n\n" + "\n".join(f"- {t}" for t in read) if read else "Nothing yet."
         return Reply.tool_calls([("done", {"answer": answer, "memory_ids": ids,
-                                           "mental_model_ids": []})], usage=USAGE)
+                                           "mental_model_ids": []})], usage=self.usage)

@@ -235,3 +235,24 @@ def test_llm_request_stats_refuses_an_unknown_period(bank):
 def test_llm_requests_of_an_unknown_bank_are_a_404(transactional_db):
     assert APIClient().get("/v1/default/banks/nope/llm-requests").status_code == 404
     assert APIClient().get("/v1/default/banks/nope/llm-requests/stats").status_code == 404
+
+
+@pytest.mark.parametrize("key", ["enable_auto_consolidation", "enable_observations"])
+def test_retain_queues_no_consolidation_when_the_bank_turns_it_off(bank, llm, key):
+    api = APIClient()
+    assert api.patch(f"/v1/default/banks/{BANK}/config", {"updates": {key: False}},
+                     format="json").status_code == 200
+    body = {"items": [{"content": "A fact", "strategy": "verbatim"}]}
+    assert api.post(f"/v1/default/banks/{BANK}/memories", body, format="json").status_code == 200
+    assert not Operation.objects.filter(bank_id=BANK, operation_type="consolidation").exists()
+    assert api.get(f"/v1/default/banks/{BANK}/stats").json()["pending_consolidation"] == 1
+
+
+def test_retain_queues_one_consolidation_for_many_retains_while_it_waits(bank, llm):
+    api = APIClient()
+    for i in range(3):
+        body = {"items": [{"content": f"Fact {i}", "strategy": "verbatim"}]}
+        assert api.post(f"/v1/default/banks/{BANK}/memories", body,
+                        format="json").status_code == 200
+    [op] = Operation.objects.filter(bank_id=BANK, operation_type="consolidation")
+    assert op.status == "pending" and op.automatic is True

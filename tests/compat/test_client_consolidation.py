@@ -59,4 +59,11 @@ def test_retain_then_poll_until_consolidated_and_the_flagged_model_reflects_the_
     observations = client.list_memories(BANK, type="observation")
     assert [o.tags for o in observations.items] == [["team"]]
     queued = _run_async(client.banks.trigger_consolidation(BANK))
-    assert queued.operation_id
+    assert queued.operation_id and queued.deduplicated is False
+
+    def finished():
+        op = _run_async(client.operations.get_operation_status(BANK, queued.operation_id))
+        return op if op.status in ("completed", "failed") else None
+
+    op = wait_until(finished, 60, interval=0.2, message="the manual consolidation")
+    assert op.status == "completed" and op.details is None
