@@ -36,14 +36,20 @@ class RefreshMentalModelHandler:
         mental_model_id = job.operation.mental_model_id
         if mental_model_id is None:  # not one of ours: no retry will give it a model
             raise OperationFailure("refresh operation without a mental_model_id", retryable=False)
-        with job_llm_accounting(job):  # the refresh's requests and tokens in result_metadata
-            refresh_run(
-                bank_id=job.operation.bank_id,
-                mental_model_id=mental_model_id,
-                mode=(job.payload or {}).get("mode"),
-                automatic=job.operation.automatic,
-                job=job,
-            )
+        # The refresh's LLM requests and tokens go into result_metadata["llm"], also when the
+        # attempt fails (a refused refresh carries result_metadata of its own).
+        with job_llm_accounting(job) as tally:
+            try:
+                refresh_run(
+                    bank_id=job.operation.bank_id,
+                    mental_model_id=mental_model_id,
+                    mode=(job.payload or {}).get("mode"),
+                    automatic=job.operation.automatic,
+                    job=job,
+                )
+            except RefreshFailed as exc:
+                exc.result_metadata = {**(exc.result_metadata or {}), "llm": tally.as_dict()}
+                raise
 
     def on_attempt_failed(self, job: Job, exc: BaseException, *, final: bool) -> None:
         model = (
