@@ -27,7 +27,7 @@ from hindsight.banks.consolidation import (
 from hindsight.banks.hooks import ConsolidationCompleted, consolidation_completed_notify
 from hindsight.banks.retaintypes import RetainItem
 from hindsight.banks.services import RETAIN_OPERATION, memories_retain
-from hindsight.errors import DomainError
+from hindsight.errors import DomainError, LLMNotConfigured
 from hindsight.llm.context import LLMTally, llm_context
 from operations.errors import OperationFailure
 from operations.jobs import Job
@@ -79,7 +79,11 @@ class ConsolidationHandler:
 
     def run(self, job: Job) -> None:
         with job_llm_accounting(job):
-            consolidation_run(job=job)
+            try:
+                consolidation_run(job=job)
+            except LLMNotConfigured as exc:
+                # Queued while an LLM was configured; retrying will not configure one.
+                raise OperationFailure(f"consolidation: {exc.detail}", retryable=False) from exc
 
     def on_attempt_failed(self, job: Job, exc: BaseException, *, final: bool) -> None:
         """Rounds that committed before the operation ended ``failed`` (its last attempt, or

@@ -256,3 +256,13 @@ def test_retain_queues_one_consolidation_for_many_retains_while_it_waits(bank, l
                         format="json").status_code == 200
     [op] = Operation.objects.filter(bank_id=BANK, operation_type="consolidation")
     assert op.status == "pending" and op.automatic is True
+
+
+def test_a_consolidation_run_without_an_llm_fails_at_once_without_retries(bank, llm, settings):
+    add_memory(bank, "A fact", embed=True)
+    op = consolidation_submit(bank_id=BANK).operation
+    settings.HINDSIGHT = dataclasses.replace(settings.HINDSIGHT, llm_provider="none")
+    assert operation_execute(operation_id=str(op.id), holder="test") == "failed"
+    op.refresh_from_db()
+    assert op.retry_count == 0 and "needs an LLM" in (op.error_message or "")
+    assert MemoryUnit.objects.filter(bank_id=BANK, consolidated_at__isnull=True).count() == 1
