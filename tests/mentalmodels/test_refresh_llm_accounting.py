@@ -7,6 +7,7 @@ import pytest
 
 from hindsight.banks.models import Bank
 from hindsight.llm.models import LLMRequest
+from mentalmodels.pipeline import refresh_dry_run
 from mentalmodels.services import mental_model_refresh_submit
 from operations.engine import operation_execute
 from operations.models import Operation
@@ -54,3 +55,11 @@ def test_a_failed_refresh_attempt_records_its_requests_too(model, llm):
     assert op.status == "pending" and op.retry_count == 1  # retried later
     assert op.result_metadata["llm"]["requests"] == len(llm.requests) >= 1
     assert op.result_metadata["llm"]["errors"] == len(llm.requests)
+
+
+def test_a_dry_run_logs_its_requests_under_the_bank(model, llm):
+    ConsolidatingLLM(llm)
+    refresh_dry_run(bank_id=model.bank_id, mental_model_id=model.mental_model_id)
+    logged = LLMRequest.objects.filter(bank_id=model.bank_id)
+    assert logged.count() == len(llm.requests) >= 1
+    assert set(logged.values_list("operation", flat=True)) == {"refresh_dry_run"}
