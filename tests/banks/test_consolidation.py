@@ -266,3 +266,17 @@ def test_a_consolidation_run_without_an_llm_fails_at_once_without_retries(bank, 
     op.refresh_from_db()
     assert op.retry_count == 0 and "needs an LLM" in (op.error_message or "")
     assert MemoryUnit.objects.filter(bank_id=BANK, consolidated_at__isnull=True).count() == 1
+
+
+def test_recall_and_the_memory_list_return_observations_with_their_sources(bank, llm):
+    fact = add_memory(bank, "Alice likes green tea", tags=["team"], embed=True)
+    ConsolidatingLLM(llm)
+    run_consolidation()
+    api = APIClient()
+    recalled = api.post(f"/v1/default/banks/{BANK}/memories/recall",
+                        {"query": "green tea", "types": ["observation"], "tags": ["team"]},
+                        format="json").json()["results"]
+    assert [(r["type"], r["source_fact_ids"], r["tags"]) for r in recalled] == [
+        ("observation", [str(fact.id)], ["team"])]
+    listed = api.get(f"/v1/default/banks/{BANK}/memories/list?type=observation").json()
+    assert [i["source_memory_ids"] for i in listed["items"]] == [[str(fact.id)]]
