@@ -99,6 +99,14 @@ class Config:
     # The MCP endpoint at /mcp and which tools it (and `hindsight mcp`) offers; () = all.
     mcp_enabled: bool = True
     mcp_enabled_tools: tuple[str, ...] = ()
+    # Consolidation (hindsight.banks.consolidation): facts per round, rounds per operation.
+    consolidation_batch_size: int = 50
+    consolidation_max_rounds: int = 20
+    # The LLM request log (hindsight.llm.models): how long rows are kept, how much of a prompt
+    # and a response each keeps, how often the purge runs.
+    llm_request_log_retention_hours: float = 24.0
+    llm_request_log_max_chars: int = 20_000
+    llm_request_log_purge_interval_seconds: float = 600.0
 
     errors: tuple[ConfigProblem, ...] = field(default=())
 
@@ -279,6 +287,15 @@ def read_config(env: Mapping[str, str] | None = None) -> Config:
         enable_mental_model_history=r.flag(p + "ENABLE_MENTAL_MODEL_HISTORY", True),
         mcp_enabled=r.flag(p + "MCP_ENABLED", True),
         mcp_enabled_tools=mcp_tools,
+        consolidation_batch_size=r.integer(p + "CONSOLIDATION_BATCH_SIZE", 50, minimum=1),
+        consolidation_max_rounds=r.integer(p + "CONSOLIDATION_MAX_ROUNDS", 20, minimum=1),
+        llm_request_log_retention_hours=r.number(
+            p + "LLM_REQUEST_LOG_RETENTION_HOURS", 24.0, minimum=0.0
+        ),
+        llm_request_log_max_chars=r.integer(p + "LLM_REQUEST_LOG_MAX_CHARS", 20_000, minimum=0),
+        llm_request_log_purge_interval_seconds=r.number(
+            p + "LLM_REQUEST_LOG_PURGE_INTERVAL_SECONDS", 600.0, minimum=1.0
+        ),
         errors=(),
     )
     # DESIGN: reflect wall timeout < soft limit < hard limit < broker visibility timeout.

@@ -51,6 +51,7 @@ INSTALLED_APPS = [
     "django_celery_beat",
     "hindsight.apps.HindsightConfig",
     "hindsight.embeddings",
+    "hindsight.llm",
     "hindsight.banks",
     "operations",
     "mentalmodels",

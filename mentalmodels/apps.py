@@ -14,13 +14,16 @@ class MentalModelsConfig(AppConfig):
 
     def ready(self) -> None:
         # These modules import models, which need the app registry ready.
+        from hindsight.banks.hooks import consolidation_listener_register  # noqa: PLC0415
         from hindsight.banks.tags import tag_counts, tag_source_register  # noqa: PLC0415
         from mentalmodels.awaiting_llm import refresh_awaiting_llm_at_worker_start  # noqa: PLC0415
         from mentalmodels.handlers import MentalModel, RefreshMentalModelHandler  # noqa: PLC0415
+        from mentalmodels.triggers_auto import on_consolidation_completed  # noqa: PLC0415
 
         register(RefreshMentalModelHandler())
         # A worker that starts with an LLM queues the refreshes that waited for one.
         worker_ready.connect(refresh_awaiting_llm_at_worker_start, weak=False)
+        consolidation_listener_register(on_consolidation_completed)
         tag_source_register(
             "mental_models", partial(tag_counts, table=MentalModel._meta.db_table)
         )

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from django.conf import settings
 
+from hindsight.banks.handlers import job_llm_accounting
 from mentalmodels.awaiting_llm import mental_model_await_llm, refresh_failed_for_missing_llm
 from mentalmodels.models import MentalModel
 from mentalmodels.pipeline import OPERATION_TYPE, RefreshFailed, refresh_run
@@ -37,13 +38,20 @@ class RefreshMentalModelHandler:
         mental_model_id = job.operation.mental_model_id
         if mental_model_id is None:  # not one of ours: no retry will give it a model
             raise OperationFailure("refresh operation without a mental_model_id", retryable=False)
-        refresh_run(
-            bank_id=job.operation.bank_id,
-            mental_model_id=mental_model_id,
-            mode=(job.payload or {}).get("mode"),
-            automatic=job.operation.automatic,
-            job=job,
-        )
+        # The refresh's LLM requests and tokens go into result_metadata["llm"], also when the
+        # attempt fails (a refused refresh carries result_metadata of its own).
+        with job_llm_accounting(job) as tally:
+            try:
+                refresh_run(
+                    bank_id=job.operation.bank_id,
+                    mental_model_id=mental_model_id,
+                    mode=(job.payload or {}).get("mode"),
+                    automatic=job.operation.automatic,
+                    job=job,
+                )
+            except RefreshFailed as exc:
+                exc.result_metadata = {**(exc.result_metadata or {}), "llm": tally.as_dict()}
+                raise
 
     def on_attempt_failed_in_transaction(
         self, job: Job, exc: BaseException, *, final: bool

@@ -47,6 +47,7 @@ from hindsight.db import ClockTimestamp
 from hindsight.embeddings import get_embedder
 from hindsight.errors import LLMNotConfigured, NotFound
 from hindsight.llm import Deadline, LLMError, LLMOutputError, LLMTimeout, get_llm
+from hindsight.llm.context import llm_context
 from hindsight.tagscope import scope_sql
 from mentalmodels.awaiting_llm import llm_missing_message
 from mentalmodels.delta import ANSWER_SCHEMA, DeltaResult, apply_operations
@@ -752,7 +753,8 @@ def refresh_dry_run(*, bank_id: str, mental_model_id: str) -> Preview:
         raise NotFound(f"Mental model {mental_model_id} not found")
     clock = RefreshClock()
     try:
-        plan, decided = _run(model, mode=None, automatic=False, clock=clock)
+        with llm_context(bank_id=bank_id, operation="refresh_dry_run"):  # the request log
+            plan, decided = _run(model, mode=None, automatic=False, clock=clock)
     except RefreshFailed as exc:
         if isinstance(exc.__cause__, LLMNotConfigured):
             # No refresh can run on this server at all: the same 400 as reflect, not a 502

@@ -13,6 +13,11 @@ OP-7 (a paused model gets no automatic refresh):
   (and since the previous tick handled them: ``MentalModel.cron_checked_at``), claims those fires
   with one compare-and-set UPDATE (concurrent ticks cannot both act on a fire), and passes them
   through the gate. A tick with nothing due costs one query.
+- ``on_consolidation_completed(event)`` (OP-4), registered with ``hindsight.banks.hooks`` in
+  ``MentalModelsConfig.ready``: when a consolidation chain of a bank completes, one query reads
+  the bank's unpaused models with ``refresh_after_consolidation``; those whose scope the chain
+  touched (``tagscope.matches``, staleness variant: untagged writes never wake a strictly tagged
+  model) go through the gate, which re-checks staleness in one batch.
 
 Manual refreshes never come here: they ignore the floor and release a parked refresh by folding
 into it (``operations.services.operation_submit``).
@@ -33,10 +38,12 @@ from django.db.models import Q
 from django.db.models.fields.json import KT
 from django.utils import timezone
 
+from hindsight.banks.hooks import ConsolidationCompleted
 from hindsight.banks.models import Bank
+from hindsight.tagscope import matches
 from mentalmodels.models import MentalModel
 from mentalmodels.services import mental_model_refresh_submit
-from mentalmodels.staleness import stale_flags
+from mentalmodels.staleness import model_scope, stale_flags
 
 log = logging.getLogger(__name__)
 
@@ -302,3 +309,32 @@ def mental_models_cron_tick(*, now: datetime | None = None) -> CronTickReport:
         if plain:
             report.results += mental_models_refresh_auto(models=plain, reason=REASON_CRON, now=now)
     return report
+
+
+# ---------------------------------------------------------------------------------------------
+# After consolidation (OP-4)
+
+
+def on_consolidation_completed(event: ConsolidationCompleted) -> list[AutoRefresh]:
+    """Queue the ``refresh_after_consolidation`` refreshes one consolidation chain calls for.
+
+    Runs inside the transaction completing the consolidation (``hindsight.banks.hooks``): the
+    refreshes commit with it. One candidate query for the whole chain, then the gate.
+    """
+    candidates = list(
+        MentalModel.objects.filter(
+            bank_id=event.bank_id,
+            trigger__refresh_after_consolidation=True,
+            last_refresh_failed_at__isnull=True,
+        )
+        .only(*_GATE_FIELDS)
+        .order_by("uid")
+    )
+    touched = [
+        model for model in candidates
+        if any(matches(model_scope(model), tags, fact_type, staleness=True)
+               for tags, fact_type in event.scopes)
+    ]
+    if not touched:
+        return []
+    return mental_models_refresh_auto(models=touched, reason=REASON_CONSOLIDATION)

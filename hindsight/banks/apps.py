@@ -12,6 +12,7 @@ class BanksConfig(AppConfig):
 
     def ready(self) -> None:
         # Handlers import the services, whose models need the app registry ready.
-        from hindsight.banks.handlers import RetainHandler  # noqa: PLC0415
+        from hindsight.banks.handlers import ConsolidationHandler, RetainHandler  # noqa: PLC0415
 
         register(RetainHandler)
+        register(ConsolidationHandler)

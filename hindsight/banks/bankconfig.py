@@ -130,6 +130,8 @@ FIELDS: dict[str, tuple[Callable[[Any, Loc], Any], Callable[[], Any]]] = {
         lambda: int(settings.HINDSIGHT.mental_model_min_refresh_interval_seconds),
     ),
     "enable_observations": (_bool, lambda: True),
+    # Queue a consolidation after every retain that stored facts (hindsight.banks.consolidation).
+    "enable_auto_consolidation": (_bool, lambda: True),
     "reflect_mission": (_str, lambda: None),
     "retain_mission": (_str, lambda: None),
     "retain_extraction_mode": (
@@ -164,7 +166,6 @@ ACCEPTED_WITHOUT_EFFECT: dict[str, Callable[[Any, Loc], Any]] = {
     "observation_scope_limits": _LIST,
     "consolidation_strategies": _LIST,
     "default_observation_scopes": _scopes,
-    "enable_auto_consolidation": _bool,
     "consolidation_use_decision_model": _bool,
     "consolidation_llm_parallelism": _int,
     "consolidation_max_memories_per_round": _int,

@@ -1,18 +1,54 @@
-"""The async retain's operation handler (``POST …/memories`` with ``async: true``).
+"""The banks app's operation handlers: async retain and consolidation. Registered in
+``BanksConfig.ready``.
 
-The retain's inserts and the operation's completion are one transaction guarded by the fence
-(``before_commit=job.complete_in_transaction``), so a redelivered or recovered job never
-inserts twice: either the first attempt committed both (and the operation is no longer
-claimable) or it committed neither. Registered in ``BanksConfig.ready``.
+Async retain (``POST …/memories`` with ``async: true``): the inserts and the operation's
+completion are one transaction guarded by the fence (``before_commit=job.complete_in_transaction``),
+so a redelivered or recovered job never inserts twice: either the first attempt committed both
+(and the operation is no longer claimable) or it committed neither.
+
+Consolidation: ``hindsight.banks.consolidation.consolidation_run``.
+
+Every job's LLM requests are logged under its bank and operation id, and counted in its
+``result_metadata["llm"]`` (``job_llm_accounting``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from django.db import transaction
+
+from hindsight.banks.consolidation import (
+    CONSOLIDATION_OPERATION,
+    Touched,
+    consolidation_run,
+)
+from hindsight.banks.hooks import ConsolidationCompleted, consolidation_completed_notify
 from hindsight.banks.retaintypes import RetainItem
 from hindsight.banks.services import RETAIN_OPERATION, memories_retain
-from hindsight.errors import DomainError, Unavailable, UpstreamFailed
+from hindsight.errors import DomainError, LLMNotConfigured, Unavailable, UpstreamFailed
+from hindsight.llm.context import LLMTally, llm_context
 from operations.errors import OperationFailure
 from operations.jobs import Job
+from operations.models import FAILED, Operation
+
+
+@contextmanager
+def job_llm_accounting(job: Job) -> Iterator[LLMTally]:
+    """Log the block's LLM requests under ``job`` and store their count and tokens in its
+    ``result_metadata["llm"]`` — with the completion, or with the failed attempt."""
+    with llm_context(bank_id=job.bank_id, operation=job.operation_type,
+                     operation_id=job.id) as tally:
+
+        def store() -> None:
+            job.result_metadata = {**job.result_metadata, "llm": tally.as_dict()}
+
+        job.before_finishing(store)
+        try:
+            yield tally
+        finally:
+            store()
 
 
 class RetainHandler:
@@ -26,14 +62,41 @@ class RetainHandler:
             raise OperationFailure(f"retain payload unreadable: {exc}", retryable=False) from exc
         job.result_metadata = {**job.result_metadata, "items_count": len(items)}
         try:
-            memories_retain(
-                bank_id=job.bank_id,
-                items=items,
-                document_tags=job.payload.get("document_tags") or None,
-                before_commit=job.complete_in_transaction,
-            )
+            with job_llm_accounting(job):
+                memories_retain(
+                    bank_id=job.bank_id,
+                    items=items,
+                    document_tags=job.payload.get("document_tags") or None,
+                    before_commit=job.complete_in_transaction,
+                )
         except (UpstreamFailed, Unavailable):
             raise  # the LLM or the embedder failed: a later attempt may succeed
         except DomainError as exc:
             # Bad input does not get better by retrying.
             raise OperationFailure(f"retain rejected: {exc.detail}", retryable=False) from exc
+
+
+class ConsolidationHandler:
+    operation_type = CONSOLIDATION_OPERATION
+
+    def run(self, job: Job) -> None:
+        with job_llm_accounting(job):
+            try:
+                consolidation_run(job=job)
+            except LLMNotConfigured as exc:
+                # Queued while an LLM was configured; retrying will not configure one.
+                raise OperationFailure(f"consolidation: {exc.detail}", retryable=False) from exc
+
+    def on_attempt_failed(self, job: Job, exc: BaseException, *, final: bool) -> None:
+        """Rounds that committed before the operation ended ``failed`` (its last attempt, or
+        its retry handed to a consolidation already queued) still wrote observations: the
+        listeners hear about them, since no completion of this chain will."""
+        op = Operation.objects.filter(id=job.id).only("status", "result_metadata").first()
+        if op is None or op.status != FAILED:
+            return
+        touched = Touched.from_metadata(op.result_metadata or {})
+        if touched.scopes:
+            with transaction.atomic():
+                consolidation_completed_notify(ConsolidationCompleted(
+                    bank_id=job.bank_id, operation_id=job.id, scopes=frozenset(touched.scopes)
+                ))

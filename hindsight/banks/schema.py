@@ -94,6 +94,14 @@ class ObservationScopesFieldExtension(OpenApiSerializerFieldExtension):
         }
 
 
+class TagScopeListFieldExtension(OpenApiSerializerFieldExtension):
+    target_class = "hindsight.banks.serializers.TagScopeListField"
+
+    def map_serializer_field(self, auto_schema: Any, direction: str) -> dict[str, Any]:
+        return {"type": "array", "items": {"type": "array", "items": {"type": "string"}},
+                "nullable": True}
+
+
 class BanksStrictSerializerExtension(ClosedObjectExtension):
     target_class = "hindsight.banks.serializers.StrictSerializer"
     # Recall's ``include`` is upstream's ``IncludeOptions`` (reflect has an ``include`` too).
@@ -306,3 +314,95 @@ TAG_LIST_PARAMS = [
     *PAGE,
 ]
 
+
+
+# --- consolidation and the LLM request log -----------------------------------------------------
+
+
+class ConsolidationResponseSerializer(serializers.Serializer):
+    operation_id = serializers.CharField()
+    deduplicated = serializers.BooleanField()
+
+
+class LLMRequestEntrySerializer(serializers.Serializer):
+    id = serializers.CharField()
+    bank_id = serializers.CharField(allow_null=True)
+    operation = serializers.CharField(allow_null=True)
+    scope = serializers.CharField(allow_null=True)
+    trace_id = serializers.CharField(allow_null=True)
+    span_id = serializers.CharField(allow_null=True)
+    parent_span_id = serializers.CharField(allow_null=True)
+    provider = serializers.CharField(allow_null=True)
+    model = serializers.CharField(allow_null=True)
+    status = serializers.CharField()
+    started_at = serializers.CharField(allow_null=True)
+    ended_at = serializers.CharField(allow_null=True)
+    duration_ms = serializers.IntegerField(allow_null=True)
+    input_tokens = serializers.IntegerField(allow_null=True)
+    output_tokens = serializers.IntegerField(allow_null=True)
+    cached_tokens = serializers.IntegerField(allow_null=True)
+    thoughts_tokens = serializers.IntegerField(allow_null=True)
+    total_tokens = serializers.IntegerField(allow_null=True)
+    input = serializers.JSONField(allow_null=True)
+    output = serializers.JSONField(allow_null=True)
+    error = serializers.CharField(allow_null=True)
+    llm_info = serializers.DictField()
+    metadata = serializers.DictField()
+
+
+class LLMRequestListResponseSerializer(serializers.Serializer):
+    bank_id = serializers.CharField()
+    total = serializers.IntegerField()
+    limit = serializers.IntegerField()
+    offset = serializers.IntegerField()
+    items = LLMRequestEntrySerializer(many=True)
+
+
+class LLMRequestTokenSumsSerializer(serializers.Serializer):
+    input = serializers.IntegerField()
+    output = serializers.IntegerField()
+    cached = serializers.IntegerField()
+    thoughts = serializers.IntegerField(allow_null=True)
+    total = serializers.IntegerField()
+
+
+class LLMRequestStatsBucketSerializer(serializers.Serializer):
+    time = serializers.CharField()
+    statuses = serializers.DictField(child=serializers.IntegerField())
+    total = serializers.IntegerField()
+    tokens = LLMRequestTokenSumsSerializer()
+
+
+class LLMRequestStatsResponseSerializer(serializers.Serializer):
+    bank_id = serializers.CharField()
+    period = serializers.CharField()
+    trunc = serializers.CharField()
+    start = serializers.CharField()
+    buckets = LLMRequestStatsBucketSerializer(many=True)
+
+
+LLM_REQUEST_STATUSES = ("success", "error")
+LLM_CALL_TYPES = ("llm", "embedding", "rerank", "decision")
+LLM_REQUEST_PARAMS = [
+    query_enum("status", LLM_REQUEST_STATUSES),
+    query_text("operation", "Operation type: retain, consolidation, refresh_mental_model, reflect"),
+    query_text("scope", "What the call was for (the gateway's purpose)"),
+    query_enum("call_type", LLM_CALL_TYPES,
+               description="Only 'llm' requests are logged here; the other kinds select nothing"),
+    query_text("provider"),
+    query_text("trace_id", "One operation run: its operation id"),
+    query_text("document_id", "Accepted; selects nothing (requests are not linked to documents)"),
+    query_text("memory_id", "Accepted; selects nothing (requests are not linked to memories)"),
+    query_bool("group", "Accepted; requests are always paginated one by one"),
+    OpenApiParameter("start_date", OpenApiTypes.DATETIME, OpenApiParameter.QUERY,
+                     description="From this ISO date-time (inclusive)"),
+    OpenApiParameter("end_date", OpenApiTypes.DATETIME, OpenApiParameter.QUERY,
+                     description="Until this ISO date-time (exclusive)"),
+    query_int("limit", 50, minimum=1, maximum=500),
+    query_int("offset", 0, maximum=OFFSET_MAX),
+]
+LLM_REQUEST_STATS_PARAMS = [
+    query_text("operation"),
+    query_enum("call_type", LLM_CALL_TYPES),
+    query_enum("period", ("1d", "7d", "30d"), default="7d"),
+]

@@ -13,9 +13,11 @@ from django.db import connection
 from django.db.models import Count, Max, Q
 
 from hindsight.banks import bankconfig
+from hindsight.banks.consolidation import CONSOLIDATION_OPERATION
 from hindsight.banks.models import Bank, MemoryUnit
 from hindsight.errors import NotFound
 from hindsight.tagscope import TagScope, scope_sql
+from operations.models import COMPLETED, FAILED, Operation
 from operations.selectors import operation_counts
 
 
@@ -113,12 +115,14 @@ def bank_stats(*, bank_id: str) -> dict[str, Any]:
         row["fact_type"]: row["n"]
         for row in memories.values("fact_type").annotate(n=Count("id")).order_by()
     }
+    given_up_at = consolidation_failed_at(bank_id=bank_id)
+    waiting = Q(consolidated_at__isnull=True, fact_type__in=("world", "experience"))
+    failed = waiting & Q(created_at__lte=given_up_at) if given_up_at else Q(pk__in=[])
     aggregates = memories.aggregate(
         documents=Count("document_id", distinct=True),
         last_consolidated_at=Max("consolidated_at"),
-        pending_consolidation=Count(
-            "id", filter=Q(consolidated_at__isnull=True, fact_type__in=("world", "experience"))
-        ),
+        pending_consolidation=Count("id", filter=waiting),
+        failed_consolidation=Count("id", filter=failed),
     )
     operations_by_status = operation_counts(bank_id=bank_id)
     return {
@@ -136,10 +140,26 @@ def bank_stats(*, bank_id: str) -> dict[str, Any]:
         "operations_by_status": operations_by_status,
         "last_consolidated_at": aggregates["last_consolidated_at"],
         "last_memory_write_at": bank_last_memory_write_at(bank_id=bank_id),
-        "pending_consolidation": aggregates["pending_consolidation"],
-        "failed_consolidation": 0,
+        "pending_consolidation": aggregates["pending_consolidation"]
+        - aggregates["failed_consolidation"],
+        "failed_consolidation": aggregates["failed_consolidation"],
         "total_observations": by_type.get("observation", 0),
     }
+
+
+def consolidation_failed_at(*, bank_id: str) -> datetime | None:
+    """When the bank's consolidation last failed for good, if no consolidation has completed
+    since: the facts that were waiting then are the ones it gave up on (upstream's
+    ``failed_consolidation``); the next consolidation (a retain, ``POST …/consolidate``) takes
+    them up again."""
+    last = (
+        Operation.objects.filter(bank_id=bank_id, operation_type=CONSOLIDATION_OPERATION,
+                                 status__in=(COMPLETED, FAILED))
+        .order_by("-completed_at", "-id")
+        .values_list("status", "completed_at")
+        .first()
+    )
+    return last[1] if last is not None and last[0] == FAILED else None
 
 
 # --- memory listing ----------------------------------------------------------------------------
@@ -168,13 +188,12 @@ def memories_list(
     """A page of the bank's memories, newest first, and the total the filters select.
 
     Filters this service has no data for select nothing rather than being ignored: no memory is
-    ever invalidated (``state=invalidated``), consolidation records no failure
-    (``consolidation_state=failed``), and entities are kept as text, not as linked entity rows
+    ever invalidated (``state=invalidated``), and entities are kept as text, not as linked entity rows
     (``entity_id``).
     """
     bank_get(bank_id=bank_id)
     qs = MemoryUnit.objects.filter(bank_id=bank_id).defer("embedding", "search_vector")
-    if state == "invalidated" or consolidation_state == "failed" or entity_id:
+    if state == "invalidated" or entity_id:
         qs = qs.none()
     if fact_type:
         qs = qs.filter(fact_type=fact_type)
@@ -186,6 +205,10 @@ def memories_list(
         qs = qs.filter(consolidated_at__isnull=True)
     elif consolidation_state == "done":
         qs = qs.filter(consolidated_at__isnull=False)
+    elif consolidation_state == "failed":
+        given_up_at = consolidation_failed_at(bank_id=bank_id)
+        qs = (qs.filter(consolidated_at__isnull=True, fact_type__in=("world", "experience"),
+                        created_at__lte=given_up_at) if given_up_at else qs.none())
     if scope is not None:
         where, params = scope_sql(scope, alias="banks_memoryunit")
         if where != "TRUE":

@@ -402,3 +402,24 @@ class RecallRequestSerializer(StrictSerializer):
                 {"tag_groups": ["send either tags (with tags_match) or tag_groups, not both"]}
             )
         return attrs
+
+
+class TagScopeListField(serializers.Field):
+    default_error_messages = {"invalid": "must be a list of tag lists (strings), or null"}
+
+    def to_internal_value(self, data: Any) -> Any:
+        if isinstance(data, list) and all(
+            isinstance(scope, list) and all(isinstance(t, str) for t in scope) for scope in data
+        ):
+            return data
+        self.fail("invalid")
+
+    def to_representation(self, value: Any) -> Any:
+        return value
+
+
+class ConsolidationRequestSerializer(StrictSerializer):
+    """``POST …/consolidate``. ``observation_scopes`` is accepted for upstream's clients and
+    checked for type; consolidation here always takes every pending fact (each per its tag set)."""
+
+    observation_scopes = TagScopeListField(required=False, allow_null=True)

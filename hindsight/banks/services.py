@@ -13,11 +13,13 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
+from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
 from hindsight.banks import bankconfig
+from hindsight.banks.consolidation import consolidation_submit
 from hindsight.banks.extraction import ExtractedFact, facts_extract
 from hindsight.banks.models import Bank, MemoryUnit
 from hindsight.banks.retaintypes import RetainItem, RetainResult, Usage
@@ -26,7 +28,14 @@ from hindsight.banks.serializers import parse_datetime_value
 from hindsight.banks.writeclock import hold_bank_write_lock
 from hindsight.db import ClockTimestamp
 from hindsight.embeddings import EmbeddingError, get_embedder
-from hindsight.errors import DomainError, FieldError, NotFound, Unavailable, UpstreamFailed
+from hindsight.errors import (
+    DomainError,
+    FieldError,
+    LLMNotConfigured,
+    NotFound,
+    Unavailable,
+    UpstreamFailed,
+)
 from operations.models import CANCELLED, PENDING, PROCESSING, Operation
 from operations.services import lease_bump, operation_submit
 
@@ -272,6 +281,10 @@ def memories_retain(
                 & ~Q(fact_type="observation")
             ).delete()
         created = MemoryUnit.objects.bulk_create(units)
+        if created and auto_consolidation_enabled(bank_id=bank_id):
+            # In the same transaction: the facts and the job that consolidates them commit
+            # together (a crash in between cannot leave facts nothing will pick up).
+            consolidation_submit(bank_id=bank_id)
         if before_commit is not None:
             before_commit()
     return RetainResult(
@@ -280,6 +293,29 @@ def memories_retain(
         memory_ids=[str(u.id) for u in created],
         usage=usage,
     )
+
+
+def auto_consolidation_enabled(*, bank_id: str) -> bool:
+    """Consolidation follows a retain when the bank's ``enable_auto_consolidation`` and
+    ``enable_observations`` (both default on) say so and an LLM is configured (without one there
+    is nothing to consolidate with: facts stay pending, and ``POST …/consolidate`` says why)."""
+    if not settings.HINDSIGHT.llm_configured:
+        return False
+    config = Bank.objects.filter(id=bank_id).values_list("config", flat=True).first() or {}
+    return bool(config.get("enable_auto_consolidation", True)
+                and config.get("enable_observations", True))
+
+
+def consolidation_request(*, bank_id: str) -> tuple[str, bool]:
+    """``POST …/consolidate``: queue the bank's consolidation or return the queued one.
+    Returns ``(operation_id, deduplicated)``."""
+    bank_id_validate(bank_id)
+    if not settings.HINDSIGHT.llm_configured:
+        raise LLMNotConfigured("consolidation")
+    with transaction.atomic():
+        bank_ensure(bank_id=bank_id)
+        result = consolidation_submit(bank_id=bank_id, automatic=False)
+    return str(result.operation.id), not result.created
 
 
 # --- async retain: an operation whose handler is ``hindsight.banks.handlers.RetainHandler`` ---

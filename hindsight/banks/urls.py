@@ -16,4 +16,10 @@ urlpatterns: list[URLPattern] = [
     path("banks/<str:bank_id>/memories/recall", views.RecallView.as_view(), name="memories-recall"),
     path("banks/<str:bank_id>/memories/list", views.MemoryListView.as_view(), name="memories-list"),
     path("banks/<str:bank_id>/tags", views.TagsView.as_view(), name="bank-tags"),
+    path("banks/<str:bank_id>/consolidate", views.ConsolidateView.as_view(),
+         name="bank-consolidate"),
+    path("banks/<str:bank_id>/llm-requests", views.LLMRequestsView.as_view(),
+         name="bank-llm-requests"),
+    path("banks/<str:bank_id>/llm-requests/stats", views.LLMRequestStatsView.as_view(),
+         name="bank-llm-request-stats"),
 ]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+import uuid
 from datetime import datetime
 from typing import Any
 
@@ -18,6 +19,7 @@ from hindsight.banks.recall import RecallFloors, RecallHit, memory_recall
 from hindsight.banks.serializers import (
     BankConfigUpdateSerializer,
     BankWriteSerializer,
+    ConsolidationRequestSerializer,
     DispositionUpdateSerializer,
     RecallRequestSerializer,
     RetainRequestSerializer,
@@ -26,6 +28,13 @@ from hindsight.banks.serializers import (
 from hindsight.banks.tags import tags_list
 from hindsight.embeddings import EmbeddingError
 from hindsight.errors import FieldError
+from hindsight.llm.context import llm_context
+from hindsight.llm.selectors import (
+    PERIODS,
+    LLMRequestFilters,
+    llm_requests_list,
+    llm_requests_stats,
+)
 from hindsight.tagscope import TAGS_MATCH_MODES, TagScope
 
 
@@ -246,7 +255,8 @@ class MemoriesView(APIView):
                  "operation_id": operation_id, "operation_ids": [operation_id], "usage": None}
             )
         # document_tags were merged into each item by the serializer.
-        result = services.memories_retain(bank_id=bank_id, items=items)
+        with llm_context(bank_id=bank_id, operation="retain"):  # the request log's labels
+            result = services.memories_retain(bank_id=bank_id, items=items)
         return Response(
             {"success": True, "bank_id": bank_id, "items_count": result.items_count,
              "async": False, "operation_id": None, "operation_ids": None,
@@ -422,3 +432,76 @@ class TagsView(APIView):
                 limit=limit, offset=offset,
             )
         )
+
+
+class ConsolidateView(APIView):
+    """``POST …/consolidate``: queue the bank's consolidation (or return the queued one)."""
+
+    @_doc("trigger_consolidation", request=ConsolidationRequestSerializer,
+          response=schema.ConsolidationResponseSerializer, errors=(400, 422))
+    def post(self, request: Request, bank_id: str) -> Response:
+        services.bank_id_validate(bank_id)
+        # The body is optional (upstream: ConsolidationRequest | null).
+        _validated(ConsolidationRequestSerializer, request.data or {})
+        operation_id, deduplicated = services.consolidation_request(bank_id=bank_id)
+        return Response({"operation_id": operation_id, "deduplicated": deduplicated})
+
+
+def _uuid_query(request: Request, name: str) -> str | None:
+    raw = _query_text(request, name)
+    if raw is None:
+        return None
+    try:
+        return str(uuid.UUID(raw))
+    except ValueError:
+        raise FieldError(("query", name), "must be an operation id (a UUID)", "uuid_parsing") from None
+
+
+class LLMRequestsView(APIView):
+    """``GET …/llm-requests``: the bank's logged LLM requests, newest first."""
+
+    @_doc("list_llm_requests", response=schema.LLMRequestListResponseSerializer,
+          params=schema.LLM_REQUEST_PARAMS)
+    def get(self, request: Request, bank_id: str) -> Response:
+        selectors.bank_get(bank_id=bank_id)
+        limit = _query_int(request, "limit", 50, minimum=1, maximum=500)
+        offset = _query_int(request, "offset", 0, maximum=OFFSET_MAX)
+        status = _query_choice(request, "status", schema.LLM_REQUEST_STATUSES)
+        call_type = _query_choice(request, "call_type", schema.LLM_CALL_TYPES)
+        provider = _query_text(request, "provider")
+        _query_bool(request, "group")
+        filters = LLMRequestFilters(
+            status=status,
+            operation=_query_text(request, "operation"),
+            scope=_query_text(request, "scope"),
+            trace_id=_uuid_query(request, "trace_id"),
+            start=_query_datetime(request, "start_date"),
+            end=_query_datetime(request, "end_date"),
+        )
+        # Kinds and links this log does not hold select nothing rather than being ignored.
+        nothing = (
+            (call_type not in (None, "llm")) or (provider not in (None, "openai"))
+            or _query_text(request, "document_id") is not None
+            or _query_text(request, "memory_id") is not None
+        )
+        if nothing:
+            return Response({"bank_id": bank_id, "total": 0, "limit": limit, "offset": offset,
+                             "items": []})
+        return Response(llm_requests_list(bank_id=bank_id, filters=filters, limit=limit,
+                                          offset=offset))
+
+
+class LLMRequestStatsView(APIView):
+    """``GET …/llm-requests/stats``: requests per time bucket and status, with token sums."""
+
+    @_doc("llm_request_stats", response=schema.LLMRequestStatsResponseSerializer,
+          params=schema.LLM_REQUEST_STATS_PARAMS)
+    def get(self, request: Request, bank_id: str) -> Response:
+        selectors.bank_get(bank_id=bank_id)
+        period = _query_choice(request, "period", tuple(PERIODS)) or "7d"
+        call_type = _query_choice(request, "call_type", schema.LLM_CALL_TYPES)
+        stats = llm_requests_stats(bank_id=bank_id, period=period,
+                                   operation=_query_text(request, "operation"))
+        if call_type not in (None, "llm"):
+            stats["buckets"] = []
+        return Response(stats)

@@ -12,6 +12,10 @@ What it adds on top of the SDK, once for every caller:
   prompt) when the server refuses strict schemas, and validation of the answer with jsonschema.
 - **Accounting.** Every call returns its ``Usage`` and ``duration_ms`` and is reported as an
   ``LLMCallRecord`` to the gateway's ``on_call`` hook and to any ``collect_llm_calls()`` block.
+- **The request log.** Every HTTP request (each attempt of a call) is handed, as an
+  ``LLMRequestEvent`` with the caller's ``llm_context`` (bank, operation), to the registered
+  request sinks — the LLM request log (``hindsight.llm.log``, attached in ``LLMConfig.ready``) —
+  and counted in the context's tallies. A sink that fails is logged and never fails the call.
 
 Configuration is read when ``get_llm()`` is called (base URL, key, model) and at each call
 (timeout, retries), so tests override ``settings.HINDSIGHT`` freely.
@@ -26,6 +30,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
 from typing import Any
 
 import jsonschema
@@ -33,6 +38,7 @@ import openai
 from django.conf import settings
 
 from hindsight.errors import LLMNotConfigured
+from hindsight.llm.context import LLMContext, count_in_tallies, current_llm_context
 from hindsight.llm.retry import backoff_seconds, is_transient
 from hindsight.llm.types import (
     ChatResult,
@@ -41,6 +47,7 @@ from hindsight.llm.types import (
     LLMError,
     LLMOutputError,
     LLMProviderError,
+    LLMRequestEvent,
     LLMTimeout,
     StructuredResult,
     ToolCall,
@@ -50,6 +57,15 @@ from hindsight.llm.types import (
 logger = logging.getLogger("hindsight.llm")
 
 OnCall = Callable[[LLMCallRecord], None]
+RequestSink = Callable[[LLMRequestEvent, LLMContext | None], None]
+
+_request_sinks: list[RequestSink] = []
+
+
+def request_sink_register(sink: RequestSink) -> None:
+    """Receive every HTTP request the gateway sends (idempotent per sink)."""
+    if sink not in _request_sinks:
+        _request_sinks.append(sink)
 
 _collectors: contextvars.ContextVar[tuple[list[LLMCallRecord], ...]] = contextvars.ContextVar(
     "hindsight_llm_collectors", default=()
@@ -139,7 +155,9 @@ class LLMGateway:
             kwargs["temperature"] = temperature
         attempts = 0
         try:
-            response, attempts = self._create(kwargs, max_tokens=max_tokens, deadline=deadline)
+            response, attempts = self._create(
+                kwargs, max_tokens=max_tokens, deadline=deadline, purpose=purpose, kind="chat"
+            )
             result = _chat_result(response, started=started, attempts=attempts)
         except LLMError as exc:
             self._report(
@@ -172,7 +190,10 @@ class LLMGateway:
         def create(kwargs: dict[str, Any]) -> Any:
             nonlocal attempts
             try:
-                response, used = self._create(kwargs, max_tokens=max_tokens, deadline=deadline)
+                response, used = self._create(
+                    kwargs, max_tokens=max_tokens, deadline=deadline, purpose=purpose,
+                    kind="structured",
+                )
             except LLMError as exc:
                 attempts += exc.attempts
                 exc.attempts = attempts
@@ -227,7 +248,38 @@ class LLMGateway:
     # one request with retries
 
     def _create(
-        self, kwargs: dict[str, Any], *, max_tokens: int | None, deadline: Deadline | None
+        self,
+        kwargs: dict[str, Any],
+        *,
+        max_tokens: int | None,
+        deadline: Deadline | None,
+        purpose: str = "",
+        kind: str = "chat",
+    ) -> tuple[Any, int]:
+        """Send the request (retrying transient failures); log every attempt."""
+
+        def send(request: dict[str, Any], attempt: int) -> Any:
+            started_at, started = datetime.now(UTC), time.monotonic()
+            try:
+                response = self._client.chat.completions.create(**request)
+            except openai.OpenAIError as exc:
+                self._log_request(request, None, purpose=purpose, kind=kind, attempt=attempt,
+                                  started_at=started_at, started=started, error=exc)
+                raise
+            self._log_request(request, response, purpose=purpose, kind=kind, attempt=attempt,
+                              started_at=started_at, started=started, error=None)
+            return response
+
+        return self._send_with_retries(kwargs, max_tokens=max_tokens, deadline=deadline,
+                                       send=send)
+
+    def _send_with_retries(
+        self,
+        kwargs: dict[str, Any],
+        *,
+        max_tokens: int | None,
+        deadline: Deadline | None,
+        send: Callable[[dict[str, Any], int], Any],
     ) -> tuple[Any, int]:
         cfg = settings.HINDSIGHT
         request_timeout = (
@@ -250,7 +302,7 @@ class LLMGateway:
             if max_tokens is not None:
                 request[self._max_tokens_param] = max_tokens
             try:
-                return self._client.chat.completions.create(**request), attempt
+                return send(request, attempt), attempt
             except openai.BadRequestError as exc:
                 if (
                     max_tokens is not None
@@ -289,6 +341,42 @@ class LLMGateway:
                     ) from exc
                 logger.info("LLM attempt %d failed transiently (%s); retrying", attempt, exc)
                 self._pause(attempt, deadline)
+
+    def _log_request(
+        self,
+        request: dict[str, Any],
+        response: Any,
+        *,
+        purpose: str,
+        kind: str,
+        attempt: int,
+        started_at: datetime,
+        started: float,
+        error: BaseException | None,
+    ) -> None:
+        usage = Usage.from_openai(getattr(response, "usage", None)) if response else Usage()
+        count_in_tallies(input_tokens=usage.input_tokens, output_tokens=usage.output_tokens,
+                         error=error is not None)
+        if not _request_sinks:
+            return
+        event = LLMRequestEvent(
+            purpose=purpose,
+            kind=kind,
+            model=self.model,
+            attempt=attempt,
+            started_at=started_at,
+            duration_ms=_ms_since(started),
+            usage=usage,
+            request={k: v for k, v in request.items() if k not in ("model", "timeout")},
+            response=_response_payload(response),
+            error=None if error is None else f"{type(error).__name__}: {_message_of(error)}",
+        )
+        context = current_llm_context()
+        for sink in list(_request_sinks):
+            try:
+                sink(event, context)
+            except Exception:  # the log must never fail the call it records
+                logger.exception("LLM request sink %r failed", sink)
 
     @staticmethod
     def _pause(attempt: int, deadline: Deadline | None) -> None:
@@ -339,6 +427,29 @@ def _message(exc: openai.OpenAIError) -> str:
         if isinstance(inner, dict) and inner.get("message"):
             return str(inner["message"])
     return str(exc)
+
+
+def _message_of(exc: BaseException) -> str:
+    return _message(exc) if isinstance(exc, openai.OpenAIError) else str(exc)
+
+
+def _response_payload(response: Any) -> Any:
+    """What the provider answered, as plain JSON (the first choice's message)."""
+    if response is None:
+        return None
+    choices = getattr(response, "choices", None) or []
+    if not choices:
+        return None
+    message = choices[0].message
+    payload: dict[str, Any] = {"content": message.content,
+                               "finish_reason": choices[0].finish_reason}
+    calls = [
+        {"name": call.function.name, "arguments": call.function.arguments}
+        for call in (message.tool_calls or []) if getattr(call, "function", None) is not None
+    ]
+    if calls:
+        payload["tool_calls"] = calls
+    return payload
 
 
 def _refuses_strict_schema(exc: LLMProviderError) -> bool:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import asdict, dataclass, field
+from datetime import datetime
 from typing import Any
 
 
@@ -131,6 +132,22 @@ class LLMCallRecord:
             "error": self.error,
             "attempts": self.attempts,
         }
+
+
+@dataclass(frozen=True)
+class LLMRequestEvent:
+    """One HTTP request to the provider (one attempt of a call), for the request log."""
+
+    purpose: str
+    kind: str
+    model: str
+    attempt: int
+    started_at: datetime
+    duration_ms: int
+    usage: Usage
+    request: dict[str, Any]
+    response: Any
+    error: str | None
 
 
 class Deadline:

@@ -18,6 +18,7 @@ from hindsight.api.schema import errors
 from hindsight.banks.selectors import bank_exists
 from hindsight.errors import NotFound
 from hindsight.llm import Deadline, LLMError, LLMTimeout
+from hindsight.llm.context import llm_context
 from mentalmodels.reflect import RetrievalError, reflect_run
 from mentalmodels.reflect.schema import ReflectResponseSerializer
 from mentalmodels.reflect.serializers import ReflectRequestSerializer, render_response
@@ -42,18 +43,19 @@ class ReflectView(APIView):
             query = f"{query}\n\nContext: {data['context']}"
         include = data.get("include") or {}
         try:
-            result = reflect_run(
-                bank_id=bank_id,
-                query=query,
-                budget=data["budget"],
-                max_tokens=data["max_tokens"],
-                scope=scope,
-                exclude_mental_model_ids=data.get("exclude_mental_model_ids") or (),
-                include_mental_models=not data.get("exclude_mental_models"),
-                response_schema=data.get("response_schema"),
-                deadline=Deadline(settings.HINDSIGHT.reflect_wall_timeout_seconds),
-                observations_max_tokens=data.get("reflect_search_observations_max_tokens"),
-            )
+            with llm_context(bank_id=bank_id, operation="reflect"):  # the request log's labels
+                result = reflect_run(
+                    bank_id=bank_id,
+                    query=query,
+                    budget=data["budget"],
+                    max_tokens=data["max_tokens"],
+                    scope=scope,
+                    exclude_mental_model_ids=data.get("exclude_mental_model_ids") or (),
+                    include_mental_models=not data.get("exclude_mental_models"),
+                    response_schema=data.get("response_schema"),
+                    deadline=Deadline(settings.HINDSIGHT.reflect_wall_timeout_seconds),
+                    observations_max_tokens=data.get("reflect_search_observations_max_tokens"),
+                )
         except RetrievalError as exc:
             return Response({"detail": f"retrieval failed: {exc}"}, status=503)
         except LLMTimeout as exc:

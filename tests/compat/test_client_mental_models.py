@@ -71,6 +71,8 @@ def wait_operation(client: Hindsight, op_id: str, timeout: float = 90.0):
 @pytest.fixture
 def seeded(client: Hindsight, env, worker_factory) -> dict[str, str]:
     client.create_bank(BANK, name="Compat MM")
+    # These tests count the LLM requests of refreshes: no consolidation of the seed facts.
+    client.update_bank_config(BANK, enable_auto_consolidation=False)
     result = client.retain_batch(BANK, [
         {"content": "Alice prefers async communication over Slack.", "tags": ["team"],
          "strategy": "verbatim"},

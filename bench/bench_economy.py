@@ -1,0 +1,236 @@
+"""Economy benchmark: what automatic refreshes cost when a bank ingests continuously (run on
+demand; not a test).
+
+Over HTTP against a real API process and a real Celery worker, with the scripted
+OpenAI-compatible LLM (tests/banks/consolidation_llm.py: one observation per consolidation
+round, a reflect loop that reads its tools), it retains ``--retains`` facts (default 1,000,
+one per request, ``strategy: verbatim`` so extraction costs nothing and the figures are
+consolidation and refreshes only) into a bank, then waits for the bank to settle and prints the
+LLM requests and tokens of the request log, split into consolidation and refreshes, for:
+
+- ``all-in-scope``: 20 models with ``refresh_after_consolidation`` tagged ``team``, the tag
+  every retain carries;
+- ``half-untouched``: 10 such models plus 10 tagged ``elsewhere``, a scope no retain touches
+  (their cost must be 0);
+
+each with the rate floor (``min_refresh_interval_seconds`` on every model) at 0 and at
+``--floor`` seconds (default 60). Retains are sent as fast as the API answers, so the floor run
+shows what a burst costs.
+
+By default it starts its own embedded PostgreSQL and Valkey on free ports (throw-away data).
+
+    .venv/bin/python bench/bench_economy.py
+    .venv/bin/python bench/bench_economy.py --retains 200 --floor 20
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+import uuid
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+
+def _call(base: str, method: str, path: str, body: Any = None) -> Any:
+    data = json.dumps(body).encode() if body is not None else None
+    request = urllib.request.Request(base + path, data=data, method=method,
+                                     headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=120) as response:
+        return json.loads(response.read() or b"null")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _settled(bank_id: str) -> bool:
+    from operations.models import Operation
+
+    return not Operation.objects.filter(bank_id=bank_id,
+                                        status__in=("pending", "processing")).exists()
+
+
+def _costs(bank_id: str) -> dict[str, dict[str, int]]:
+    """Requests and tokens of the bank's log, by what they were for."""
+    from django.db.models import Count, Sum
+
+    from hindsight.llm.models import LLMRequest
+    from operations.models import Operation
+
+    model_of = dict(Operation.objects.filter(bank_id=bank_id, mental_model_id__isnull=False)
+                    .values_list("id", "mental_model_id"))
+    out: dict[str, dict[str, int]] = {}
+    rows = (LLMRequest.objects.filter(bank_id=bank_id)
+            .values("operation", "operation_id")
+            .annotate(n=Count("id"), i=Sum("input_tokens"), o=Sum("output_tokens")))
+    for row in rows:
+        if row["operation"] == "refresh_mental_model":
+            model = model_of.get(row["operation_id"], "?")
+            key = "refresh:" + ("untouched" if model.startswith("elsewhere") else "in-scope")
+        else:
+            key = row["operation"] or "other"
+        bucket = out.setdefault(key, {"requests": 0, "input": 0, "output": 0, "refreshes": 0})
+        bucket["requests"] += row["n"]
+        bucket["input"] += row["i"] or 0
+        bucket["output"] += row["o"] or 0
+    for model_id, n in (Operation.objects.filter(bank_id=bank_id,
+                                                 operation_type="refresh_mental_model",
+                                                 status="completed", automatic=True)
+                        .values_list("mental_model_id").annotate(n=Count("id"))):
+        key = "refresh:" + ("untouched" if model_id.startswith("elsewhere") else "in-scope")
+        out.setdefault(key, {"requests": 0, "input": 0, "output": 0, "refreshes": 0})
+        out[key]["refreshes"] += n
+    return out
+
+
+def scenario(base: str, llm: Any, *, name: str, untouched: int, floor: int, retains: int) -> None:
+    bank_id = f"bench-eco-{name}-{floor}-{uuid.uuid4().hex[:4]}"
+    _call(base, "PUT", f"/v1/default/banks/{bank_id}", {"name": name})
+    for i in range(20):
+        tag = "elsewhere" if i < untouched else "team"
+        _call(base, "POST", f"/v1/default/banks/{bank_id}/mental-models", {
+            "id": f"{tag}-{i}", "name": f"{tag} {i}", "source_query": "What about the team?",
+            "tags": [tag], "trigger": {"refresh_after_consolidation": True,
+                                       "min_refresh_interval_seconds": floor}})
+    while not _settled(bank_id):  # the first refreshes: empty scopes, no LLM request
+        time.sleep(0.2)
+    before = len(llm.requests)
+    started = time.monotonic()
+    for i in range(retains):
+        _call(base, "POST", f"/v1/default/banks/{bank_id}/memories", {"items": [
+            {"content": f"Team fact {i}: item {i} of the stream", "tags": ["team"],
+             "strategy": "verbatim"}]})
+    ingest = time.monotonic() - started
+    while not _settled(bank_id):
+        time.sleep(0.5)
+    total = time.monotonic() - started
+    costs = _costs(bank_id)
+    sent = len(llm.requests) - before
+    logged = sum(c["requests"] for c in costs.values())
+    print(f"\n{name}, floor {floor} s: {retains} retains in {ingest:.1f} s, settled after "
+          f"{total:.1f} s; LLM requests sent {sent}, logged {logged}")
+    for key in sorted(costs):
+        c = costs[key]
+        extra = f"  ({c['refreshes']} refreshes)" if key.startswith("refresh") else ""
+        print(f"  {key:<20} {c['requests']:6d} requests  {c['input']:9,d} in  "
+              f"{c['output']:8,d} out tokens{extra}")
+    if untouched and "refresh:untouched" in costs:
+        print("  !! models tagged to an untouched scope spent something")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--retains", type=int, default=1000)
+    parser.add_argument("--floor", type=int, default=60)
+    parser.add_argument("--workers", type=int, default=2, help="worker processes (-c)")
+    args = parser.parse_args()
+
+    scratch = Path(tempfile.mkdtemp(prefix="bench-eco-"))
+    from hindsight.devstack.servers import EmbeddedPostgres, EmbeddedValkey, free_port, reachable_base
+
+    base_dir = reachable_base(scratch)
+    pg = EmbeddedPostgres(base_dir / "pg", free_port(), durable=False)
+    pg.start()
+    valkey = EmbeddedValkey(base_dir / "valkey", free_port(), durable=False)
+    valkey.start()
+
+    from tests.banks.consolidation_llm import ConsolidatingLLM
+    from tests.fakes.llm_server import ScriptedLLMServer
+
+    llm = ScriptedLLMServer().start()
+    ConsolidatingLLM(llm, usage=None)  # tokens estimated from the words each request sends
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "hindsight.settings",
+        "HINDSIGHT_API_DATABASE_URL": pg.url,
+        "HINDSIGHT_API_REDIS_URL": valkey.url,
+        "HINDSIGHT_API_TASK_QUEUE": f"bench-eco-{uuid.uuid4().hex[:6]}",
+        "HINDSIGHT_API_LLM_PROVIDER": "openai",
+        "HINDSIGHT_API_LLM_BASE_URL": llm.base_url,
+        "HINDSIGHT_API_LLM_API_KEY": "bench",
+        "HINDSIGHT_API_LLM_MODEL": "scripted",
+        "HINDSIGHT_API_LLM_MAX_RETRIES": "0",
+        "HINDSIGHT_API_EMBEDDINGS_PROVIDER": "openai",
+        "HINDSIGHT_API_EMBEDDINGS_OPENAI_BASE_URL": llm.base_url,
+        "HINDSIGHT_API_EMBEDDINGS_OPENAI_API_KEY": "bench",
+        "HINDSIGHT_API_EMBEDDINGS_OPENAI_MODEL": "scripted-embed",
+        "HINDSIGHT_API_EMBEDDINGS_OPENAI_DIMENSIONS": "384",
+    }
+    os.environ.update(env)
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    from operations.engine import release_due
+
+    children: list[subprocess.Popen[bytes]] = []
+    stop = threading.Event()
+
+    def beat() -> None:  # what celery-beat's operations.release_due does: send due parks
+        while not stop.wait(1.0):
+            release_due()
+
+    try:
+        call_command("migrate", verbosity=0)
+        port = _free_port()
+        base = f"http://127.0.0.1:{port}"
+        children.append(subprocess.Popen(
+            [sys.executable, "-m", "gunicorn", "hindsight.wsgi:application", "-b",
+             f"127.0.0.1:{port}", "-w", "2", "--log-level", "warning"],
+            cwd=REPO, env=env, stdout=open(scratch / "api.log", "ab"), stderr=subprocess.STDOUT,
+            start_new_session=True))
+        children.append(subprocess.Popen(
+            [sys.executable, "-m", "celery", "-A", "hindsight", "worker", "-Q",
+             env["HINDSIGHT_API_TASK_QUEUE"], "-c", str(args.workers), "-P", "prefork", "-n",
+             "bench-eco@%h", "--without-gossip", "--without-mingle", "--without-heartbeat",
+             "-l", "WARNING"],
+            cwd=REPO, env=env, stdout=open(scratch / "worker.log", "ab"),
+            stderr=subprocess.STDOUT, start_new_session=True))
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                _call(base, "GET", "/health")
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
+        threading.Thread(target=beat, daemon=True).start()
+        print(f"# cores: {os.cpu_count()}  retains {args.retains}  worker -c {args.workers}")
+        for floor in (0, args.floor):
+            scenario(base, llm, name="all-in-scope", untouched=0, floor=floor,
+                     retains=args.retains)
+            scenario(base, llm, name="half-untouched", untouched=10, floor=floor,
+                     retains=args.retains)
+    finally:
+        stop.set()
+        for child in children:
+            try:
+                os.killpg(child.pid, 15)
+            except ProcessLookupError:
+                pass
+        for child in children:
+            child.wait(timeout=30)
+        llm.stop()
+        valkey.stop()
+        pg.stop()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,45 @@
+"""Listeners of the banks app's events, registered by the apps above it (layers: banks never
+imports them). One event so far: a consolidation chain of a bank completed.
+
+``consolidation_listener_register(fn)`` is called from an ``AppConfig.ready`` (mental models
+register their ``refresh_after_consolidation`` trigger). ``consolidation_completed_notify`` runs
+every listener inside the transaction that completes the consolidation operation, so what a
+listener queues commits with the completion or not at all; a listener must do database work
+only (no network I/O) and raise only for what should roll the completion back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class ConsolidationCompleted:
+    bank_id: str
+    operation_id: str
+    # The (sorted tags, fact_type) of every memory the chain consolidated or wrote: the facts
+    # it marked and the observations it created, updated or deleted.
+    scopes: frozenset[tuple[tuple[str, ...], str]]
+
+
+ConsolidationListener = Callable[[ConsolidationCompleted], object]
+
+_listeners: list[ConsolidationListener] = []
+
+
+def consolidation_listener_register(listener: ConsolidationListener) -> None:
+    """Add ``listener`` (idempotent: registering it again changes nothing)."""
+    if listener not in _listeners:
+        _listeners.append(listener)
+
+
+def consolidation_listener_unregister(listener: ConsolidationListener) -> None:
+    """Remove ``listener`` (tests)."""
+    if listener in _listeners:
+        _listeners.remove(listener)
+
+
+def consolidation_completed_notify(event: ConsolidationCompleted) -> None:
+    for listener in list(_listeners):
+        listener(event)

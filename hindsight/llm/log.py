@@ -1,0 +1,77 @@
+"""Writes of the LLM request log: one row per request (the gateway's sink) and the purge.
+
+A row is written in its own short statement after the request returned (never inside the
+request), in a savepoint when the caller is in a transaction, so a failed insert cannot poison
+the caller's transaction. Prompt and response are stored as JSON text cut to
+``HINDSIGHT_API_LLM_REQUEST_LOG_MAX_CHARS`` characters each.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db import connection, transaction
+from django.utils import timezone
+
+from hindsight.llm.context import LLMContext
+from hindsight.llm.models import ERROR, SUCCESS, LLMRequest
+from hindsight.llm.types import LLMRequestEvent
+
+
+def _cut(value: Any, limit: int) -> tuple[str, bool]:
+    if value is None:
+        return "", False
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+    if len(text) <= limit:
+        return text, False
+    return text[:limit], True
+
+
+def _uuid_or_none(value: str | None) -> uuid.UUID | None:
+    if not value:
+        return None
+    try:
+        return uuid.UUID(str(value))
+    except ValueError:
+        return None
+
+
+def llm_request_record(event: LLMRequestEvent, context: LLMContext | None) -> None:
+    limit = settings.HINDSIGHT.llm_request_log_max_chars
+    prompt, prompt_cut = _cut(event.request, limit)
+    response, response_cut = _cut(event.response, limit)
+    row = LLMRequest(
+        bank_id=context.bank_id if context else None,
+        operation=context.operation if context else None,
+        operation_id=_uuid_or_none(context.operation_id) if context else None,
+        scope=event.purpose[:128],
+        kind=event.kind,
+        model=event.model[:255],
+        status=ERROR if event.error else SUCCESS,
+        attempt=event.attempt,
+        started_at=event.started_at,
+        duration_ms=max(0, event.duration_ms),
+        input_tokens=event.usage.input_tokens,
+        output_tokens=event.usage.output_tokens,
+        prompt=prompt,
+        response=response,
+        truncated=prompt_cut or response_cut,
+        error=event.error,
+    )
+    if connection.in_atomic_block:
+        with transaction.atomic():
+            row.save(force_insert=True)
+    else:
+        row.save(force_insert=True)
+
+
+def llm_requests_purge(*, now: datetime | None = None) -> int:
+    """Delete rows older than the retention period; returns how many went."""
+    hours = settings.HINDSIGHT.llm_request_log_retention_hours
+    horizon = (now or timezone.now()) - timedelta(hours=hours)
+    deleted, _ = LLMRequest.objects.filter(started_at__lt=horizon).delete()
+    return deleted

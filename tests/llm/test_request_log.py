@@ -1,0 +1,77 @@
+"""The LLM request log: one row per HTTP request the gateway sent (each attempt), labelled by
+the caller's ``llm_context``, prompt and response cut to their bound, purged after retention."""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from hindsight.config import read_config
+from hindsight.llm import LLMProviderError, get_llm
+from hindsight.llm.context import llm_context
+from hindsight.llm.log import llm_requests_purge
+from hindsight.llm.models import LLMRequest
+from tests.fakes.llm_server import Reply
+
+pytestmark = pytest.mark.django_db
+
+
+def test_every_attempt_is_one_row_with_the_callers_bank_operation_and_tokens(
+    scripted_llm, settings
+):
+    settings.HINDSIGHT = dataclasses.replace(settings.HINDSIGHT, llm_max_retries=1)
+    scripted_llm.script(Reply.error(503, "busy"),
+                        Reply.text("hello", usage={"prompt_tokens": 7, "completion_tokens": 2}))
+    op_id = str(uuid.uuid4())
+    with llm_context(bank_id="b1", operation="consolidation", operation_id=op_id) as tally:
+        get_llm().chat([{"role": "user", "content": "hi"}], purpose="probe")
+    rows = list(LLMRequest.objects.order_by("attempt"))
+    assert len(rows) == len(scripted_llm.requests) == 2
+    failed, ok = rows
+    assert (failed.status, failed.attempt, failed.input_tokens) == ("error", 1, 0)
+    assert "busy" in (failed.error or "")
+    assert (ok.status, ok.attempt, ok.input_tokens, ok.output_tokens) == ("success", 2, 7, 2)
+    assert {(r.bank_id, r.operation, str(r.operation_id), r.scope) for r in rows} == {
+        ("b1", "consolidation", op_id, "probe")}
+    assert '"hi"' in ok.prompt and '"hello"' in ok.response
+    assert tally.as_dict() == {"requests": 2, "errors": 1, "input_tokens": 7,
+                               "output_tokens": 2, "total_tokens": 9}
+
+
+def test_prompt_and_response_are_cut_to_the_configured_bound(scripted_llm, settings):
+    settings.HINDSIGHT = dataclasses.replace(settings.HINDSIGHT, llm_request_log_max_chars=50)
+    scripted_llm.script(Reply.text("y" * 500))
+    get_llm().chat([{"role": "user", "content": "x" * 500}])
+    row = LLMRequest.objects.get()
+    assert len(row.prompt) == 50 and len(row.response) == 50 and row.truncated
+    assert row.bank_id is None and row.operation is None  # no context: still logged
+
+
+def test_a_refused_request_is_logged_and_the_error_still_raised(scripted_llm):
+    scripted_llm.script(Reply.error(400, "too large"))
+    with pytest.raises(LLMProviderError):
+        get_llm().chat([{"role": "user", "content": "hi"}])
+    assert LLMRequest.objects.get().status == "error"
+
+
+def test_purge_deletes_only_rows_older_than_the_retention(settings):
+    settings.HINDSIGHT = dataclasses.replace(settings.HINDSIGHT,
+                                             llm_request_log_retention_hours=24)
+    now = timezone.now()
+    for hours in (1, 23, 25, 100):
+        LLMRequest.objects.create(status="success", started_at=now - timedelta(hours=hours))
+    assert llm_requests_purge(now=now) == 2
+    assert sorted(round((now - r.started_at).total_seconds() / 3600)
+                  for r in LLMRequest.objects.all()) == [1, 23]
+
+
+def test_retention_is_24_hours_unless_the_environment_says_otherwise():
+    assert read_config({}).llm_request_log_retention_hours == 24.0
+    env = {"HINDSIGHT_API_LLM_REQUEST_LOG_RETENTION_HOURS": "2"}
+    assert read_config(env).llm_request_log_retention_hours == 2.0
+    bad = read_config({"HINDSIGHT_API_LLM_REQUEST_LOG_RETENTION_HOURS": "soon"})
+    assert [p.variable for p in bad.errors] == ["HINDSIGHT_API_LLM_REQUEST_LOG_RETENTION_HOURS"]
