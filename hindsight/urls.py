@@ -1,4 +1,4 @@
-"""Top-level routes: the v1 API, health, version, OpenAPI and docs, admin."""
+"""Top-level routes: the v1 API, health, version, metrics, OpenAPI and docs, admin."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularJSONAPIView, SpectacularSwaggerView
 
 from hindsight.api import views as core_views
+from operations.metrics import metrics_view
 
 handler400 = "hindsight.api.errors.json_400"
 handler404 = "hindsight.api.errors.json_404"
@@ -15,6 +16,7 @@ handler500 = "hindsight.api.errors.json_500"
 urlpatterns = [
     path("health", core_views.health, name="health"),
     path("version", core_views.version, name="version"),
+    path("metrics", metrics_view, name="metrics"),
     path("openapi.json", SpectacularJSONAPIView.as_view(), name="openapi"),
     path("docs", SpectacularSwaggerView.as_view(url_name="openapi"), name="docs"),
     path("admin/", admin.site.urls),

@@ -3,14 +3,16 @@ records what a failed attempt leaves behind (failure entry, trace, pause after t
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING
 
 from django.conf import settings
 
+from hindsight import metrics
 from mentalmodels.models import MentalModel
 from mentalmodels.pipeline import OPERATION_TYPE, RefreshFailed, refresh_run
 from mentalmodels.services import mental_model_record_failure
-from operations.errors import OperationFailure
+from operations.errors import FenceLost, OperationFailure
 
 if TYPE_CHECKING:
     from operations.jobs import Job
@@ -35,13 +37,26 @@ class RefreshMentalModelHandler:
         mental_model_id = job.operation.mental_model_id
         if mental_model_id is None:  # not one of ours: no retry will give it a model
             raise OperationFailure("refresh operation without a mental_model_id", retryable=False)
-        refresh_run(
-            bank_id=job.operation.bank_id,
-            mental_model_id=mental_model_id,
-            mode=(job.payload or {}).get("mode"),
-            automatic=job.operation.automatic,
-            job=job,
-        )
+        requested_mode = (job.payload or {}).get("mode") or "full"
+        started = time.monotonic()
+        try:
+            report = refresh_run(
+                bank_id=job.operation.bank_id,
+                mental_model_id=mental_model_id,
+                mode=(job.payload or {}).get("mode"),
+                automatic=job.operation.automatic,
+                job=job,
+            )
+        except RefreshFailed as exc:
+            _observe(started, exc.outcome, (exc.trace or {}).get("effective_mode") or requested_mode)
+            raise
+        except FenceLost:
+            _observe(started, "superseded", requested_mode)
+            raise
+        except Exception:
+            _observe(started, "refresh_failed_error", requested_mode)
+            raise
+        _observe(started, report.outcome.outcome, report.plan.effective_mode)
 
     def on_attempt_failed(self, job: Job, exc: BaseException, *, final: bool) -> None:
         model = (
@@ -67,3 +82,10 @@ class RefreshMentalModelHandler:
             final=final,
             trace=trace,
         )
+
+
+def _observe(started: float, outcome: str, mode: str) -> None:
+    metrics.refreshes_total.labels(outcome=outcome).inc()
+    metrics.refresh_duration_seconds.labels(outcome=outcome, mode=mode).observe(
+        time.monotonic() - started
+    )
