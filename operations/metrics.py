@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from django.http import HttpRequest, HttpResponse
+from django.views.decorators.http import require_safe
 from prometheus_client import REGISTRY, CollectorRegistry, generate_latest
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
@@ -76,5 +77,6 @@ def scrape_registry() -> CollectorRegistry:
     return registry
 
 
+@require_safe
 def metrics_view(request: HttpRequest) -> HttpResponse:
     return HttpResponse(generate_latest(scrape_registry()), content_type=CONTENT_TYPE_LATEST)

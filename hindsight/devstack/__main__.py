@@ -65,11 +65,13 @@ def run(args: argparse.Namespace) -> int:
             "redis_url": env.get("HINDSIGHT_API_REDIS_URL", ""),
             "api_url": f"http://{config.host}:{config.port}",
         }, indent=2))
-        # The API's and the workers' metric files (hindsight.metrics); a new run starts from 0.
-        metrics_dir = Path(env.get("PROMETHEUS_MULTIPROC_DIR") or data_dir / "metrics")
-        shutil.rmtree(metrics_dir, ignore_errors=True)
-        metrics_dir.mkdir(parents=True)
-        env["PROMETHEUS_MULTIPROC_DIR"] = str(metrics_dir)
+        # The API's and the workers' metric files (hindsight.metrics). Ours start from 0 at each
+        # run; a directory the caller chose is theirs to manage.
+        if not env.get("PROMETHEUS_MULTIPROC_DIR"):
+            metrics_dir = data_dir / "metrics"
+            shutil.rmtree(metrics_dir, ignore_errors=True)
+            metrics_dir.mkdir(parents=True)
+            env["PROMETHEUS_MULTIPROC_DIR"] = str(metrics_dir)
         python = sys.executable
         subprocess.run([python, "manage.py", "migrate", "--noinput"], check=True, env=env,
                        cwd=PROJECT_DIR)
