@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install run test bench check clean
+.PHONY: install browser run test bench check clean
 
 install: $(STAMP)
 
@@ -19,9 +19,25 @@ $(STAMP): pyproject.toml Makefile
 run: install
 	$(PY) -m hindsight.devstack run
 
+# The admin's browser tests drive Debian's chromium (never a downloaded browser build): installed
+# here when missing and the machine allows it (root with apt-get); otherwise those tests fail
+# naming the package.
+CHROMIUM := /usr/bin/chromium
+
+browser:
+	@if [ ! -x $(CHROMIUM) ]; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    echo "installing Debian's chromium for the browser tests"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; \
+	  else \
+	    echo "warning: $(CHROMIUM) is missing and cannot be installed here (needs root and apt-get):" \
+	         "install Debian's 'chromium' package, or the browser tests will fail"; \
+	  fi; \
+	fi
+
 # Lint, types and the import contracts first (seconds), then the suite against real servers.
 # tests/compat_node installs its pinned npm client itself (npm ci from its lockfile; needs Node >= 20).
-test: install
+test: install browser
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports

@@ -176,6 +176,10 @@ CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 CELERY_TASK_DEFAULT_QUEUE = HINDSIGHT.task_queue
 CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
 CELERY_TIMEZONE = "UTC"
+# Task events, so `celery -A hindsight flower` (or `celery events`) sees the workers and every
+# operations task from sent to succeeded/failed; the worker's -E flag is then unnecessary.
+CELERY_WORKER_SEND_TASK_EVENTS = True
+CELERY_TASK_SEND_SENT_EVENT = True
 
 LOGGING = {
     "version": 1,

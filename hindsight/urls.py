@@ -1,4 +1,5 @@
-"""Top-level routes: the v1 API, the MCP endpoint, health, version, OpenAPI and docs, admin."""
+"""Top-level routes: the v1 API, the MCP endpoint, health, version, metrics, OpenAPI and docs,
+admin."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from drf_spectacular.views import (
 
 from hindsight.api import views as core_views
 from hindsight.mcp_server.http import mcp_endpoint
+from operations.metrics import metrics_view
 
 handler400 = "hindsight.api.errors.json_400"
 handler404 = "hindsight.api.errors.json_404"
@@ -23,6 +25,7 @@ _redoc = SpectacularRedocView.as_view(url_name="openapi", template_name="hindsig
 urlpatterns = [
     path("health", core_views.health, name="health"),
     path("version", core_views.version, name="version"),
+    path("metrics", metrics_view, name="metrics"),
     path("openapi.json", SpectacularJSONAPIView.as_view(), name="openapi"),
     # Both spellings: a trailing slash is what people type after a directory-like name.
     path("docs", SpectacularSwaggerView.as_view(url_name="openapi"), name="docs"),

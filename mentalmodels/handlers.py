@@ -4,16 +4,18 @@ the engine's failure transaction, so a final failure and the pause commit togeth
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING
 
 from django.conf import settings
 
+from hindsight import metrics
 from hindsight.banks.handlers import job_llm_accounting
 from mentalmodels.awaiting_llm import mental_model_await_llm, refresh_failed_for_missing_llm
 from mentalmodels.models import MentalModel
 from mentalmodels.pipeline import OPERATION_TYPE, RefreshFailed, refresh_run
 from mentalmodels.services import mental_model_record_failure
-from operations.errors import OperationFailure
+from operations.errors import FenceLost, OperationFailure
 
 if TYPE_CHECKING:
     from operations.jobs import Job
@@ -38,11 +40,13 @@ class RefreshMentalModelHandler:
         mental_model_id = job.operation.mental_model_id
         if mental_model_id is None:  # not one of ours: no retry will give it a model
             raise OperationFailure("refresh operation without a mental_model_id", retryable=False)
+        requested_mode = (job.payload or {}).get("mode") or "full"
+        started = time.monotonic()
         # The refresh's LLM requests and tokens go into result_metadata["llm"], also when the
         # attempt fails (a refused refresh carries result_metadata of its own).
         with job_llm_accounting(job) as tally:
             try:
-                refresh_run(
+                report = refresh_run(
                     bank_id=job.operation.bank_id,
                     mental_model_id=mental_model_id,
                     mode=(job.payload or {}).get("mode"),
@@ -51,7 +55,16 @@ class RefreshMentalModelHandler:
                 )
             except RefreshFailed as exc:
                 exc.result_metadata = {**(exc.result_metadata or {}), "llm": tally.as_dict()}
+                _observe(started, exc.outcome,
+                         (exc.trace or {}).get("effective_mode") or requested_mode)
                 raise
+            except FenceLost:
+                _observe(started, "superseded", requested_mode)
+                raise
+            except Exception:
+                _observe(started, "refresh_failed_error", requested_mode)
+                raise
+        _observe(started, report.outcome.outcome, report.plan.effective_mode)
 
     def on_attempt_failed_in_transaction(
         self, job: Job, exc: BaseException, *, final: bool
@@ -85,3 +98,10 @@ class RefreshMentalModelHandler:
             final=final,
             trace=trace,
         )
+
+
+def _observe(started: float, outcome: str, mode: str) -> None:
+    metrics.refreshes_total.labels(outcome=outcome).inc()
+    metrics.refresh_duration_seconds.labels(outcome=outcome, mode=mode).observe(
+        time.monotonic() - started
+    )

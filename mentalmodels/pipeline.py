@@ -473,7 +473,7 @@ def _extract(plan: Plan, decided: Outcome, clock: RefreshClock) -> None:
     try:
         clock.check()
         started = time.monotonic()
-        answer = get_llm().structured(
+        answer = get_llm(bank_id=plan.model.bank_id).structured(
             [
                 {"role": "system", "content": _EXTRACT_PROMPT},
                 {"role": "user", "content": f"Document:\n\n{decided.content}"},

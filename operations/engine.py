@@ -36,6 +36,7 @@ from django.conf import settings
 from django.db import connection
 from redis.exceptions import LockError
 
+from hindsight import metrics
 from operations import dispatch, registry
 from operations.errors import FenceLost, OperationFailure, WallTimeout, WorkerLost
 from operations.hooks import call_hook
@@ -241,13 +242,17 @@ def operation_execute(*, operation_id: str, holder: str) -> str:
         op_uuid = uuid.UUID(str(operation_id))
     except ValueError:
         return "invalid"
-    row = Operation.objects.filter(id=op_uuid).values("status", "dedupe_key").first()
+    row = (
+        Operation.objects.filter(id=op_uuid)
+        .values("status", "dedupe_key", "operation_type").first()
+    )
     if row is None or row["status"] != PENDING:
         return "skipped"
     key = lease_key_for(dedupe_key=row["dedupe_key"], operation_id=op_uuid)
     lock = key_lock(key)
     try:
         if not lock.acquire(blocking=False, token=lock_token(holder)):
+            metrics.lock_contention_total.labels(operation_type=row["operation_type"]).inc()
             return "locked"
     except redis.RedisError:
         log.warning("cannot take the lock of %s; recovery will re-send %s", key, op_uuid)
@@ -260,6 +265,8 @@ def operation_execute(*, operation_id: str, holder: str) -> str:
         if claimed is None:
             return "skipped"
         if claimed == BUSY:
+            # The database's one-running-job index refused: contention the lock did not catch.
+            metrics.lock_contention_total.labels(operation_type=row["operation_type"]).inc()
             return "busy"
         assert isinstance(claimed, Operation)
         job = Job(claimed, fence=claimed.fence, key=key)
@@ -335,6 +342,9 @@ def recover() -> RecoveryReport:
     """Beat: recover silent processing operations and re-send lost messages."""
     report = operations_recover()
     for record in report.recovered:
+        metrics.operations_recovered_total.labels(
+            operation_type=record.operation.operation_type
+        ).inc()
         _after_recovery(record)
     return report
 

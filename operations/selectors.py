@@ -8,6 +8,8 @@ carrier is queued or runs, ``completed`` when it completed, ``failed``/``cancell
 the carrier ended so. A chain (the carrier was merged on in turn) resolves to its end; a carrier
 that was deleted leaves the last one still there. This module is the one place that resolves
 it (one recursive query per read, bounded depth).
+
+The queue's gauges for ``/metrics`` are read here too (``operations_queue_gauges``).
 """
 
 from __future__ import annotations
@@ -159,3 +161,43 @@ def operation_counts(*, bank_id: str) -> dict[str, int]:
             counts[status] = n
     return counts
 
+
+@dataclass(frozen=True)
+class QueueGauges:
+    """The queue as a scrape sees it (database time)."""
+
+    # (status, operation_type) → count, for the statuses still in the queue.
+    depth: dict[tuple[str, str], int]
+    # operation_type → pending operations parked until a future ``next_retry_at``.
+    parked: dict[str, int]
+    # Seconds since the oldest due (not parked) pending operation was created; 0 when none.
+    oldest_pending_age_seconds: float
+
+
+_QUEUE_GAUGES_SQL = """
+SELECT status, operation_type, COUNT(*),
+       COUNT(*) FILTER (WHERE status = 'pending' AND next_retry_at > clock_timestamp()),
+       EXTRACT(EPOCH FROM clock_timestamp() - MIN(created_at) FILTER (
+           WHERE status = 'pending'
+             AND (next_retry_at IS NULL OR next_retry_at <= clock_timestamp())))
+  FROM operations_operation
+ WHERE status IN ('pending', 'processing')
+ GROUP BY status, operation_type
+"""
+
+
+def operations_queue_gauges() -> QueueGauges:
+    """Queue depth by status and type, parked operations, the oldest due pending's age: one
+    query over the operations still queued (completed ones are not read)."""
+    depth: dict[tuple[str, str], int] = {}
+    parked: dict[str, int] = {}
+    oldest = 0.0
+    with connection.cursor() as cursor:
+        cursor.execute(_QUEUE_GAUGES_SQL)
+        for status, operation_type, count, parked_count, age in cursor.fetchall():
+            depth[(status, operation_type)] = int(count)
+            if parked_count:
+                parked[operation_type] = parked.get(operation_type, 0) + int(parked_count)
+            if age is not None:
+                oldest = max(oldest, float(age))
+    return QueueGauges(depth=depth, parked=parked, oldest_pending_age_seconds=oldest)

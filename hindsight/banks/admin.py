@@ -1,8 +1,10 @@
-"""Django admin for banks and memories: browsable, searchable, read-mostly.
+"""Django admin for banks and memories: browsable and searchable, written only by the services.
 
-Memories are written by retain and consolidation only (they carry embeddings and the write
-clock), so the admin shows them read-only; a bank's name, mission and config overrides can be
-edited here.
+Banks are read-only here (the API's PUT/PATCH and ``…/config`` validate what a bank holds);
+deleting one goes through ``bank_delete``, which fences the bank's running jobs before the
+cascade (without that step a refresh and the cascade can deadlock). Memories are written by
+retain and consolidation only (they carry embeddings and the write clock), so the admin shows
+them read-only; a search matches their text or context, a tag exactly, or a fact type.
 """
 
 from __future__ import annotations
@@ -10,31 +12,75 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib import admin
-from django.db.models import Count, QuerySet
+from django.db.models import Count, Q, QuerySet
 from django.http import HttpRequest
 
-from hindsight.banks.models import Bank, MemoryUnit
+from hindsight.banks.models import FACT_TYPES, Bank, MemoryUnit
+from hindsight.banks.services import bank_delete
+from hindsight.errors import NotFound
 
 
 @admin.register(Bank)
 class BankAdmin(admin.ModelAdmin):
-    list_display = ("id", "name", "memory_count", "created_at", "updated_at")
+    list_display = ("id", "name", "memory_count", "mental_model_count", "created_at", "updated_at")
     search_fields = ("id", "name", "mission")
-    readonly_fields = ("created_at", "updated_at")
+    readonly_fields = ("id", "name", "mission", "disposition", "config", "created_at", "updated_at")
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Bank]:
-        return super().get_queryset(request).annotate(_memory_count=Count("memories"))
+        return super().get_queryset(request).annotate(
+            _memory_count=Count("memories", distinct=True),
+            _mental_model_count=Count("mental_models", distinct=True),
+        )
 
     @admin.display(ordering="_memory_count", description="memories")
     def memory_count(self, bank: Any) -> int:
         return bank._memory_count
 
+    @admin.display(ordering="_mental_model_count", description="mental models")
+    def mental_model_count(self, bank: Any) -> int:
+        return bank._mental_model_count
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False  # a bank is created by the API (explicitly or by its first write)
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def get_deleted_objects(self, objs: Any, request: HttpRequest) -> tuple[Any, ...]:
+        """What the confirmation page lists: counts per bank, not every row (a bank holds
+        millions), and no per-row permission check — ``bank_delete`` removes them all."""
+        summary: list[str] = []
+        totals: dict[str, int] = {}
+        for bank in objs:
+            counts = {
+                "memories": bank.memories.count(),
+                "mental models": bank.mental_models.count(),
+                "operations": bank.operations.count(),
+            }
+            for name, n in counts.items():
+                totals[name] = totals.get(name, 0) + n
+            summary.append(
+                f"Bank {bank.id}: " + ", ".join(f"{n} {name}" for name, n in counts.items())
+            )
+        return summary, {"banks": len(summary), **totals}, set(), []
+
+    def delete_model(self, request: HttpRequest, obj: Bank) -> None:
+        bank_delete(bank_id=obj.id)
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Bank]) -> None:
+        for bank_id in queryset.values_list("id", flat=True):
+            try:
+                bank_delete(bank_id=bank_id)
+            except NotFound:
+                pass  # deleted meanwhile
+
 
 @admin.register(MemoryUnit)
 class MemoryUnitAdmin(admin.ModelAdmin):
     list_display = ("short_text", "bank", "fact_type", "tags", "consolidated_at", "updated_at")
-    list_filter = ("fact_type", ("consolidated_at", admin.EmptyFieldListFilter))
+    list_filter = ("fact_type", ("consolidated_at", admin.EmptyFieldListFilter), "bank")
     search_fields = ("text", "context", "bank__id", "document_id")
+    search_help_text = "Text or context; a tag (exact) or a fact type matches too."
     list_select_related = ("bank",)
     exclude = ("embedding",)
     ordering = ("-updated_at",)
@@ -43,6 +89,18 @@ class MemoryUnitAdmin(admin.ModelAdmin):
     @admin.display(description="text")
     def short_text(self, memory: MemoryUnit) -> str:
         return memory.text if len(memory.text) <= 80 else memory.text[:77] + "…"
+
+    def get_search_results(self, request: HttpRequest, queryset: QuerySet[MemoryUnit],
+                           search_term: str) -> tuple[QuerySet[MemoryUnit], bool]:
+        results, may_have_duplicates = super().get_search_results(request, queryset, search_term)
+        term = search_term.strip()
+        if term:
+            # Tags are an array: a term matches a tag exactly (the GIN index answers it).
+            extra = Q(tags__contains=[term])
+            if term in FACT_TYPES:
+                extra |= Q(fact_type=term)
+            results = results | queryset.filter(extra)
+        return results, may_have_duplicates
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
         return [f.name for f in MemoryUnit._meta.fields if f.name != "embedding"]
@@ -53,3 +111,5 @@ class MemoryUnitAdmin(admin.ModelAdmin):
     def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
 
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False  # a memory leaves with its bank, or through retain's document replace

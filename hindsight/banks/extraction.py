@@ -73,7 +73,9 @@ def uses_llm(item: RetainItem) -> bool:
     return settings.HINDSIGHT.llm_configured and item.strategy != "verbatim"
 
 
-def facts_extract(*, item: RetainItem) -> tuple[list[ExtractedFact], Usage]:
+def facts_extract(
+    *, item: RetainItem, bank_id: str | None = None
+) -> tuple[list[ExtractedFact], Usage]:
     """The facts of one item, and the LLM usage it cost (zero when verbatim)."""
     if not uses_llm(item):
         return [ExtractedFact(text=item.content, fact_type="world")], Usage()
@@ -81,7 +83,7 @@ def facts_extract(*, item: RetainItem) -> tuple[list[ExtractedFact], Usage]:
     user = item.content if not item.context else f"Context: {item.context}\n\n{item.content}"
     if item.timestamp:
         user = f"Written at: {item.timestamp}\n\n{user}"
-    result = get_llm().structured(
+    result = get_llm(bank_id=bank_id).structured(
         [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": user}],
         schema=FACT_SCHEMA,
         name="retain_facts",

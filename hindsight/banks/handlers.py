@@ -19,6 +19,7 @@ from contextlib import contextmanager
 
 from django.db import transaction
 
+from hindsight import metrics
 from hindsight.banks.consolidation import (
     CONSOLIDATION_OPERATION,
     Touched,
@@ -86,6 +87,7 @@ class ConsolidationHandler:
             except LLMNotConfigured as exc:
                 # Queued while an LLM was configured; retrying will not configure one.
                 raise OperationFailure(f"consolidation: {exc.detail}", retryable=False) from exc
+        metrics.consolidation_runs_total.labels(outcome="completed").inc()
 
     def on_attempt_failed(self, job: Job, exc: BaseException, *, final: bool) -> None:
         """Rounds that committed before the operation ended ``failed`` (its last attempt, or
@@ -94,6 +96,7 @@ class ConsolidationHandler:
         op = Operation.objects.filter(id=job.id).only("status", "result_metadata").first()
         if op is None or op.status != FAILED:
             return
+        metrics.consolidation_runs_total.labels(outcome="failed").inc()
         touched = Touched.from_metadata(op.result_metadata or {})
         if touched.scopes:
             with transaction.atomic():

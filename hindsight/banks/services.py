@@ -227,7 +227,7 @@ def memories_retain(
     planned: list[tuple[RetainItem, ExtractedFact]] = []
     for item in items:
         try:
-            facts, item_usage = facts_extract(item=item)
+            facts, item_usage = facts_extract(item=item, bank_id=bank_id)
         except Exception as exc:
             if isinstance(exc, DomainError):
                 raise

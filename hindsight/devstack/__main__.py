@@ -14,6 +14,7 @@ import argparse
 import json
 import os
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -80,6 +81,13 @@ def run(args: argparse.Namespace) -> int:
             "pid": os.getpid(),
         }
         state.servers_write(data_dir, record)
+        # The API's and the workers' metric files (hindsight.metrics). Ours start from 0 at each
+        # run; a directory the caller chose is theirs to manage.
+        if not env.get("PROMETHEUS_MULTIPROC_DIR"):
+            metrics_dir = data_dir / "metrics"
+            shutil.rmtree(metrics_dir, ignore_errors=True)
+            metrics_dir.mkdir(parents=True)
+            env["PROMETHEUS_MULTIPROC_DIR"] = str(metrics_dir)
         python = sys.executable
         subprocess.run([python, "manage.py", "migrate", "--noinput"], check=True, env=env,
                        cwd=PROJECT_DIR)

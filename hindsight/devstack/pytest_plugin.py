@@ -45,6 +45,10 @@ def pytest_load_initial_conftests(
     early_config: pytest.Config, parser: pytest.Parser, args: list[str]
 ) -> Generator[None, None, None]:
     # A wrapper runs before pytest-django's own hook, which sets Django up from the environment.
+    # Metrics in multiprocess mode, as in production: the live server (this process) and the
+    # worker subprocesses (which inherit the environment) write into one directory.
+    if not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(_scratch_dir() / "metrics")
     if not os.environ.get("HINDSIGHT_API_DATABASE_URL"):
         pg = EmbeddedPostgres(_scratch_dir() / "pg", free_port(), durable=False)
         pg.start()

@@ -37,6 +37,7 @@ import jsonschema
 import openai
 from django.conf import settings
 
+from hindsight import metrics
 from hindsight.errors import LLMNotConfigured
 from hindsight.llm.context import LLMContext, count_in_tallies, current_llm_context
 from hindsight.llm.retry import backoff_seconds, is_transient
@@ -85,14 +86,20 @@ def collect_llm_calls() -> Iterator[list[LLMCallRecord]]:
         _collectors.reset(token)
 
 
-def get_llm(*, what: str = "this call", on_call: OnCall | None = None) -> LLMGateway:
+def get_llm(
+    *, what: str = "this call", on_call: OnCall | None = None, bank_id: str | None = None
+) -> LLMGateway:
     """A gateway for the configured provider; ``LLMNotConfigured`` (400) names the variables
-    when there is none. Cheap: the HTTP client underneath is shared per process."""
+    when there is none. Cheap: the HTTP client underneath is shared per process.
+
+    ``bank_id`` is the bank the calls are made for (the metrics count requests and tokens per
+    bank and purpose)."""
     cfg = settings.HINDSIGHT
     if not cfg.llm_configured:
         raise LLMNotConfigured(what)
     return LLMGateway(
-        base_url=cfg.llm_base_url, api_key=cfg.llm_api_key, model=cfg.llm_model, on_call=on_call
+        base_url=cfg.llm_base_url, api_key=cfg.llm_api_key, model=cfg.llm_model, on_call=on_call,
+        bank_id=bank_id,
     )
 
 
@@ -121,8 +128,10 @@ class LLMGateway:
         timeout_seconds: float | None = None,
         max_retries: int | None = None,
         on_call: OnCall | None = None,
+        bank_id: str | None = None,
     ) -> None:
         self.model = model
+        self.bank_id = bank_id
         self._client = _client(base_url, api_key)
         self._timeout_seconds = timeout_seconds
         self._max_retries = max_retries
@@ -406,6 +415,7 @@ class LLMGateway:
             attempts=attempts,
             kind=kind,
         )
+        _count(record, bank_id=self.bank_id)
         for records in _collectors.get():
             records.append(record)
         if self._on_call is not None:
@@ -414,6 +424,14 @@ class LLMGateway:
 
 # ----------------------------------------------------------------------------------------
 # helpers
+
+
+def _count(record: LLMCallRecord, *, bank_id: str | None) -> None:
+    bank, purpose = bank_id or "", metrics.purpose_label(record.purpose)
+    status = "ok" if record.error is None else "error"
+    metrics.llm_requests_total.labels(bank=bank, purpose=purpose, status=status).inc()
+    metrics.llm_input_tokens_total.labels(bank=bank, purpose=purpose).inc(record.usage.input_tokens)
+    metrics.llm_output_tokens_total.labels(bank=bank, purpose=purpose).inc(record.usage.output_tokens)
 
 
 def _ms_since(started: float) -> int:

@@ -99,7 +99,7 @@ class _Run:
         self.box = box
         self.deadline = deadline
         self.response_schema = response_schema
-        self.llm = get_llm()  # LLMNotConfigured before anything is read
+        self.llm = get_llm(bank_id=box.bank_id)  # LLMNotConfigured before anything is read
         self.result = ReflectResult(text="")
         self.messages: list[dict[str, Any]] = []
 

@@ -14,6 +14,7 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 from rest_framework.test import APIClient
 
+from hindsight import metrics
 from hindsight.banks.consolidation import consolidation_submit
 from hindsight.banks.hooks import ConsolidationCompleted
 from hindsight.banks.models import Bank, MemoryUnit
@@ -280,3 +281,20 @@ def test_recall_and_the_memory_list_return_observations_with_their_sources(bank,
         ("observation", [str(fact.id)], ["team"])]
     listed = api.get(f"/v1/default/banks/{BANK}/memories/list?type=observation").json()
     assert [i["source_memory_ids"] for i in listed["items"]] == [[str(fact.id)]]
+
+
+def test_consolidation_runs_are_counted_by_outcome(bank, llm, settings):
+    def runs(outcome: str) -> float:
+        return metrics.consolidation_runs_total.labels(outcome=outcome)._value.get()
+
+    completed, failed = runs("completed"), runs("failed")
+    make_memory(bank, "A fact", embed=True)
+    ConsolidatingLLM(llm)
+    run_consolidation()
+    assert (runs("completed"), runs("failed")) == (completed + 1, failed)
+    settings.HINDSIGHT = dataclasses.replace(settings.HINDSIGHT, worker_max_retries=0)
+    make_memory(bank, "Another fact", embed=True)
+    llm.script(Reply.error(400, "no"))
+    op = consolidation_submit(bank_id=BANK).operation
+    assert operation_execute(operation_id=str(op.id), holder="test") == "failed"
+    assert (runs("completed"), runs("failed")) == (completed + 1, failed + 1)

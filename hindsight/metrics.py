@@ -1,0 +1,114 @@
+"""The service's Prometheus counters and histograms (prometheus_client), shared by every layer.
+
+Code that does the work increments these (the engine, the refresh handler, the LLM gateway,
+consolidation); ``operations.metrics`` serves them at ``/metrics`` together with the queue
+gauges it reads from the database at scrape time.
+
+**Multiprocess mode.** The work happens in many processes: gunicorn's workers serve the API and
+Celery's prefork children run the jobs, and a scrape reaches one gunicorn worker. So every
+process writes its values to memory-mapped files under ``PROMETHEUS_MULTIPROC_DIR`` and the
+scrape sums them (prometheus_client's ``MultiProcessCollector``). An exporter per worker would
+have to be scraped per prefork child or proxied by the parent; one directory of files needs
+nothing running and survives a child's recycling (a dead child's counts stay in its file). The
+directory is set by ``make run`` (``.devdata/metrics``, emptied at each start), by the image
+(``Dockerfile``; docker-compose mounts one volume there for the web and worker containers) and by
+the test session.
+File names carry the host name as well as the pid, so the containers sharing one volume never
+write into each other's files. Without the variable the values are per process (a ``manage.py
+runserver``, a shell), and ``/metrics`` shows that process's own.
+
+Labels are bounded: outcomes, modes and purposes are enums of the code, and ``bank`` is bounded
+by the number of banks. No model ids, operation ids or LLM model names become labels.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+
+from prometheus_client import Counter, Histogram, values
+
+MULTIPROC_DIR = os.environ.get("PROMETHEUS_MULTIPROC_DIR") or None
+
+
+def _process_identifier() -> str:
+    # prometheus_client's multiprocess files are named "<type>_<identifier>.db" and split on
+    # "_": the identifier must not contain one.
+    host = re.sub(r"[^A-Za-z0-9.-]", "-", socket.gethostname())
+    return f"{host}-{os.getpid()}"
+
+
+if MULTIPROC_DIR:
+    os.makedirs(MULTIPROC_DIR, exist_ok=True)
+    # Before any metric below is created: each value then lives in this process's own file.
+    values.ValueClass = values.MultiProcessValue(process_identifier=_process_identifier)
+
+REFRESH_OUTCOMES = (
+    "content_written",
+    "content_unchanged",
+    "content_preserved_no_new_facts",
+    "refresh_failed_error",
+    "refresh_failed_empty_candidate",
+    "refresh_failed_structured_output",
+    "refresh_failed_delta_not_applied",
+    "superseded",
+)
+REFRESH_MODES = ("full", "delta")
+CONSOLIDATION_OUTCOMES = ("completed", "failed")
+
+refresh_duration_seconds = Histogram(
+    "hindsight_refresh_duration_seconds",
+    "Wall time of one refresh attempt of a mental model, by outcome and effective mode.",
+    ["outcome", "mode"],
+    buckets=(0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600),
+)
+refreshes_total = Counter(
+    "hindsight_refreshes",
+    "Refresh attempts of mental models, by outcome (superseded: an edit took the key over).",
+    ["outcome"],
+)
+consolidation_runs_total = Counter(
+    "hindsight_consolidation_runs",
+    "Consolidation runs of a bank, by outcome.",
+    ["outcome"],
+)
+llm_requests_total = Counter(
+    "hindsight_llm_requests",
+    "LLM calls through the gateway (a call's transient retries count once), by bank, purpose "
+    "and status.",
+    ["bank", "purpose", "status"],
+)
+llm_input_tokens_total = Counter(
+    "hindsight_llm_input_tokens", "LLM input (prompt) tokens, by bank and purpose.",
+    ["bank", "purpose"],
+)
+llm_output_tokens_total = Counter(
+    "hindsight_llm_output_tokens", "LLM output (completion) tokens, by bank and purpose.",
+    ["bank", "purpose"],
+)
+operations_recovered_total = Counter(
+    "hindsight_operations_recovered",
+    "Running operations taken back from a silent worker by the recovery sweep, by type.",
+    ["operation_type"],
+)
+lock_contention_total = Counter(
+    "hindsight_operation_lock_contention",
+    "Runs of an operation that found its key's lock held (left pending for the holder to hand "
+    "on), by type.",
+    ["operation_type"],
+)
+
+# Series that exist from the start at 0, so a rate() or an alert has something to read before
+# the first event (labels with values only the traffic knows, like a bank, cannot be).
+for _outcome in REFRESH_OUTCOMES:
+    refreshes_total.labels(outcome=_outcome)
+for _outcome in CONSOLIDATION_OUTCOMES:
+    consolidation_runs_total.labels(outcome=_outcome)
+
+_ITERATION_SUFFIX = re.compile(r"_\d+$")
+
+
+def purpose_label(purpose: str) -> str:
+    """A call's purpose as a bounded label: ``reflect:agent_3`` → ``reflect:agent``."""
+    return _ITERATION_SUFFIX.sub("", purpose) or "unspecified"

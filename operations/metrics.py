@@ -1,0 +1,82 @@
+"""``/metrics``: the service's counters (``hindsight.metrics``, summed over every process that
+wrote them) and the queue's gauges, read from the operations table at scrape time.
+
+The gauges are not kept by the processes that change the queue: a counter of "pending" kept in
+memory would drift with every crash, lost message and recovery, while the table is the truth
+(DESIGN: PostgreSQL is the one source of truth). One query per scrape, over the operations
+still queued (``operations.selectors.operations_queue_gauges``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from django.http import HttpRequest, HttpResponse
+from django.views.decorators.http import require_safe
+from prometheus_client import REGISTRY, CollectorRegistry, generate_latest
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from prometheus_client.multiprocess import MultiProcessCollector
+
+from hindsight import metrics
+from operations.models import PENDING, PROCESSING
+from operations.registry import registered_types
+from operations.selectors import operations_queue_gauges
+
+
+class QueueCollector:
+    """Queue depth by status and type, parked operations by type, the oldest due pending age.
+
+    Every registered operation type appears (0 when it has nothing queued), so an alert on a
+    series never meets an absent one.
+    """
+
+    def collect(self) -> Iterator[Metric]:
+        gauges = operations_queue_gauges()
+        types = sorted({*registered_types(), *(t for _, t in gauges.depth), *gauges.parked})
+        depth = GaugeMetricFamily(
+            "hindsight_operations_queue_depth",
+            "Operations still queued, by status (pending includes parked) and type.",
+            labels=["status", "operation_type"],
+        )
+        for status in (PENDING, PROCESSING):
+            for operation_type in types:
+                depth.add_metric([status, operation_type],
+                                 gauges.depth.get((status, operation_type), 0))
+        yield depth
+        parked = GaugeMetricFamily(
+            "hindsight_operations_parked",
+            "Pending operations parked until a future next_retry_at (rate floor or retry "
+            "backoff), by type.",
+            labels=["operation_type"],
+        )
+        for operation_type in types:
+            parked.add_metric([operation_type], gauges.parked.get(operation_type, 0))
+        yield parked
+        yield GaugeMetricFamily(
+            "hindsight_operations_oldest_pending_age_seconds",
+            "Age of the oldest pending operation that is due (not parked); 0 when none waits.",
+            value=gauges.oldest_pending_age_seconds,
+        )
+
+
+class _ThisProcess:
+    """Without a multiprocess directory: this process's own values (a runserver, a shell)."""
+
+    def collect(self) -> Iterator[Metric]:
+        yield from REGISTRY.collect()
+
+
+def scrape_registry() -> CollectorRegistry:
+    registry = CollectorRegistry()
+    if metrics.MULTIPROC_DIR:
+        MultiProcessCollector(registry, path=metrics.MULTIPROC_DIR)
+    else:
+        registry.register(_ThisProcess())
+    registry.register(QueueCollector())
+    return registry
+
+
+@require_safe
+def metrics_view(request: HttpRequest) -> HttpResponse:
+    return HttpResponse(generate_latest(scrape_registry()), content_type=CONTENT_TYPE_LATEST)
