@@ -226,6 +226,8 @@ class ChaosLLM:
             if function.get("name") != "done" and _mentions(function, "add_section"):
                 return Reply.tool_calls([(function["name"],
                                           _instance(function.get("parameters", {}), nonce))])
+        if "recall" in names and not _cited_ids(body):  # forced lookups released: look first
+            return Reply.tool_calls([("recall", {"query": "team"})])
         if "done" in names or not tools:
             answer = f"## {model or 'answer'}\n\nAnswer {nonce} about the team.\n\n- point {nonce}"
             if model is not None:
