@@ -193,7 +193,8 @@ def _instance(schema: Any, nonce: str) -> Any:
 
 
 class ChaosLLM:
-    def __init__(self) -> None:
+    def __init__(self, delay: tuple[float, float] = (0.05, 0.3)) -> None:
+        self.delay = delay
         self.server = ScriptedLLMServer().start()
         self.rng = random.Random(1)
         self.lock = threading.Lock()
@@ -206,7 +207,7 @@ class ChaosLLM:
         model = _model_of(body)
         nonce = uuid.uuid4().hex[:12]
         with self.lock:
-            delay = self.rng.uniform(0.05, 0.3)
+            delay = self.rng.uniform(*self.delay)
             failing = model is not None and model in self.outage
         if failing:
             return Reply.delay(delay, Reply.error(503, "scripted outage"))
@@ -276,9 +277,11 @@ class Proc:
 
 
 class Stack:
-    def __init__(self, scratch: Path, concurrency: int, llm: ChaosLLM, api_key: str | None = None):
+    def __init__(self, scratch: Path, concurrency: int, llm: ChaosLLM, api_key: str | None = None,
+                 pool: str = "prefork"):
         self.scratch = scratch
         self.concurrency = concurrency
+        self.pool = pool
         base = reachable_base(scratch)
         self.pg = EmbeddedPostgres(base / "pg", free_port(), durable=False)
         self.valkey = EmbeddedValkey(base / "valkey", free_port(), durable=False)
@@ -286,6 +289,7 @@ class Stack:
         self.base_url = f"http://127.0.0.1:{self.port}"
         self.workers: list[Proc] = []
         self.others: list[Proc] = []
+        self.access_log = scratch / "access.log"  # "METHOD /path STATUS", one line a request
         self.serial = 0
         self.env = {
             **os.environ,
@@ -322,7 +326,8 @@ class Stack:
         self.others.append(self._spawn("api", [
             sys.executable, "-m", "gunicorn", "hindsight.wsgi:application", "-b",
             f"127.0.0.1:{self.port}", "-w", "2", "--threads", "4", "--timeout", "60",
-            "--log-level", "warning"]))
+            "--log-level", "warning", "--access-logfile", str(self.access_log),
+            "--access-logformat", "%(m)s %(U)s %(s)s"]))
         self.others.append(self._spawn("beat", [
             sys.executable, "-m", "celery", "-A", "hindsight", "beat", "-l", "INFO",
             "-S", "django_celery_beat.schedulers:DatabaseScheduler", "--max-interval", "1",
@@ -345,7 +350,7 @@ class Stack:
         name = f"worker{self.serial}"
         proc = self._spawn(name, [
             sys.executable, "-m", "celery", "-A", "hindsight", "worker", "-Q",
-            self.env["HINDSIGHT_API_TASK_QUEUE"], "-c", str(self.concurrency), "-P", "prefork",
+            self.env["HINDSIGHT_API_TASK_QUEUE"], "-c", str(self.concurrency), "-P", self.pool,
             "-n", f"{name}@%h", "--without-gossip", "--without-mingle", "--without-heartbeat",
             "-l", "INFO"])
         self.workers.append(proc)
@@ -361,6 +366,16 @@ class Stack:
                 if time.monotonic() > deadline or not proc.alive():
                     raise RuntimeError(f"{proc.name} not ready:\n{path.read_text()[-3000:]}")
                 time.sleep(0.2)
+
+    def stop_workers(self) -> None:
+        for proc in self.workers:
+            proc.killpg(signal.SIGTERM)
+        for proc in self.workers:
+            try:
+                proc.popen.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.killpg(signal.SIGKILL)
+        self.workers = []
 
     def live_workers(self) -> list[Proc]:
         return [w for w in self.workers if w.alive()]
