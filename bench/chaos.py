@@ -278,12 +278,14 @@ class Proc:
 
 class Stack:
     def __init__(self, scratch: Path, concurrency: int, llm: ChaosLLM, api_key: str | None = None,
-                 pool: str = "prefork"):
+                 pool: str = "prefork", durable: bool = False):
         self.scratch = scratch
         self.concurrency = concurrency
         self.pool = pool
         base = reachable_base(scratch)
-        self.pg = EmbeddedPostgres(base / "pg", free_port(), durable=False)
+        # A crash-restart needs a durable server: without it (fsync and synchronous_commit off,
+        # the test servers' setting) PostgreSQL itself may drop commits it acknowledged.
+        self.pg = EmbeddedPostgres(base / "pg", free_port(), durable=durable)
         self.valkey = EmbeddedValkey(base / "valkey", free_port(), durable=False)
         self.port = free_port()
         self.base_url = f"http://127.0.0.1:{self.port}"
@@ -433,7 +435,8 @@ class Chaos:
         self.rng = random.Random(args.seed)
         self.scratch = Path(tempfile.mkdtemp(prefix="chaos-"))
         self.llm = ChaosLLM()
-        self.stack = Stack(self.scratch, args.concurrency, self.llm)
+        self.stack = Stack(self.scratch, args.concurrency, self.llm,
+                           durable=args.postgres_restart)
         self.t = Tracker()
         self.banks = ["chaos-a", "chaos-b"]
         self.models: list[tuple[str, str, str]] = []  # (bank, id, kind)
