@@ -521,19 +521,26 @@ class Chaos:
             self.retain(self.rng.choice(self.banks), asynchronous=self.rng.random() < 0.33)
 
     def refresh_loop(self, deadline: float) -> None:
+        """Rounds of bursts: every model asked once, then a third of them asked again while
+        their refresh runs (a follower queues behind it, the case a kill turns into a merge)."""
         rounds = self.args.refreshes
-        pause = max(0.0, (deadline - time.monotonic()) / max(rounds, 1) / max(len(self.models), 1))
+        span = max(0.0, deadline - time.monotonic()) / max(rounds, 1)
         for _ in range(rounds):
+            round_end = time.monotonic() + span
             order = list(self.models)
             self.rng.shuffle(order)
-            for bank, mm_id, _kind in order:
-                if self.stop_load.is_set():
-                    return
-                body = {"mode": "full"} if self.rng.random() < 0.1 else None
-                answer = self.call("POST", f"/v1/default/banks/{bank}/mental-models/{mm_id}"
-                                   "/refresh", body, what="refresh")
-                self.track(answer, "refresh", bank, mm_id)
-                time.sleep(pause * self.rng.uniform(0.5, 1.5))
+            again = self.rng.sample(order, len(order) // 3)
+            for batch in (order, again):
+                for bank, mm_id, _kind in batch:
+                    if self.stop_load.is_set():
+                        return
+                    body = {"mode": "full"} if self.rng.random() < 0.1 else None
+                    answer = self.call("POST", f"/v1/default/banks/{bank}/mental-models/{mm_id}"
+                                       "/refresh", body, what="refresh")
+                    self.track(answer, "refresh", bank, mm_id)
+                time.sleep(0.5)
+            while time.monotonic() < round_end and not self.stop_load.is_set():
+                time.sleep(0.1)
 
     def patch_loop(self) -> None:
         count = 0
@@ -582,11 +589,15 @@ class Chaos:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
             what = f"SIGKILL child {pid} ({'holding a refresh' if held else 'idle'})"
+        # Only what the dead process still held after it died is a sample (a refresh that
+        # completed between the look-up and the signal is not one).
+        still = self.processing_holders()
         with self.t.lock:
-            for leases in held.values():
+            for pid, leases in held.items():
                 for key, op_id in leases:
-                    self.t.kills.append({"at": started, "key": key, "op": op_id,
-                                         "holders": [h for h in held], "recovered": None})
+                    if (key, op_id) in still.get(pid, []):
+                        self.t.kills.append({"at": started, "key": key, "op": op_id,
+                                             "holders": list(held), "recovered": None})
             self.t.faults.append(what)
         log(what)
 
@@ -921,7 +932,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--duration", type=float, default=150.0, help="seconds of load")
     parser.add_argument("--workers", type=int, default=3, help="worker processes (2-4)")
     parser.add_argument("--concurrency", type=int, default=2, help="prefork children each")
-    parser.add_argument("--refreshes", type=int, default=4, help="manual refreshes per model")
+    parser.add_argument("--refreshes", type=int, default=5, help="rounds of manual refreshes")
     parser.add_argument("--child-kills", type=int, default=8)
     parser.add_argument("--worker-kills", type=int, default=2)
     parser.add_argument("--no-broker-restart", dest="broker_restart", action="store_false")
