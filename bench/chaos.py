@@ -371,12 +371,16 @@ class Stack:
 
     def stop_workers(self) -> None:
         for proc in self.workers:
-            proc.killpg(signal.SIGTERM)
+            # Warm shutdown: SIGTERM to the main process only (to the whole group it would kill
+            # the pool children mid-job), then anything left of the group.
+            with contextlib.suppress(ProcessLookupError):
+                proc.popen.send_signal(signal.SIGTERM)
         for proc in self.workers:
             try:
                 proc.popen.wait(timeout=20)
             except subprocess.TimeoutExpired:
-                proc.killpg(signal.SIGKILL)
+                pass
+            proc.killpg(signal.SIGKILL)  # a child that outlived its parent, if any
         self.workers = []
 
     def live_workers(self) -> list[Proc]:
@@ -401,7 +405,8 @@ class Stack:
 
     def stop(self) -> None:
         for proc in [*self.workers, *self.others]:
-            proc.killpg(signal.SIGTERM)
+            with contextlib.suppress(ProcessLookupError):
+                proc.popen.send_signal(signal.SIGTERM)
         for proc in [*self.workers, *self.others]:
             try:
                 proc.popen.wait(timeout=15)
