@@ -123,9 +123,9 @@ def claim_latency(database_url: str, sizes: list[int], claims: int) -> list[dict
                 cursor.execute(
                     "INSERT INTO operations_operation (id, bank_id, operation_type, dedupe_key, "
                     "status, automatic, payload, retry_count, result_metadata, fence, created_at, "
-                    "updated_at, completed_at) SELECT gen_random_uuid(), 'queue-' || (g % 10), "
-                    "'refresh_mental_model', 'mm:queue-' || (g % 10) || ':m' || (g % 5000), "
-                    "(ARRAY['completed','completed','completed','failed','cancelled'])[1 + g % 5],"
+                    "updated_at, completed_at) SELECT gen_random_uuid(), 'queue-' || mod(g, 10), "
+                    "'refresh_mental_model', 'mm:queue-' || mod(g, 10) || ':m' || mod(g, 5000), "
+                    "(ARRAY['completed','completed','completed','failed','cancelled'])[1 + mod(g, 5)],"
                     " false, '{}', 0, '{}', 0, now() - (g || ' seconds')::interval, "
                     "now() - (g || ' seconds')::interval, now() - (g || ' seconds')::interval "
                     "FROM generate_series(%s, %s) g", [have + 1, size])
