@@ -175,8 +175,8 @@ def _instance(schema: Any, nonce: str) -> Any:
         out = {name: _instance(props[name], nonce) for name in schema.get("required", props)}
         if out.get("op") == "add_section":
             out.update({"heading": f"Update {nonce}", "blocks": [f"Learned {nonce}."]})
-            out.pop("after_section_id", None) if "after_section_id" not in schema.get(
-                "required", []) else out.update({"after_section_id": None})
+            if "after_section_id" in out:
+                out["after_section_id"] = None  # at the end: names no id, so it always applies
         return out
     if kind == "array":
         items = schema.get("items", {})
