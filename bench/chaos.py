@@ -218,8 +218,16 @@ class ChaosLLM:
         if isinstance(choice, dict):
             return Reply.tool_calls([(choice["function"]["name"], {"query": "team"})])
         fmt = body.get("response_format")
-        if isinstance(fmt, dict) and fmt.get("type") == "json_schema":
-            return Reply.json(_instance(fmt["json_schema"].get("schema", {}), nonce))
+        if isinstance(fmt, dict) and fmt.get("type") in ("json_schema", "json_object"):
+            spec = fmt.get("json_schema") or {}
+            schema = spec.get("schema") or {}
+            if ("operations" in schema.get("properties", {}) or "delta" in spec.get("name", "")
+                    or (not schema and _mentions(body.get("messages"), '"operations"'))):
+                # Delta mode's ask: one section added at the end (names no id: always applies).
+                return Reply.json({"operations": [{"op": "add_section",
+                                                   "heading": f"Update {nonce}",
+                                                   "blocks": [f"Learned {nonce}."]}]})
+            return Reply.json(_instance(schema, nonce))
         tools = body.get("tools") or []
         names = [t.get("function", {}).get("name") for t in tools]
         for tool in tools:  # a delta pipeline asking for operations through a tool
