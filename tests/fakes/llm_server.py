@@ -23,6 +23,14 @@ Test-facing API (see tests/fakes/fixtures.py for the fixtures)::
     server.refuse_embedding_dimensions = True  # 400 to a request carrying ``dimensions``
     server.requests / server.embedding_requests   # bodies received, in order
     server.wait_for_requests(2, timeout=5)         # a worker process made two chat requests
+    server.track_concurrency(lambda body: key)     # per-key in-flight count: ``overlaps``
+
+Concurrency tracking (the chaos run's overlap detector): with a key function set, every chat
+request is counted in flight under its key from arrival until its answer is sent; a request that
+arrives while another of the same key is in flight *and that one's client is still connected*
+is recorded in ``overlaps``. A client killed mid-request (SIGKILL closes its socket) stops
+counting as soon as the server sees the closed socket, so a crash followed by a recovery is
+not reported as an overlap, while two live requests for one key always are.
 """
 
 from __future__ import annotations
@@ -31,6 +39,7 @@ import hashlib
 import itertools
 import json
 import re
+import socket
 import threading
 import time
 from collections import deque
@@ -179,6 +188,10 @@ class ScriptedLLMServer:
         self._holds: list[Hold] = []
         self._ids = itertools.count(1)
         self.requests: list[dict[str, Any]] = []
+        self._key_fn: Callable[[dict[str, Any]], str | None] | None = None
+        self._in_flight: dict[str, list[socket.socket]] = {}
+        self.overlaps: list[tuple[str, float]] = []
+        self.requests_by_key: dict[str, int] = {}
         self.embedding_requests: list[dict[str, Any]] = []
         self.refuse_strict_schema = False
         self.embedding_dimensions: int | None = None
@@ -213,6 +226,10 @@ class ScriptedLLMServer:
             self._replies.clear()
             self._responder = None
             self.requests.clear()
+            self._key_fn = None
+            self._in_flight.clear()
+            self.overlaps.clear()
+            self.requests_by_key.clear()
             self.refuse_strict_schema = False
         self.reset_embeddings()
 
@@ -235,6 +252,31 @@ class ScriptedLLMServer:
         """Answer with ``fn(request_body)`` whenever the queue is empty (None removes it)."""
         with self._lock:
             self._responder = fn
+
+    def track_concurrency(self, key_fn: Callable[[dict[str, Any]], str | None] | None) -> None:
+        """Count chat requests in flight per ``key_fn(body)`` (None: not tracked)."""
+        with self._lock:
+            self._key_fn = key_fn
+
+    def _enter(self, body: dict[str, Any], conn: socket.socket) -> str | None:
+        with self._lock:
+            key_fn = self._key_fn
+        key = key_fn(body) if key_fn is not None else None
+        if key is None:
+            return None
+        with self._lock:
+            self.requests_by_key[key] = self.requests_by_key.get(key, 0) + 1
+            live = [c for c in self._in_flight.get(key, []) if _connected(c)]
+            if live:
+                self.overlaps.append((key, time.time()))
+            self._in_flight[key] = [*live, conn]
+        return key
+
+    def _leave(self, key: str | None, conn: socket.socket) -> None:
+        if key is None:
+            return
+        with self._lock:
+            self._in_flight[key] = [c for c in self._in_flight.get(key, []) if c is not conn]
 
     def fail_embeddings(self, n: int, status: int = 500) -> None:
         with self._lock:
@@ -366,6 +408,16 @@ class ScriptedLLMServer:
             self._holds.append(hold)
 
 
+def _connected(conn: socket.socket) -> bool:
+    """Whether the client of a fully read HTTP/1.0 request still holds its end open."""
+    try:
+        return conn.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) != b""
+    except BlockingIOError:
+        return True  # nothing to read and not closed: the client is waiting for the answer
+    except OSError:
+        return False
+
+
 def _asks_strict_schema(body: dict[str, Any]) -> bool:
     fmt = body.get("response_format")
     return isinstance(fmt, dict) and fmt.get("type") == "json_schema"
@@ -431,6 +483,13 @@ def _handler_for(server: ScriptedLLMServer) -> type[BaseHTTPRequestHandler]:
                 self._send(500, _error_body(500, f"scripted server error: {exc!r}"))
 
         def _chat(self, body: dict[str, Any]) -> None:
+            key = server._enter(body, self.connection)
+            try:
+                self._chat_reply(body)
+            finally:
+                server._leave(key, self.connection)
+
+        def _chat_reply(self, body: dict[str, Any]) -> None:
             reply = server._next_chat_reply(body)
             if reply is None:
                 self._send(

@@ -1,0 +1,988 @@
+"""Chaos run (on demand; a bounded ``--quick`` version runs in ``make test``).
+
+Starts its own stack — embedded PostgreSQL and Valkey on free ports, the API under gunicorn,
+``--workers`` Celery worker processes of ``--concurrency`` prefork children each, a real
+``celery beat`` — with the scripted OpenAI-compatible LLM (tests/fakes/llm_server.py) answering
+every call in 50–300 ms. Then, for ``--duration`` seconds, over the HTTP API:
+
+- ``--models`` mental models (full and delta, some tagged, some ``refresh_after_consolidation``,
+  some on ``refresh_cron`` with a rate floor) are refreshed in rounds (``--refreshes`` each);
+- retains keep arriving (a third of them ``async``), each carrying a unique marker;
+- some models are PATCHed (``source_query``) while a refresh of theirs runs;
+- faults: SIGKILL of random worker children (preferring one that holds a refresh) and of whole
+  worker processes (a new one is started each time), one broker restart (Valkey killed, its
+  queue lost with it) and one PostgreSQL crash-restart (immediate shutdown).
+
+Then it drains and prints the report; every count marked ``must be 0`` that is not makes the
+exit code 1. What each count means:
+
+- lost: an operation id the API handed out that the database does not know;
+- stuck: an operation not final once the drain timeout passed;
+- torn: a model whose ``content`` is not one whole answer the LLM gave for it (full mode), or
+  ``content != render(document)`` when a structured document is stored and
+  ``mentalmodels.document`` exists (delta mode, once it is built);
+- overlapping refreshes: two chat requests for one model in flight at once at the scripted
+  LLM, both clients alive (see ``ScriptedLLMServer.track_concurrency``);
+- lost edits: a PATCH sent during a refresh that the final model does not reflect (its
+  ``source_query``, and the query its last refresh ran with);
+- duplicate effects: a retain marker stored in more than one memory row; lost retains: an
+  acknowledged retain (sync 200, or async operation ``completed``) whose marker is in no row;
+- failed although completed: an operation id that reads ``failed`` through the API although
+  the operation it names as carrying its work completed;
+- LLM requests per refresh operation, drain time, kill → recovered claim (p50/max): the time
+  from a SIGKILL to the moment the lease of the refresh the killed process held is claimed by
+  a live process (or the operation is final).
+- the LLM outage section (unless ``--no-outage``): the provider answers 503 to every refresh;
+  requests per operation (must be ≤ 1 + MAX_RETRIES), requests while the models are paused
+  (must be 0), and whether a manual refresh afterwards completes every one of them.
+
+    .venv/bin/python bench/chaos.py                   # 50 models, 150 s, 3 workers
+    .venv/bin/python bench/chaos.py --quick           # the bounded size (make test runs it)
+    .venv/bin/python bench/chaos.py --models 20 --duration 60 --workers 2 --seed 3 --json r.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import importlib
+import json
+import os
+import random
+import re
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.request
+import uuid
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from hindsight.devstack.servers import (  # noqa: E402  (after the path insert)
+    EmbeddedPostgres,
+    EmbeddedValkey,
+    free_port,
+    reachable_base,
+)
+from tests.fakes.llm_server import Reply, ScriptedLLMServer  # noqa: E402
+
+TAGS = ["team", "ops", "eng", "sales"]
+FINAL = ("completed", "failed", "cancelled")
+MODEL_MARK = re.compile(r"\[chaos:([a-z0-9-]+)\]")
+UUID_RE = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+MAX_RETRIES = 3
+
+# Short engine timings so a run takes minutes, not hours (all settable in production too).
+TIMINGS = {
+    "HINDSIGHT_API_WORKER_LOCK_TTL_SECONDS": "3",
+    "HINDSIGHT_API_WORKER_HEARTBEAT_SECONDS": "0.5",
+    "HINDSIGHT_API_WORKER_RECOVERY_THRESHOLD_SECONDS": "6",
+    "HINDSIGHT_API_WORKER_REDISPATCH_AFTER_SECONDS": "5",
+    "HINDSIGHT_API_WORKER_RECOVERY_INTERVAL_SECONDS": "1",
+    "HINDSIGHT_API_WORKER_RELEASE_INTERVAL_SECONDS": "1",
+    "HINDSIGHT_API_WORKER_MAX_RETRIES": str(MAX_RETRIES),
+    "HINDSIGHT_API_WORKER_TASK_RETRY_BACKOFF_SECONDS": "0.5",
+    "HINDSIGHT_API_WORKER_TASK_RETRY_BACKOFF_MAX_SECONDS": "3",
+    "HINDSIGHT_API_WORKER_PUBLISH_RETRIES": "1",
+    "HINDSIGHT_API_REFLECT_WALL_TIMEOUT": "40",
+    "HINDSIGHT_API_WORKER_TASK_SOFT_TIME_LIMIT": "45",
+    "HINDSIGHT_API_WORKER_TASK_TIME_LIMIT": "50",
+    "HINDSIGHT_API_BROKER_VISIBILITY_TIMEOUT": "120",
+    "HINDSIGHT_API_MENTAL_MODEL_REFRESH_TICK_SECONDS": "2",
+    "HINDSIGHT_API_LLM_MAX_RETRIES": "0",
+    "HINDSIGHT_API_LLM_TIMEOUT": "20",
+}
+
+
+def _percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
+
+
+def log(message: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", flush=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# The scripted LLM: answers in 50–300 ms, records every answer it gave per model
+
+
+def _model_of(body: dict[str, Any]) -> str | None:
+    """The mental model a chat request is for: the marker in its question (the source query)."""
+    for message in body.get("messages", []):
+        content = message.get("content")
+        if message.get("role") == "user" and isinstance(content, str):
+            found = MODEL_MARK.search(content)
+            if found:
+                return found.group(1)
+    return None
+
+
+def _cited_ids(body: dict[str, Any]) -> list[str]:
+    ids: list[str] = []
+    for message in body.get("messages", []):
+        if message.get("role") != "tool":
+            continue
+        try:
+            payload = json.loads(message["content"])
+        except (ValueError, TypeError):
+            continue
+        if isinstance(payload, dict):
+            for key in ("facts", "observations", "results", "memories"):
+                items = payload.get(key)
+                if isinstance(items, list):
+                    ids += [str(i["id"]) for i in items[:3] if isinstance(i, dict) and "id" in i]
+    return ids
+
+
+def _mentions(obj: Any, word: str) -> bool:
+    return word in json.dumps(obj, default=str)
+
+
+def _instance(schema: Any, nonce: str) -> Any:
+    """A small value valid for ``schema`` (structured-output asks the harness cannot know in
+    advance: consolidation, delta operations). An array of delta operations gets one
+    ``add_section`` (it names no id, so it always applies)."""
+    if not isinstance(schema, dict):
+        return None
+    if "const" in schema:
+        return schema["const"]
+    if "enum" in schema:
+        return schema["enum"][0]
+    for combinator in ("anyOf", "oneOf"):
+        if combinator in schema:
+            options = schema[combinator]
+            if _mentions(options, "add_section"):
+                for option in options:
+                    if _mentions(option, '"add_section"'):
+                        return _instance(option, nonce)
+            return _instance(options[0], nonce)
+    kind = schema.get("type")
+    if isinstance(kind, list):
+        kind = next((k for k in kind if k != "null"), "null")
+    if kind == "object" or "properties" in schema:
+        props = schema.get("properties", {})
+        out = {name: _instance(props[name], nonce) for name in schema.get("required", props)}
+        if out.get("op") == "add_section":
+            out.update({"heading": f"Update {nonce}", "blocks": [f"Learned {nonce}."]})
+            if "after_section_id" in out:
+                out["after_section_id"] = None  # at the end: names no id, so it always applies
+        return out
+    if kind == "array":
+        items = schema.get("items", {})
+        if _mentions(items, "add_section"):
+            return [_instance(items, nonce)]
+        return [] if not schema.get("minItems") else [_instance(items, nonce)]
+    if kind == "string":
+        return f"text {nonce}"
+    if kind in ("integer", "number"):
+        return schema.get("minimum", 0)
+    if kind == "boolean":
+        return False
+    return None
+
+
+class ChaosLLM:
+    def __init__(self, delay: tuple[float, float] = (0.05, 0.3)) -> None:
+        self.delay = delay
+        self.server = ScriptedLLMServer().start()
+        self.rng = random.Random(1)
+        self.lock = threading.Lock()
+        self.answers: dict[str, set[str]] = {}
+        self.outage: set[str] = set()  # models answered 503
+        self.server.track_concurrency(_model_of)
+        self.server.respond_with(self.respond)
+
+    def respond(self, body: dict[str, Any]) -> Reply:
+        model = _model_of(body)
+        nonce = uuid.uuid4().hex[:12]
+        with self.lock:
+            delay = self.rng.uniform(*self.delay)
+            failing = model is not None and model in self.outage
+        if failing:
+            return Reply.delay(delay, Reply.error(503, "scripted outage"))
+        return Reply.delay(delay, self._answer(body, model, nonce))
+
+    def _answer(self, body: dict[str, Any], model: str | None, nonce: str) -> Reply:
+        choice = body.get("tool_choice")
+        if isinstance(choice, dict):
+            return Reply.tool_calls([(choice["function"]["name"], {"query": "team"})])
+        fmt = body.get("response_format")
+        if isinstance(fmt, dict) and fmt.get("type") in ("json_schema", "json_object"):
+            spec = fmt.get("json_schema") or {}
+            schema = spec.get("schema") or {}
+            if ("operations" in schema.get("properties", {}) or "delta" in spec.get("name", "")
+                    or (not schema and _mentions(body.get("messages"), '"operations"'))):
+                # Delta mode's ask: one section added at the end (names no id: always applies).
+                return Reply.json({"operations": [{"op": "add_section",
+                                                   "heading": f"Update {nonce}",
+                                                   "blocks": [f"Learned {nonce}."]}]})
+            return Reply.json(_instance(schema, nonce))
+        tools = body.get("tools") or []
+        names = [t.get("function", {}).get("name") for t in tools]
+        for tool in tools:  # a delta pipeline asking for operations through a tool
+            function = tool.get("function", {})
+            if function.get("name") != "done" and _mentions(function, "add_section"):
+                return Reply.tool_calls([(function["name"],
+                                          _instance(function.get("parameters", {}), nonce))])
+        if "recall" in names and not _cited_ids(body):  # forced lookups released: look first
+            return Reply.tool_calls([("recall", {"query": "team"})])
+        if "done" in names or not tools:
+            answer = f"## {model or 'answer'}\n\nAnswer {nonce} about the team.\n\n- point {nonce}"
+            if model is not None:
+                with self.lock:
+                    self.answers.setdefault(model, set()).add(answer)
+            if not tools:
+                return Reply.text(answer)
+            return Reply.tool_calls([("done", {"answer": answer, "memory_ids": _cited_ids(body),
+                                               "mental_model_ids": []})])
+        return Reply.tool_calls([(names[0], {"query": "team"})])
+
+    def requests_for(self, models: set[str]) -> int:
+        return sum(self.server.requests_by_key.get(m, 0) for m in models)
+
+
+# ---------------------------------------------------------------------------------------------
+# The stack
+
+
+def _children_of(pid: int) -> list[int]:
+    out = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            out.append(int(entry))
+    return out
+
+
+@dataclass
+class Proc:
+    name: str
+    popen: subprocess.Popen[bytes]
+
+    def alive(self) -> bool:
+        return self.popen.poll() is None
+
+    def killpg(self, sig: int) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.popen.pid, sig)
+
+
+class Stack:
+    def __init__(self, scratch: Path, concurrency: int, llm: ChaosLLM, api_key: str | None = None,
+                 pool: str = "prefork", durable: bool = False):
+        self.scratch = scratch
+        self.concurrency = concurrency
+        self.pool = pool
+        base = reachable_base(scratch)
+        # A crash-restart needs a durable server: without it (fsync and synchronous_commit off,
+        # the test servers' setting) PostgreSQL itself may drop commits it acknowledged.
+        self.pg = EmbeddedPostgres(base / "pg", free_port(), durable=durable)
+        self.valkey = EmbeddedValkey(base / "valkey", free_port(), durable=False)
+        self.port = free_port()
+        self.base_url = f"http://127.0.0.1:{self.port}"
+        self.workers: list[Proc] = []
+        self.others: list[Proc] = []
+        self.access_log = scratch / "access.log"  # "METHOD /path STATUS", one line a request
+        self.serial = 0
+        self.env = {
+            **os.environ,
+            "DJANGO_SETTINGS_MODULE": "hindsight.settings",
+            "HINDSIGHT_API_DATABASE_URL": self.pg.url,
+            "HINDSIGHT_API_REDIS_URL": self.valkey.url,
+            "HINDSIGHT_API_TASK_QUEUE": f"chaos-{uuid.uuid4().hex[:6]}",
+            "HINDSIGHT_API_LLM_PROVIDER": "openai",
+            "HINDSIGHT_API_LLM_BASE_URL": llm.server.base_url,
+            "HINDSIGHT_API_LLM_API_KEY": "chaos",
+            "HINDSIGHT_API_LLM_MODEL": "scripted",
+            "HINDSIGHT_API_EMBEDDINGS_PROVIDER": "openai",
+            "HINDSIGHT_API_EMBEDDINGS_OPENAI_BASE_URL": llm.server.base_url,
+            "HINDSIGHT_API_EMBEDDINGS_OPENAI_API_KEY": "chaos",
+            "HINDSIGHT_API_EMBEDDINGS_OPENAI_MODEL": "scripted-embed",
+            "HINDSIGHT_API_EMBEDDINGS_OPENAI_DIMENSIONS": "384",
+            "PYTHONUNBUFFERED": "1",
+            **TIMINGS,
+        }
+        if api_key:
+            self.env["HINDSIGHT_API_TENANT_API_KEY"] = api_key
+
+    def _spawn(self, name: str, cmd: list[str]) -> Proc:
+        out = open(self.scratch / f"{name}.log", "ab")  # noqa: SIM115 - the child keeps it
+        popen = subprocess.Popen(cmd, cwd=REPO, env=self.env, stdout=out,
+                                 stderr=subprocess.STDOUT, start_new_session=True)
+        return Proc(name, popen)
+
+    def start(self, workers: int) -> None:
+        self.pg.start()
+        self.valkey.start()
+        subprocess.run([sys.executable, "manage.py", "migrate", "-v", "0"], cwd=REPO,
+                       env=self.env, check=True)
+        self.others.append(self._spawn("api", [
+            sys.executable, "-m", "gunicorn", "hindsight.wsgi:application", "-b",
+            f"127.0.0.1:{self.port}", "-w", "2", "--threads", "4", "--timeout", "60",
+            "--log-level", "warning", "--access-logfile", str(self.access_log),
+            "--access-logformat", "%(m)s %(U)s %(s)s"]))
+        self.others.append(self._spawn("beat", [
+            sys.executable, "-m", "celery", "-A", "hindsight", "beat", "-l", "INFO",
+            "-S", "django_celery_beat.schedulers:DatabaseScheduler", "--max-interval", "1",
+            "-s", str(self.scratch / "beat-schedule")]))
+        for _ in range(workers):
+            self.start_worker()
+        deadline = time.monotonic() + 90
+        while True:
+            try:
+                with urllib.request.urlopen(self.base_url + "/health", timeout=2):
+                    break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.3)
+        self.wait_workers_ready()
+
+    def start_worker(self) -> Proc:
+        self.serial += 1
+        name = f"worker{self.serial}"
+        proc = self._spawn(name, [
+            sys.executable, "-m", "celery", "-A", "hindsight", "worker", "-Q",
+            self.env["HINDSIGHT_API_TASK_QUEUE"], "-c", str(self.concurrency), "-P", self.pool,
+            "-n", f"{name}@%h", "--without-gossip", "--without-mingle", "--without-heartbeat",
+            "-l", "INFO"])
+        self.workers.append(proc)
+        return proc
+
+    def wait_workers_ready(self, timeout: float = 90) -> None:
+        deadline = time.monotonic() + timeout
+        for proc in self.workers:
+            if not proc.alive():
+                continue
+            path = self.scratch / f"{proc.name}.log"
+            while " ready." not in path.read_text(errors="replace"):
+                if time.monotonic() > deadline or not proc.alive():
+                    raise RuntimeError(f"{proc.name} not ready:\n{path.read_text()[-3000:]}")
+                time.sleep(0.2)
+
+    def stop_workers(self) -> None:
+        for proc in self.workers:
+            # Warm shutdown: SIGTERM to the main process only (to the whole group it would kill
+            # the pool children mid-job), then anything left of the group.
+            with contextlib.suppress(ProcessLookupError):
+                proc.popen.send_signal(signal.SIGTERM)
+        for proc in self.workers:
+            try:
+                proc.popen.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                pass
+            proc.killpg(signal.SIGKILL)  # a child that outlived its parent, if any
+        self.workers = []
+
+    def live_workers(self) -> list[Proc]:
+        return [w for w in self.workers if w.alive()]
+
+    def children(self) -> dict[int, Proc]:
+        return {child: w for w in self.live_workers() for child in _children_of(w.popen.pid)}
+
+    def restart_broker(self) -> None:
+        self.valkey.kill()  # not durable: its queue and locks are gone with it
+        time.sleep(1.0)
+        self.valkey.start()
+
+    def restart_postgres(self) -> None:
+        process = self.pg.process
+        assert process is not None
+        with contextlib.suppress(ProcessLookupError):
+            process.send_signal(signal.SIGQUIT)  # immediate shutdown: crash recovery on start
+        process.wait(30)
+        time.sleep(1.0)
+        self.pg.start()
+
+    def stop(self) -> None:
+        for proc in [*self.workers, *self.others]:
+            with contextlib.suppress(ProcessLookupError):
+                proc.popen.send_signal(signal.SIGTERM)
+        for proc in [*self.workers, *self.others]:
+            try:
+                proc.popen.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                proc.killpg(signal.SIGKILL)
+            proc.killpg(signal.SIGKILL)  # orphaned pool children, if any
+        self.valkey.stop()
+        self.pg.stop()
+
+
+# ---------------------------------------------------------------------------------------------
+# The run
+
+
+@dataclass
+class Tracker:
+    ops: dict[str, dict[str, Any]] = field(default_factory=dict)  # op id → {kind, model, bank}
+    retains_sync: list[str] = field(default_factory=list)  # markers acknowledged
+    retains_async: dict[str, str] = field(default_factory=dict)  # marker → op id
+    retains_unacknowledged: list[str] = field(default_factory=list)
+    patches: dict[tuple[str, str], str] = field(default_factory=dict)  # (bank, model) → query
+    http_errors: Counter[str] = field(default_factory=Counter)
+    kills: list[dict[str, Any]] = field(default_factory=list)
+    faults: list[str] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+class Chaos:
+    def __init__(self, args: argparse.Namespace):
+        self.args = args
+        self.rng = random.Random(args.seed)
+        self.scratch = Path(tempfile.mkdtemp(prefix="chaos-"))
+        self.llm = ChaosLLM()
+        self.stack = Stack(self.scratch, args.concurrency, self.llm,
+                           durable=args.postgres_restart)
+        self.t = Tracker()
+        self.banks = ["chaos-a", "chaos-b"]
+        self.models: list[tuple[str, str, str]] = []  # (bank, id, kind)
+        self.stop_load = threading.Event()
+
+    # HTTP ------------------------------------------------------------------------------------
+
+    def call(self, method: str, path: str, body: Any = None, what: str = "") -> Any:
+        data = None if body is None else json.dumps(body).encode()
+        request = urllib.request.Request(self.stack.base_url + path, data=data, method=method)
+        request.add_header("Content-Type", "application/json")
+        try:
+            with urllib.request.urlopen(request, timeout=30) as response:
+                return json.loads(response.read() or b"null")
+        except urllib.error.HTTPError as exc:
+            with self.t.lock:
+                self.t.http_errors[f"{what or method} {exc.code}"] += 1
+            return None
+        except OSError as exc:
+            with self.t.lock:
+                self.t.http_errors[f"{what or method} {type(exc).__name__}"] += 1
+            return None
+
+    def track(self, answer: Any, kind: str, bank: str, model: str | None = None) -> str | None:
+        op_id = (answer or {}).get("operation_id")
+        if op_id:
+            with self.t.lock:
+                self.t.ops.setdefault(op_id, {"kind": kind, "bank": bank, "model": model})
+        return op_id
+
+    # workload --------------------------------------------------------------------------------
+
+    def retain(self, bank: str, *, asynchronous: bool) -> None:
+        marker = f"rt-{uuid.uuid4().hex}"
+        tags = self.rng.sample(TAGS, self.rng.randint(0, 2))
+        answer = self.call("POST", f"/v1/default/banks/{bank}/memories", {
+            "items": [{"content": f"The {tags[0] if tags else 'whole'} team noted {marker}.",
+                       "tags": tags, "strategy": "verbatim"}],
+            "async": asynchronous}, what="retain")
+        with self.t.lock:
+            if answer is None:
+                self.t.retains_unacknowledged.append(marker)
+            elif asynchronous:
+                self.t.retains_async[marker] = answer.get("operation_id") or ""
+        if answer is not None and asynchronous:
+            self.track(answer, "retain", bank)
+        elif answer is not None:
+            with self.t.lock:
+                self.t.retains_sync.append(marker)
+
+    def create_models(self) -> None:
+        for bank in self.banks:
+            self.call("PUT", f"/v1/default/banks/{bank}", {"name": bank})
+            for _ in range(5):
+                self.retain(bank, asynchronous=False)
+        kinds = ["full", "full-tagged", "delta", "after-consolidation", "cron"]
+        for i in range(self.args.models):
+            bank = self.banks[i % len(self.banks)]
+            kind = kinds[i % len(kinds)]
+            mm_id = f"mm-{i:03d}"
+            trigger: dict[str, Any] = {}
+            tags: list[str] = []
+            if kind != "full":
+                tags = [TAGS[i % len(TAGS)]]
+            if kind == "delta":
+                trigger = {"mode": "delta"}
+            elif kind == "after-consolidation":
+                trigger = {"refresh_after_consolidation": True}
+            elif kind == "cron":
+                trigger = {"refresh_cron": "* * * * *", "min_refresh_interval_seconds": 5}
+            body = {"id": mm_id, "name": f"Model {i}", "tags": tags, "trigger": trigger,
+                    "source_query": f"What does the team do? [chaos:{mm_id}]"}
+            answer = self.call("POST", f"/v1/default/banks/{bank}/mental-models", body,
+                               what="create")
+            if answer is None:
+                raise RuntimeError(f"could not create {mm_id}: {self.t.http_errors}")
+            self.track(answer, "refresh", bank, mm_id)
+            self.models.append((bank, mm_id, kind))
+
+    def retain_loop(self) -> None:
+        while not self.stop_load.wait(self.rng.uniform(0.2, 0.6)):
+            self.retain(self.rng.choice(self.banks), asynchronous=self.rng.random() < 0.33)
+
+    def refresh_loop(self, deadline: float) -> None:
+        """Rounds of bursts: every model asked once, then a third of them asked again while
+        their refresh runs (a follower queues behind it, the case a kill turns into a merge)."""
+        rounds = self.args.refreshes
+        span = max(0.0, deadline - time.monotonic()) / max(rounds, 1)
+        for _ in range(rounds):
+            round_end = time.monotonic() + span
+            order = list(self.models)
+            self.rng.shuffle(order)
+            again = self.rng.sample(order, len(order) // 3)
+            for batch in (order, again):
+                for bank, mm_id, _kind in batch:
+                    if self.stop_load.is_set():
+                        return
+                    body = {"mode": "full"} if self.rng.random() < 0.1 else None
+                    answer = self.call("POST", f"/v1/default/banks/{bank}/mental-models/{mm_id}"
+                                       "/refresh", body, what="refresh")
+                    self.track(answer, "refresh", bank, mm_id)
+                time.sleep(0.5)
+            while time.monotonic() < round_end and not self.stop_load.is_set():
+                time.sleep(0.1)
+
+    def patch_loop(self) -> None:
+        count = 0
+        while not self.stop_load.wait(self.rng.uniform(1.0, 3.0)):
+            if count >= max(2, len(self.models) // 5):
+                return
+            running = self.db_rows(
+                "SELECT bank_id, mental_model_id FROM operations_operation "
+                "WHERE status = 'processing' AND mental_model_id IS NOT NULL")
+            if not running:
+                continue
+            bank, mm_id = self.rng.choice(running)
+            query = f"What does the team do now, v{uuid.uuid4().hex[:6]}? [chaos:{mm_id}]"
+            answer = self.call("PATCH", f"/v1/default/banks/{bank}/mental-models/{mm_id}",
+                               {"source_query": query}, what="patch")
+            if answer is not None:
+                count += 1
+                with self.t.lock:
+                    self.t.patches[(bank, mm_id)] = query
+
+    # faults ----------------------------------------------------------------------------------
+
+    def kill(self, whole: bool) -> None:
+        holders = self.processing_holders()
+        children = self.stack.children()
+        busy = [pid for pid in children if pid in holders]
+        if whole:
+            live = self.stack.live_workers()
+            if not live:
+                return
+            owners = {children[pid].name for pid in busy}
+            worker = next((w for w in live if w.name in owners), self.rng.choice(live))
+            pids = {worker.popen.pid, *(p for p, w in children.items() if w is worker)}
+            held = {pid: holders[pid] for pid in pids if pid in holders}
+            started = time.time()
+            worker.killpg(signal.SIGKILL)
+            worker.popen.wait(10)
+            self.stack.start_worker()
+            what = f"SIGKILL worker process {worker.name} ({len(held)} refresh(es) held)"
+        else:
+            if not children:
+                return
+            pid = self.rng.choice(busy) if busy else self.rng.choice(list(children))
+            held = {pid: holders[pid]} if pid in holders else {}
+            started = time.time()
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+            what = f"SIGKILL child {pid} ({'holding a refresh' if held else 'idle'})"
+        # Only what the dead process still held after it died is a sample (a refresh that
+        # completed between the look-up and the signal is not one).
+        still = self.processing_holders()
+        with self.t.lock:
+            for pid, leases in held.items():
+                for key, op_id in leases:
+                    if (key, op_id) in still.get(pid, []):
+                        self.t.kills.append({"at": started, "key": key, "op": op_id,
+                                             "holders": list(held), "recovered": None})
+            self.t.faults.append(what)
+        log(what)
+
+    def fault_loop(self, deadline: float) -> None:
+        span = deadline - time.monotonic()
+        events: list[tuple[float, str]] = []
+        for _ in range(self.args.child_kills):
+            events.append((self.rng.uniform(0.1, 0.9) * span, "child"))
+        for _ in range(self.args.worker_kills):
+            events.append((self.rng.uniform(0.15, 0.85) * span, "worker"))
+        if self.args.broker_restart:
+            events.append((0.4 * span, "broker"))
+        if self.args.postgres_restart:
+            events.append((0.65 * span, "postgres"))
+        start = time.monotonic()
+        for offset, kind in sorted(events):
+            while time.monotonic() < start + offset:
+                if self.stop_load.wait(0.05):
+                    return
+            try:
+                if kind in ("child", "worker"):
+                    self.kill(whole=kind == "worker")
+                elif kind == "broker":
+                    self.stack.restart_broker()
+                    self.t.faults.append("broker restarted (queue lost)")
+                    log("broker restarted")
+                else:
+                    self.stack.restart_postgres()
+                    self.t.faults.append("PostgreSQL crash-restarted")
+                    log("PostgreSQL restarted")
+            except Exception as exc:  # a fault that could not be injected is reported
+                self.t.faults.append(f"{kind} fault not injected: {exc!r}")
+
+    def recovery_monitor(self) -> None:
+        while not self.stop_monitor.wait(0.1):
+            try:
+                self._check_recoveries()
+            except Exception as exc:  # keep measuring; say why a sample was missed
+                log(f"recovery monitor: {exc!r}")
+
+    def _check_recoveries(self) -> None:
+        with self.t.lock:
+            waiting = [k for k in self.t.kills if k["recovered"] is None]
+        if not waiting:
+            return
+        rows = self.db_rows(
+            "SELECT l.holder, o.status FROM operations_lease l, operations_operation o "
+            "WHERE o.id = %s::uuid AND l.key = %s",
+            many=[(k["op"], k["key"]) for k in waiting])
+        now = time.time()
+        for kill, found in zip(waiting, rows):
+            if not found:
+                continue
+            holder, status = found[0]
+            pid = int(str(holder).rsplit(":", 1)[-1]) if holder else None
+            if status in FINAL or (pid is not None and pid not in kill["holders"]):
+                kill["recovered"] = now - kill["at"]
+
+    # the database, read directly (survives its own restart) ----------------------------------
+
+    def db_rows(self, sql: str, params: Any = None, many: list[Any] | None = None) -> Any:
+        import psycopg
+
+        try:
+            with psycopg.connect(self.stack.pg.url, connect_timeout=3) as conn:
+                if many is not None:
+                    return [conn.execute(sql, p).fetchall() for p in many]
+                return conn.execute(sql, params).fetchall()
+        except psycopg.Error:
+            return [] if many is None else [[] for _ in many]
+
+    def processing_holders(self) -> dict[int, list[tuple[str, str]]]:
+        rows = self.db_rows(
+            "SELECT l.holder, l.key, o.id::text FROM operations_operation o "
+            "JOIN operations_lease l ON l.key = COALESCE(o.dedupe_key, 'op:' || o.id::text) "
+            "WHERE o.status = 'processing'")
+        out: dict[int, list[tuple[str, str]]] = {}
+        for holder, key, op_id in rows:
+            if holder:
+                out.setdefault(int(str(holder).rsplit(":", 1)[-1]), []).append((key, op_id))
+        return out
+
+    # phases ----------------------------------------------------------------------------------
+
+    def load(self) -> None:
+        deadline = time.monotonic() + self.args.duration
+        threads = [threading.Thread(target=self.retain_loop, daemon=True),
+                   threading.Thread(target=self.patch_loop, daemon=True),
+                   threading.Thread(target=self.fault_loop, args=(deadline,), daemon=True)]
+        for thread in threads:
+            thread.start()
+        self.refresh_loop(deadline)
+        while time.monotonic() < deadline:
+            time.sleep(0.2)
+        self.stop_load.set()
+        for thread in threads:
+            thread.join(timeout=60)
+
+    def drain(self) -> float:
+        started = time.monotonic()
+        if not self.stack.live_workers():
+            self.stack.start_worker()
+        deadline = started + self.args.drain_timeout
+        while time.monotonic() < deadline:
+            rows = self.db_rows("SELECT count(*) FROM operations_operation "
+                                "WHERE status IN ('pending', 'processing')")
+            if rows and rows[0][0] == 0:
+                break
+            time.sleep(0.5)
+        return time.monotonic() - started
+
+    def outage(self) -> dict[str, Any]:
+        """The provider answers 503 for a set of models: bounded spend, pause, manual resume."""
+        chosen = [m for m in self.models if m[2] in ("cron", "after-consolidation")][:4]
+        if not chosen:
+            chosen = self.models[:2]
+        names = {m[1] for m in chosen}
+        with self.llm.lock:
+            self.llm.outage = set(names)
+        before = self.llm.requests_for(names)
+        op_ids = []
+        for bank, mm_id, _ in chosen:
+            self.retain(bank, asynchronous=False)  # something new in reach, so the LLM is asked
+            answer = self.call("POST", f"/v1/default/banks/{bank}/mental-models/{mm_id}/refresh")
+            if answer:
+                op_ids.append(answer["operation_id"])
+        deadline = time.monotonic() + 120
+        statuses: list[str] = []
+        while time.monotonic() < deadline:
+            statuses = [r[0] for r in self.db_rows(
+                "SELECT status FROM operations_operation WHERE id = ANY(%s::uuid[])", [op_ids])]
+            if len(statuses) == len(op_ids) and all(s in FINAL for s in statuses):
+                break
+            time.sleep(0.3)
+        spent = self.llm.requests_for(names) - before
+        per_op = spent / max(len(op_ids), 1)
+        # Paused: new memories in scope and cron ticks must cost nothing.
+        paused_from = self.llm.requests_for(names)
+        for bank, _mm, _ in chosen:
+            for _ in range(3):
+                self.retain(bank, asynchronous=False)
+        time.sleep(self.args.paused_seconds)
+        paused_spent = self.llm.requests_for(names) - paused_from
+        with self.llm.lock:
+            self.llm.outage = set()
+        resumed = 0
+        resume_ops = []
+        for bank, mm_id, _ in chosen:
+            answer = self.call("POST", f"/v1/default/banks/{bank}/mental-models/{mm_id}/refresh")
+            if answer:
+                resume_ops.append(answer["operation_id"])
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            rows = self.db_rows("SELECT status FROM operations_operation "
+                                "WHERE id = ANY(%s::uuid[])", [resume_ops])
+            resumed = sum(1 for r in rows if r[0] == "completed")
+            if len(rows) == len(resume_ops) and all(r[0] in FINAL for r in rows):
+                break
+            time.sleep(0.3)
+        unpaused = self.db_rows(
+            "SELECT count(*) FROM mentalmodels_mentalmodel WHERE mental_model_id = ANY(%s) "
+            "AND last_refresh_failed_at IS NULL", [list(names)])
+        return {"models": len(chosen), "operations": len(op_ids),
+                "ended_failed": statuses.count("failed"),
+                "requests_per_operation_max_allowed": 1 + MAX_RETRIES,
+                "requests_per_operation": round(per_op, 2),
+                "requests_while_paused": paused_spent,
+                "paused_seconds": self.args.paused_seconds,
+                "resumed_by_manual_refresh": resumed,
+                "unpaused_after_resume": unpaused[0][0] if unpaused else 0}
+
+    # the report ------------------------------------------------------------------------------
+
+    def report(self, drain_seconds: float) -> dict[str, Any]:
+        ids = list(self.t.ops)
+        rows = {r[0]: r for r in self.db_rows(
+            "SELECT id::text, status, error_message, result_metadata, operation_type "
+            "FROM operations_operation WHERE id = ANY(%s::uuid[])", [ids])}
+        statuses = Counter(rows[i][1] if i in rows else "missing" for i in ids)
+        lost = [i for i in ids if i not in rows]
+        stuck = [i for i in ids if i in rows and rows[i][1] not in FINAL]
+        all_stuck = self.db_rows("SELECT count(*) FROM operations_operation "
+                                 "WHERE status IN ('pending', 'processing')")
+        # What a client polling its own id sees, and whether the work it names completed.
+        failed_but_done = 0
+        for op_id in [i for i in ids if i in rows and rows[i][1] == "failed"]:
+            seen = self.call("GET", f"/v1/default/banks/{self.t.ops[op_id]['bank']}/operations/"
+                             f"{op_id}") or {}
+            if seen.get("status") != "failed":
+                continue
+            meta = rows[op_id][3] or {}
+            carrier = meta.get("superseded_by") or meta.get("carried_by")
+            if not carrier:
+                found = UUID_RE.findall(rows[op_id][2] or "")
+                carrier = next((c for c in found if c != op_id), None)
+            if carrier:
+                carried = self.db_rows("SELECT status FROM operations_operation WHERE id = %s",
+                                       [carrier])
+                if carried and carried[0][0] == "completed":
+                    failed_but_done += 1
+        torn, lost_edits = self.check_models()
+        duplicates, lost_retains = self.check_retains(rows)
+        refresh_ops = sum(1 for i in ids if self.t.ops[i]["kind"] == "refresh")
+        auto_ops = self.db_rows("SELECT count(*) FROM operations_operation "
+                                "WHERE operation_type = 'refresh_mental_model'")
+        chat = len(self.llm.server.requests)
+        model_chat = sum(self.llm.server.requests_by_key.values())
+        recoveries = [k["recovered"] for k in self.t.kills if k["recovered"] is not None]
+        return {
+            "size": {"models": len(self.models), "banks": len(self.banks),
+                     "duration_s": self.args.duration, "workers": self.args.workers,
+                     "concurrency": self.args.concurrency, "seed": self.args.seed},
+            "faults": self.t.faults,
+            "operations_submitted": len(ids),
+            "operations_by_status": dict(statuses),
+            "refresh_operations_total_in_db": auto_ops[0][0] if auto_ops else None,
+            "failed_operations": dict(Counter(
+                f"{r[4]}: {(r[2] or '')[:90]}" for r in rows.values() if r[1] == "failed")),
+            "retains": {"sync_acknowledged": len(self.t.retains_sync),
+                        "async_acknowledged": len(self.t.retains_async),
+                        "refused_during_faults": len(self.t.retains_unacknowledged)},
+            "http_errors": dict(self.t.http_errors),
+            "must_be_zero": {
+                "operations_lost": len(lost),
+                "operations_stuck": max(len(stuck), all_stuck[0][0] if all_stuck else 0),
+                "torn_documents": len(torn),
+                "overlapping_refreshes": len(self.llm.server.overlaps),
+                "lost_edits": len(lost_edits),
+                "duplicate_effects": duplicates,
+                "lost_retains": lost_retains,
+                "failed_although_work_completed": failed_but_done,
+            },
+            "details": {"lost": lost[:10], "stuck": stuck[:10], "torn": torn[:10],
+                        "lost_edits": lost_edits[:10],
+                        "overlaps": self.llm.server.overlaps[:10]},
+            "llm_requests": {"chat_total": chat, "for_models": model_chat,
+                             "per_refresh_operation": round(model_chat / max(
+                                 auto_ops[0][0] if auto_ops else refresh_ops, 1), 2)},
+            "drain_seconds": round(drain_seconds, 1),
+            "kill_to_recovered_claim_s": {
+                "kills_holding_a_refresh": len(self.t.kills),
+                "recovered": len(recoveries),
+                "p50": round(statistics.median(recoveries), 2) if recoveries else None,
+                "max": round(max(recoveries), 2) if recoveries else None},
+        }
+
+    def check_models(self) -> tuple[list[str], list[str]]:
+        has_document = bool(self.db_rows(
+            "SELECT 1 FROM information_schema.columns WHERE table_name = "
+            "'mentalmodels_mentalmodel' AND column_name = 'document'"))
+        columns = "bank_id, mental_model_id, content, source_query, last_refresh_source_query"
+        rows = self.db_rows(f"SELECT {columns}{', document' if has_document else ''} "
+                            "FROM mentalmodels_mentalmodel WHERE bank_id = ANY(%s)", [self.banks])
+        try:  # delta mode's document module, where it exists (the product may not have it yet)
+            document_module: Any = importlib.import_module("mentalmodels.document")
+        except ImportError:
+            document_module = None
+        kinds = {(b, m): k for b, m, k in self.models}
+        torn, lost_edits = [], []
+        for row in rows:
+            bank, mm_id, content, query, last_query = row[:5]
+            document = row[5] if has_document else None
+            if document and document_module is not None:
+                rendered = document_module.render(document_module.Document.from_json(document))
+                if rendered != content:
+                    torn.append(f"{mm_id}: content != render(document)")
+            # Whitespace-insensitive: a build that stores the answer through its structured
+            # document may normalise blank lines; a mix of two answers still differs.
+            answers = {" ".join(a.split()) for a in self.llm.answers.get(mm_id, ())}
+            if (kinds.get((bank, mm_id)) != "delta" and content
+                    and " ".join(content.split()) not in answers):
+                torn.append(f"{mm_id}: content is not one whole answer")
+            expected = self.t.patches.get((bank, mm_id))
+            if expected is not None and (query != expected or last_query != expected):
+                lost_edits.append(f"{mm_id}: source_query={query!r} last_refresh={last_query!r}")
+        return torn, lost_edits
+
+    def check_retains(self, rows: dict[str, Any]) -> tuple[int, int]:
+        stored = Counter(
+            m for (text,) in self.db_rows(
+                "SELECT text FROM banks_memoryunit WHERE bank_id = ANY(%s) "
+                "AND fact_type IN ('world', 'experience')", [self.banks])
+            for m in re.findall(r"rt-[0-9a-f]{32}", text))
+        duplicates = sum(1 for count in stored.values() if count > 1)
+        acknowledged = list(self.t.retains_sync) + [
+            m for m, op in self.t.retains_async.items()
+            if op in rows and rows[op][1] == "completed"]
+        lost = sum(1 for m in acknowledged if stored[m] == 0)
+        return duplicates, lost
+
+    def run(self) -> dict[str, Any]:
+        self.stop_monitor = threading.Event()
+        try:
+            log(f"starting the stack in {self.scratch}")
+            self.stack.start(self.args.workers)
+            log(f"stack up: API {self.stack.base_url}, {self.args.workers} worker(s) "
+                f"x {self.args.concurrency}")
+            self.create_models()
+            monitor = threading.Thread(target=self.recovery_monitor, daemon=True)
+            monitor.start()
+            log(f"{len(self.models)} models created; load and faults for {self.args.duration} s")
+            self.load()
+            log("draining")
+            drain = self.drain()
+            self.stop_monitor.set()
+            monitor.join(timeout=5)
+            log(f"drained in {drain:.1f} s")
+            result = self.report(drain)
+            if not self.args.no_outage:
+                log("LLM outage phase")
+                result["llm_outage"] = self.outage()
+            return result
+        finally:
+            self.stack.stop()
+            self.llm.server.stop()
+
+
+def failures(result: dict[str, Any]) -> list[str]:
+    bad = [f"{k} = {v}" for k, v in result["must_be_zero"].items() if v]
+    outage = result.get("llm_outage")
+    if outage:
+        if outage["requests_per_operation"] > outage["requests_per_operation_max_allowed"]:
+            bad.append(f"outage spend {outage['requests_per_operation']} requests per operation")
+        if outage["requests_while_paused"]:
+            bad.append(f"{outage['requests_while_paused']} LLM requests while paused")
+        if outage["resumed_by_manual_refresh"] != outage["models"]:
+            bad.append("not every paused model resumed by a manual refresh")
+    return bad
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--models", type=int, default=50)
+    parser.add_argument("--duration", type=float, default=150.0, help="seconds of load")
+    parser.add_argument("--workers", type=int, default=3, help="worker processes (2-4)")
+    parser.add_argument("--concurrency", type=int, default=2, help="prefork children each")
+    parser.add_argument("--refreshes", type=int, default=5, help="rounds of manual refreshes")
+    parser.add_argument("--child-kills", type=int, default=8)
+    parser.add_argument("--worker-kills", type=int, default=2)
+    parser.add_argument("--no-broker-restart", dest="broker_restart", action="store_false")
+    parser.add_argument("--no-postgres-restart", dest="postgres_restart", action="store_false")
+    parser.add_argument("--no-outage", action="store_true")
+    parser.add_argument("--paused-seconds", type=float, default=8.0)
+    parser.add_argument("--drain-timeout", type=float, default=180.0)
+    parser.add_argument("--seed", type=int, default=14)
+    parser.add_argument("--json", help="also write the report to this file")
+    parser.add_argument("--quick", action="store_true",
+                        help="the bounded size: 6 models, 25 s, 2 workers, one child kill, one "
+                             "broker restart, no PostgreSQL restart, no worker-process kill")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.models, args.duration, args.workers, args.refreshes = 6, 25.0, 2, 2
+        args.child_kills, args.worker_kills, args.postgres_restart = 1, 0, False
+        args.paused_seconds, args.drain_timeout = 4.0, 60.0
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    result = Chaos(args).run()
+    text = json.dumps(result, indent=2, default=str)
+    print(text)
+    if args.json:
+        Path(args.json).write_text(text)
+    bad = failures(result)
+    if bad:
+        print("FAILED: " + "; ".join(bad))
+        return 1
+    print("OK: every count that must be 0 is 0")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

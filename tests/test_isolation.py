@@ -1,0 +1,235 @@
+"""Isolation and access, over every route the URL conf has (so a new route cannot be forgotten).
+
+1. Another bank's ids: every route that takes an id, called under bank B with bank A's model,
+   operation, memory or history id, answers 404 (an operation read answers upstream's
+   ``status: "not_found"``) and changes nothing of bank A.
+2. ``HINDSIGHT_API_TENANT_API_KEY``: every ``/v1`` route, with every method its view answers,
+   refuses a missing and a wrong key with 401, and lets the right key through; ``/health``,
+   ``/version`` and the API docs stay open.
+3. The admin needs Django's login; the MCP HTTP transport, where the URL conf has one,
+   honours the key.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from django.test import Client
+from django.urls import URLPattern, URLResolver, get_resolver
+
+from hindsight.banks.models import MemoryUnit
+from mentalmodels.models import MentalModel, MentalModelHistory
+from operations.models import Operation
+from tests.factories import make_bank, make_memory, make_mental_model, make_operation
+
+METHODS = ("get", "post", "put", "patch", "delete")
+PARAM = re.compile(r"<(?:(?P<conv>[a-z]+):)?(?P<name>[a-z_]+)>")
+KEY = "isolation-key-0123456789"
+
+# A body per method that passes validation, so a 404 is the id's doing, not a 422's.
+BODIES: dict[str, dict[str, Any]] = {
+    "patch": {"name": "hijacked"},
+    "put": {"name": "hijacked"},
+    "post": {},
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Route:
+    path: str  # Django's route syntax, e.g. "v1/default/banks/<str:bank_id>/stats"
+    methods: tuple[str, ...]
+
+    @property
+    def params(self) -> list[str]:
+        return [m.group("name") for m in PARAM.finditer(self.path)]
+
+    def url(self, values: dict[str, str]) -> str:
+        return "/" + PARAM.sub(lambda m: values[m.group("name")], self.path)
+
+
+def _walk(patterns: list[Any], prefix: str = "") -> Iterator[tuple[str, Any]]:
+    for entry in patterns:
+        if isinstance(entry, URLResolver):
+            yield from _walk(entry.url_patterns, prefix + str(entry.pattern))
+        elif isinstance(entry, URLPattern):
+            yield prefix + str(entry.pattern), entry.callback
+
+
+def _methods(callback: Any) -> tuple[str, ...]:
+    view = getattr(callback, "view_class", None) or getattr(callback, "cls", None)
+    if view is None:  # a function view: ask it with every method
+        return METHODS
+    return tuple(m for m in METHODS if hasattr(view, m))
+
+
+def call(client: Client, method: str, url: str, body: Any = None, **headers: str) -> Any:
+    data = json.dumps(body) if body is not None else ""
+    return client.generic(method.upper(), url, data=data, content_type="application/json",
+                          **headers)
+
+
+def routes(prefix: str) -> list[Route]:
+    return [Route(path, _methods(cb)) for path, cb in _walk(get_resolver().url_patterns)
+            if path.startswith(prefix)]
+
+
+V1 = routes("v1/")
+
+
+def test_the_url_conf_is_enumerated() -> None:
+    # The enumeration itself: if this found nothing the tests below would pass vacuously.
+    paths = {r.path for r in V1}
+    assert "v1/default/banks/<str:bank_id>/mental-models/<str:mental_model_id>" in paths
+    assert "v1/default/banks/<str:bank_id>/operations/<str:operation_id>" in paths
+    assert len(V1) >= 15
+
+
+# --------------------------------------------------------------------------------------------
+# 1. another bank's ids
+
+
+@pytest.fixture
+def two_banks(db: None, scripted_llm: Any) -> dict[str, str]:
+    make_bank("bank-a")
+    make_bank("bank-b")
+    memory = make_memory("bank-a", "Alice runs the platform team.", tags=["team"])
+    model = make_mental_model("bank-a", "team-a", content="# Team A\n\nsecret", tags=["team"])
+    history = MentalModelHistory.objects.create(model=model, kind="version",
+                                                previous_content="older secret")
+    operation = make_operation(bank_id="bank-a", mental_model_id="team-a", status="failed",
+                               dedupe_key="mm:bank-a:team-a")
+    return {"mental_model_id": "team-a", "operation_id": str(operation.id),
+            "memory_id": str(memory.id), "history_id": str(history.id),
+            "document_id": "doc-a"}
+
+
+def _bank_a_state() -> Any:
+    def rows(qs: Any) -> list[dict[str, Any]]:
+        return [{k: str(v) for k, v in row.items()} for row in qs.values()]
+
+    return (rows(MentalModel.objects.filter(bank_id="bank-a")),
+            rows(MentalModelHistory.objects.filter(model__bank_id="bank-a")),
+            rows(Operation.objects.filter(bank_id="bank-a")),
+            rows(MemoryUnit.objects.filter(bank_id="bank-a")))
+
+
+ID_ROUTES = [r for r in V1 if set(r.params) - {"bank_id"}]
+
+
+@pytest.mark.parametrize("route", ID_ROUTES, ids=lambda r: r.path)
+def test_another_banks_ids_are_unknown_and_untouched(route: Route,
+                                                     two_banks: dict[str, str]) -> None:
+    # A parameter this test has no bank-A id for (a route added later) still gets an id that
+    # exists nowhere in bank B: the route must answer 404 for it too.
+    values = {"bank_id": "bank-b"}
+    for name in route.params:
+        if name != "bank_id":
+            values[name] = two_banks.get(name, str(uuid.uuid4()))
+    url = route.url(values)
+    before = _bank_a_state()
+    client = Client()
+    for method in route.methods:
+        response = call(client, method, url, BODIES.get(method))
+        text = response.content.decode(errors="replace")
+        assert "secret" not in text, (method, url, text[:300])
+        if method == "get" and route.params[-1] == "operation_id":
+            # OP-9: upstream answers an unknown operation with 200 status "not_found".
+            assert response.status_code in (200, 404), (method, url, text[:300])
+            if response.status_code == 200:
+                assert response.json()["status"] == "not_found", text[:300]
+            continue
+        assert response.status_code == 404, (method, url, response.status_code, text[:300])
+    assert _bank_a_state() == before, (route.path, "bank A changed")
+
+
+# --------------------------------------------------------------------------------------------
+# 2. the tenant API key
+
+
+def _sample_values(route: Route) -> dict[str, str]:
+    return {name: ("bank-key" if name == "bank_id" else str(uuid.uuid4())) for name in route.params}
+
+
+@pytest.fixture
+def with_key(settings: Any) -> None:
+    settings.HINDSIGHT = dataclasses.replace(settings.HINDSIGHT, tenant_api_key=KEY)
+
+
+@pytest.mark.parametrize("route", V1, ids=lambda r: r.path)
+@pytest.mark.django_db
+def test_every_v1_route_refuses_a_missing_or_wrong_key(route: Route, with_key: None) -> None:
+    url = route.url(_sample_values(route))
+    client = Client()
+    for method in route.methods:
+        for headers in ({}, {"HTTP_AUTHORIZATION": "Bearer wrong-key"},
+                        {"HTTP_AUTHORIZATION": KEY}, {"HTTP_AUTHORIZATION": f"Basic {KEY}"}):
+            response = call(client, method, url, {}, **headers)
+            assert response.status_code == 401, (method, url, headers, response.status_code)
+            assert response.json() == {
+                "detail": "missing or invalid API key (Authorization: Bearer <key>)"}
+    assert not MentalModel.objects.exists() and not Operation.objects.exists()
+
+
+@pytest.mark.parametrize("route", V1, ids=lambda r: r.path)
+@pytest.mark.django_db
+def test_the_right_key_gets_through(route: Route, with_key: None) -> None:
+    if "get" not in route.methods:
+        pytest.skip("no GET on this route; the refusals above cover its methods")
+    url = route.url(_sample_values(route))
+    response = Client().get(url, HTTP_AUTHORIZATION=f"Bearer {KEY}")
+    assert response.status_code != 401, (url, response.content[:300])
+
+
+@pytest.mark.parametrize("path", ["/health", "/version", "/openapi.json", "/docs"])
+@pytest.mark.django_db
+def test_health_version_and_docs_stay_open(path: str, with_key: None) -> None:
+    assert Client().get(path).status_code == 200
+
+
+# --------------------------------------------------------------------------------------------
+# 3. the admin and the MCP transport
+
+
+ADMIN_PATHS = ["/admin/", "/admin/mentalmodels/mentalmodel/", "/admin/operations/operation/",
+               "/admin/banks/bank/", "/admin/banks/memoryunit/"]
+
+
+@pytest.mark.parametrize("path", ADMIN_PATHS)
+@pytest.mark.django_db
+def test_the_admin_needs_its_login(path: str, with_key: None) -> None:
+    # The API key is not the admin's credential: a bearer gets the login page, not the data.
+    response = Client().get(path, HTTP_AUTHORIZATION=f"Bearer {KEY}")
+    assert response.status_code == 302, (path, response.status_code)
+    assert "/admin/login/" in response["Location"]
+
+
+@pytest.mark.django_db
+def test_the_admin_lets_a_staff_login_in(with_key: None, django_user_model: Any) -> None:
+    user = django_user_model.objects.create_superuser("root", "root@example.com", "pw")
+    client = Client()
+    client.force_login(user)
+    for path in ADMIN_PATHS:
+        assert client.get(path).status_code == 200, path
+
+
+MCP = routes("mcp")
+
+
+@pytest.mark.skipif(not MCP, reason="no MCP HTTP transport in the URL conf of this build")
+@pytest.mark.parametrize("route", MCP, ids=lambda r: r.path)
+@pytest.mark.django_db
+def test_the_mcp_transport_honours_the_key(route: Route, with_key: None) -> None:
+    url = route.url(_sample_values(route))
+    initialize = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "isolation", "version": "0"}}})
+    for headers in ({}, {"HTTP_AUTHORIZATION": "Bearer wrong-key"}):
+        response = Client().post(url, data=initialize, content_type="application/json",
+                                 HTTP_ACCEPT="application/json, text/event-stream", **headers)
+        assert response.status_code == 401, (url, headers, response.status_code)
