@@ -249,17 +249,32 @@ def orchestrate(args: argparse.Namespace) -> int:
             env = _side_env(url, valkey.url, llm.base_url, f"hot-{name}")
             _run([sys.executable, "manage.py", "migrate", "-v", "0"], cwd=repo, env=env)
             _psql(url, "VACUUM ANALYZE")
-            print(f"# running side {name} ({repo})", flush=True)
-            cmd = [sys.executable, str(THIS), "--side", str(repo), "--memories", args.memories,
-                   "--runs", str(args.runs), "--recalls", str(args.recalls),
-                   "--retain", str(args.retain), "--batch", str(args.batch),
-                   "--refreshes", str(args.refreshes)] + (["--profile"] if args.profile else [])
-            out = _run(cmd, cwd=repo, env=env)
-            lines = out.strip().splitlines()
-            print("\n".join(lines[:-1]), flush=True)
-            results[name] = json.loads(lines[-1])
-            llm.reset()
-            llm.respond_with(respond)
+        # Sections interleaved side by side, the order flipped every round (ABBA), so a change
+        # in the machine's load falls on both sides alike; each metric is the median of rounds.
+        collected: dict[str, dict[str, list[Any]]] = {name: {} for name, _ in sides}
+        flip = False
+        for section in args.sections.split(","):
+            for round_index in range(args.rounds):
+                for name, repo in (sides[::-1] if flip else sides):
+                    url = _db_url(pg.url, f"hot_{name}")
+                    env = _side_env(url, valkey.url, llm.base_url, f"hot-{name}")
+                    print(f"# {section}, round {round_index + 1}: {name} ({repo})", flush=True)
+                    cmd = [sys.executable, str(THIS), "--side", str(repo), "--only", section,
+                           "--memories", args.memories, "--runs", str(args.runs),
+                           "--recalls", str(args.recalls), "--retain", str(args.retain),
+                           "--batch", str(args.batch), "--refreshes", str(args.refreshes)]
+                    if round_index == 0:
+                        cmd += (["--profile"] if args.profile else []) + ["--plans"]
+                    lines = _run(cmd, cwd=repo, env=env).strip().splitlines()
+                    if round_index == 0:
+                        print("\n".join(lines[:-1]), flush=True)
+                    for key, value in json.loads(lines[-1])["metrics"].items():
+                        collected[name].setdefault(key, []).append(value)
+                    llm.reset()
+                    llm.respond_with(respond)
+                    flip = not flip
+        for name, values in collected.items():
+            results[name] = {"metrics": {k: statistics.median(v) for k, v in values.items()}}
     finally:
         llm.stop()
         valkey.stop()
@@ -341,11 +356,13 @@ def side(args: argparse.Namespace) -> int:
         print(f"\n### profile: {label} ({n} calls), top functions by own time")
         print("\n".join(line for line in stream.getvalue().splitlines()[6:] if line.strip()))
 
+    sections = args.only.split(",")
     # 1. refresh (before the worker starts: one run in-process for its SQL count)
-    metrics.update(bench_refresh(args, timed, queries))
+    if "refresh" in sections:
+        metrics.update(bench_refresh(args, timed, queries))
 
     # 2. list
-    for limit in (100, 1000):
+    for limit in ((100, 1000) if "list" in sections else ()):
         for detail in ("metadata", "content", "full"):
             path = f"/v1/default/banks/{LIST_BANK}/mental-models?detail={detail}&limit={limit}"
             timed("GET", path)
@@ -353,10 +370,11 @@ def side(args: argparse.Namespace) -> int:
             metrics[f"list {limit} {detail}: p50 ms"] = statistics.median(times)
             metrics[f"list {limit} {detail}: SQL queries"] = queries("GET", path)
     path = f"/v1/default/banks/{LIST_BANK}/mental-models?detail=metadata&limit=1000"
-    profiled("GET mental-models limit=1000 detail=metadata", lambda: timed("GET", path), 5)
+    if "list" in sections:
+        profiled("GET mental-models limit=1000 detail=metadata", lambda: timed("GET", path), 5)
 
     # 3. recall
-    for n in [int(s) for s in args.memories.split(",")]:
+    for n in [int(s) for s in args.memories.split(",")] if "recall" in sections else []:
         path = f"/v1/default/banks/hot-{n}/memories/recall"
         bodies = []
         for index in range(args.recalls):
@@ -371,11 +389,15 @@ def side(args: argparse.Namespace) -> int:
         metrics[f"recall {n:,}: p95 ms"] = _pct(times, 0.95)
         metrics[f"recall {n:,}: SQL queries"] = queries("POST", path, bodies[0])
         for label, body in (("untagged", bodies[0]), ("tagged any_strict", bodies[1])):
-            print(f"\n### plans: recall over {n:,} memories, {label}")
-            print(explain_recall(path, body, timed))
+            if args.plans:
+                print(f"\n### plans: recall over {n:,} memories, {label}")
+                print(explain_recall(path, body, timed))
         profiled(f"recall over {n:,} memories", lambda p=path, b=bodies[0]: timed("POST", p, b), 20)
 
     # 4. retain
+    if "retain" not in sections:
+        print(json.dumps({"metrics": metrics}))
+        return 0
     metrics.update(bench_retain(args, timed, queries, rng))
     retain_path = f"/v1/default/banks/{RETAIN_BANK}/memories"
     profiled(f"sync retain of {args.batch} items, LLM at 0 ms", lambda: timed("POST", retain_path, {
@@ -399,9 +421,9 @@ def explain_recall(path: str, body: dict[str, Any], timed: Any) -> str:
             sql = query["sql"]
             if sql.startswith(("SAVEPOINT", "RELEASE", "ROLLBACK")):
                 continue
-            if sql.startswith("SET"):
-                cursor.execute(sql)
-                continue
+            while sql.startswith("SET"):  # "SET LOCAL …; SET LOCAL …; SELECT …" in one go
+                head, _, sql = sql.partition("; ")
+                cursor.execute(head)
             if "banks_memoryunit" not in sql or not sql.startswith(("SELECT", "WITH")):
                 continue
             cursor.execute("EXPLAIN (ANALYZE, COSTS OFF, SUMMARY ON) " + sql)
@@ -430,17 +452,18 @@ def bench_refresh(args: argparse.Namespace, timed: Any, queries: Any) -> dict[st
         return response.json()["operation_id"]
 
     # SQL of one refresh, in-process (no worker yet): the create's first refresh.
-    op_id = create("hot-sql")
+    suffix = uuid.uuid4().hex[:6]
+    op_id = create(f"hot-sql-{suffix}")
     operation_execute(operation_id=op_id, holder="bench")  # warm (embedder, first connection)
     create_op = Operation.objects.get(id=op_id)
     assert create_op.status == "completed", create_op.error_message
-    _, response = timed("POST", f"/v1/default/banks/{bank}/mental-models/hot-sql/refresh")
+    _, response = timed("POST", f"/v1/default/banks/{bank}/mental-models/hot-sql-{suffix}/refresh")
     op_id = response.json()["operation_id"]
     with CaptureQueriesContext(connection) as captured:
         operation_execute(operation_id=op_id, holder="bench")
     out["refresh: SQL queries in the worker (one refresh)"] = len(captured.captured_queries)
     out["refresh: SQL queries of the request"] = queries(
-        "POST", f"/v1/default/banks/{bank}/mental-models/hot-sql/refresh")
+        "POST", f"/v1/default/banks/{bank}/mental-models/hot-sql-{suffix}/refresh")
     Operation.objects.filter(bank_id=bank, status="pending").delete()
     if not args.refreshes:
         return out
@@ -456,7 +479,7 @@ def bench_refresh(args: argparse.Namespace, timed: Any, queries: Any) -> dict[st
             "total", "request", "queue_to_start", "pipeline", "llm", "tools", "pipeline_other",
             "completion_seen")}
         for i in range(args.refreshes + 2):
-            mm_id = f"hot-r{i}"
+            mm_id = f"hot-r{i}-{suffix}"
             op_id = create(mm_id)
             _wait(Operation, op_id)
             started = time.perf_counter()
@@ -547,6 +570,10 @@ def main() -> int:
     parser.add_argument("--batch", type=int, default=50)
     parser.add_argument("--refreshes", type=int, default=10)
     parser.add_argument("--profile", action="store_true")
+    parser.add_argument("--rounds", type=int, default=1, help="runs of each section per side")
+    parser.add_argument("--sections", default="refresh,list,recall,retain")
+    parser.add_argument("--only", default="refresh,list,recall,retain", help=argparse.SUPPRESS)
+    parser.add_argument("--plans", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--random-seed", type=int, default=7)
     args = parser.parse_args()
     return side(args) if args.side else orchestrate(args)
