@@ -56,7 +56,11 @@ class Config:
     embeddings_base_url: str = ""
     embeddings_api_key: str = ""
     embeddings_model: str = LOCAL_EMBEDDING_MODEL
+    # 0 until probed when HINDSIGHT_API_EMBEDDINGS_OPENAI_DIMENSIONS is unset (openai provider).
     embeddings_dimensions: int = LOCAL_EMBEDDING_DIMENSIONS
+    # True when the dimension came from asking the model rather than from the configuration:
+    # requests then leave ``dimensions`` out, as upstream does when it is unset.
+    embeddings_dimensions_probed: bool = False
     embeddings_timeout_seconds: float = 60.0
     embeddings_max_retries: int = 2
 
@@ -193,12 +197,10 @@ def read_config(env: Mapping[str, str] | None = None) -> Config:
         if not emb_model:
             r.problem(MISSING_TOGETHER, p + "EMBEDDINGS_OPENAI_MODEL",
                       "must be set when EMBEDDINGS_PROVIDER=openai")
+        # Unset (0): probed at start by asking the model once, as upstream does
+        # (hindsight.embeddings.probe, called by the settings).
         emb_dims = r.integer(p + "EMBEDDINGS_OPENAI_DIMENSIONS", 0, minimum=1)
-        if emb_dims == 0:
-            r.problem(MISSING_TOGETHER, p + "EMBEDDINGS_OPENAI_DIMENSIONS",
-                      "must be set when EMBEDDINGS_PROVIDER=openai")
-            emb_dims = LOCAL_EMBEDDING_DIMENSIONS
-        elif emb_dims > 2000:
+        if emb_dims > 2000:
             r.problem(INVALID_VALUE, p + "EMBEDDINGS_OPENAI_DIMENSIONS",
                       "must be <= 2000 (pgvector HNSW limit)")
 

@@ -25,6 +25,18 @@ class Conflict(DomainError):
     status_code = 409
 
 
+class UpstreamFailed(DomainError):
+    """A service this one depends on (the LLM, the embedder) answered with a failure."""
+
+    status_code = 502
+
+
+class Unavailable(DomainError):
+    """A service this one depends on cannot be reached now; retrying later may succeed."""
+
+    status_code = 503
+
+
 class LLMNotConfigured(BadRequest):
     def __init__(self, what: str = "this call"):
         super().__init__(

@@ -7,9 +7,12 @@ from pathlib import Path
 from urllib.parse import unquote, urlparse
 
 from hindsight.config import read_config
+from hindsight.embeddings.probe import embeddings_dimensions_probe
 
 BASE_DIR = Path(__file__).resolve().parent.parent
-HINDSIGHT = read_config()
+# The vector columns' dimension is part of the models, so an unset OpenAI embeddings dimension is
+# probed here, before any model is imported.
+HINDSIGHT = embeddings_dimensions_probe(read_config())
 
 
 def _database(url: str) -> dict[str, object]:
@@ -26,8 +29,10 @@ def _database(url: str) -> dict[str, object]:
     }
 
 
-# No production default for the secret: an unset key gets a random one per process, which is
-# fine for the API (token auth) and only logs admin sessions out on restart.
+# No production default for the secret. `make run` passes the stable key it keeps under
+# .devdata/, and the hindsight.E200 system check (run by `migrate`, the first step of every start)
+# refuses to start without one. A process that skips the checks gets a random key of its own,
+# which the token-authenticated API does not need but the admin's sessions do.
 SECRET_KEY = HINDSIGHT.secret_key or secrets.token_urlsafe(50)
 DEBUG = HINDSIGHT.debug
 ALLOWED_HOSTS = ["*"]
@@ -41,6 +46,8 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "rest_framework",
     "drf_spectacular",
+    # Swagger UI and ReDoc served from this server (the docs work without internet access).
+    "drf_spectacular_sidecar",
     "django_celery_beat",
     "hindsight.apps.HindsightConfig",
     "hindsight.embeddings",
@@ -54,6 +61,9 @@ MIDDLEWARE = [
     "hindsight.api.middleware.RequestSizeLimitMiddleware",
     "hindsight.api.middleware.PathNulMiddleware",
     "django.middleware.security.SecurityMiddleware",
+    # Static files (the admin's CSS, the API docs' assets) from the API process itself: `make
+    # run` and the compose web service have no separate web server in front.
+    "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -67,7 +77,8 @@ WSGI_APPLICATION = "hindsight.wsgi.application"
 TEMPLATES = [
     {
         "BACKEND": "django.template.backends.django.DjangoTemplates",
-        "DIRS": [],
+        # Our overrides of third-party pages (the offline ReDoc page).
+        "DIRS": [BASE_DIR / "hindsight" / "templates"],
         "APP_DIRS": True,
         "OPTIONS": {
             "context_processors": [
@@ -85,7 +96,17 @@ USE_TZ = True
 TIME_ZONE = "UTC"
 LANGUAGE_CODE = "en-us"
 STATIC_URL = "static/"
+# Filled by `collectstatic`, which `make run` runs at start and the Docker image at build.
 STATIC_ROOT = BASE_DIR / ".devdata" / "static"
+# Also serve straight from the apps' static folders, so a checkout whose collectstatic has not
+# run yet (or is stale after an upgrade) still has a styled admin and working docs.
+WHITENOISE_USE_FINDERS = True
+try:
+    # WhiteNoise warns at start about a missing STATIC_ROOT; before the first collectstatic the
+    # folder is simply empty (the finders serve everything). An image built read-only has it.
+    STATIC_ROOT.mkdir(parents=True, exist_ok=True)
+except OSError:
+    pass
 # The size limit is enforced by our middleware with a 413 in upstream's shape.
 DATA_UPLOAD_MAX_MEMORY_SIZE = None
 
@@ -103,6 +124,15 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": "Hindsight v1 wire-compatible API: banks, memories, mental models, operations.",
     "VERSION": "0.1.0",
     "SERVE_INCLUDE_SCHEMA": False,
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    # The tenant API key (HINDSIGHT_API_TENANT_API_KEY) as a bearer scheme, so the docs' "Try it
+    # out" can send it; optional per operation because a server without a key needs none.
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "hindsight.api.openapi.declare_tenant_bearer",
+    ],
     # One component name per choice set that several schemas share (drf-spectacular names enums
     # by field name otherwise, and warns on the collisions).
     "ENUM_NAME_OVERRIDES": {

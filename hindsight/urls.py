@@ -4,7 +4,11 @@ from __future__ import annotations
 
 from django.contrib import admin
 from django.urls import include, path
-from drf_spectacular.views import SpectacularJSONAPIView, SpectacularSwaggerView
+from drf_spectacular.views import (
+    SpectacularJSONAPIView,
+    SpectacularRedocView,
+    SpectacularSwaggerView,
+)
 
 from hindsight.api import views as core_views
 
@@ -12,11 +16,18 @@ handler400 = "hindsight.api.errors.json_400"
 handler404 = "hindsight.api.errors.json_404"
 handler500 = "hindsight.api.errors.json_500"
 
+# drf-spectacular's ReDoc page without its Google Fonts links (hindsight/templates).
+_redoc = SpectacularRedocView.as_view(url_name="openapi", template_name="hindsight/redoc.html")
+
 urlpatterns = [
     path("health", core_views.health, name="health"),
     path("version", core_views.version, name="version"),
     path("openapi.json", SpectacularJSONAPIView.as_view(), name="openapi"),
+    # Both spellings: a trailing slash is what people type after a directory-like name.
     path("docs", SpectacularSwaggerView.as_view(url_name="openapi"), name="docs"),
+    path("docs/", SpectacularSwaggerView.as_view(url_name="openapi"), name="docs-slash"),
+    path("redoc", _redoc, name="redoc"),
+    path("redoc/", _redoc, name="redoc-slash"),
     path("admin/", admin.site.urls),
     path("v1/default/", include("hindsight.banks.urls")),
     path("v1/default/", include("operations.urls")),

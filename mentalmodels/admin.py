@@ -75,6 +75,8 @@ class MentalModelAdmin(admin.ModelAdmin):
     readonly_fields = (
         "content", "reflect_response", "last_refreshed_at", "last_memory_seen_at",
         "last_refresh_failed_at", "last_full_refreshed_at", "created_at", "updated_at",
+        # Set by a refresh that found no LLM configured; cleared when its refresh is queued.
+        "awaiting_llm_since",
     )
     exclude = ("embedding", "document")
     inlines = [HistoryInline]

@@ -1,10 +1,8 @@
 """The mental-model app's own failures: a refused refresh, and what the dry run answers for it.
 
 ``RefreshFailed`` is an ``OperationFailure`` (the engine records it as a failed attempt) that
-carries the client's ``details`` and the attempt's trace. ``RefreshCrashed`` is the same for an
-attempt cut short by something that is not a refusal (a bug, the engine's backstop timeout): the
-original exception is its cause. The dry run's failures are domain errors whose class picks the
-HTTP status (``hindsight.api.errors`` maps them by class).
+carries the client's ``details`` and the attempt's trace. The dry run's failures are domain
+errors whose class picks the HTTP status (``hindsight.api.errors`` maps them by class).
 """
 
 from __future__ import annotations

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 from django.conf import settings
 
+from mentalmodels.awaiting_llm import mental_model_await_llm, refresh_failed_for_missing_llm
 from mentalmodels.models import MentalModel
 from mentalmodels.pipeline import OPERATION_TYPE, RefreshFailed, refresh_run
 from mentalmodels.services import mental_model_record_failure
@@ -52,6 +53,11 @@ class RefreshMentalModelHandler:
             .first()
         )
         if model is None:
+            return
+        if refresh_failed_for_missing_llm(exc):
+            # A configuration not made yet: recorded, not paused, caught up once there is one.
+            mental_model_await_llm(model_uid=model.uid, exception=f"{type(exc).__name__}: {exc}",
+                                   operation_id=job.operation.id)
             return
         if isinstance(exc, RefreshFailed):
             reason, trace = exc.failure_reason, exc.trace

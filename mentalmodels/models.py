@@ -44,6 +44,9 @@ class MentalModel(models.Model):
     # Set after a refresh's final failed attempt; while set, automatic triggers skip the model.
     last_refresh_failed_at = models.DateTimeField(null=True, blank=True)
     last_full_refreshed_at = models.DateTimeField(null=True, blank=True)
+    # Set when a refresh failed only because no LLM is configured (not a pause): the first
+    # process with an LLM queues the refresh it was owed (mentalmodels.awaiting_llm).
+    awaiting_llm_since = models.DateTimeField(null=True, blank=True)
     # The cron tick has handled every refresh_cron / full_refresh_cron fire up to this instant
     # (queued, parked, or skipped as fresh or paused), so a fire is acted on once, at its time,
     # and a model that turns stale later waits for the next fire (mentalmodels.triggers_auto).
@@ -78,6 +81,13 @@ class MentalModel(models.Model):
                 name="mental_model_list_idx",
             ),
             GinIndex(fields=["tags"], name="mental_model_tags_gin"),
+            # Every cron tick asks which models wait for an LLM: almost always none, so a
+            # partial index keeps that question free of a table scan.
+            models.Index(
+                fields=["awaiting_llm_since"],
+                condition=models.Q(awaiting_llm_since__isnull=False),
+                name="mental_model_awaiting_llm_idx",
+            ),
         ]
 
     def __str__(self) -> str:

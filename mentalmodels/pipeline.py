@@ -41,6 +41,7 @@ from hindsight.embeddings import get_embedder
 from hindsight.errors import LLMNotConfigured, NotFound
 from hindsight.llm import Deadline, LLMError, LLMTimeout, get_llm
 from hindsight.tagscope import scope_sql
+from mentalmodels.awaiting_llm import llm_missing_message
 from mentalmodels.errors import REFRESH_OPERATION, DryRunFailed, RefreshFailed
 from mentalmodels.models import MentalModel
 from mentalmodels.reflect import RetrievalError, mm_search, reflect_run
@@ -170,8 +171,8 @@ def _gather(plan: Plan, clock: RefreshClock) -> Any:
             outcome="refresh_failed_error", reason="unexpected_error", timed_out=True,
         ) from exc
     except LLMNotConfigured as exc:
-        raise _fail(str(exc), outcome="refresh_failed_error", reason="unexpected_error",
-                    retryable=False) from exc
+        raise _fail(llm_missing_message(exc), outcome="refresh_failed_error",
+                    reason="unexpected_error", retryable=False) from exc
     except LLMError as exc:
         raise _fail(f"LLM error: {type(exc).__name__}: {exc}", outcome="refresh_failed_error",
                     reason="unexpected_error") from exc

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from celery import shared_task
 
+from mentalmodels.awaiting_llm import mental_models_refresh_awaiting_llm
 from mentalmodels.triggers_auto import mental_models_cron_tick
 
 
@@ -12,4 +13,8 @@ from mentalmodels.triggers_auto import mental_models_cron_tick
 # nothing extra; a tick that expired in the queue is simply replaced by the next one.
 @shared_task(name="mentalmodels.cron_tick", ignore_result=True)
 def cron_tick() -> dict[str, int]:
-    return mental_models_cron_tick().counts()
+    counts = mental_models_cron_tick().counts()
+    # Also the catch-up of models whose refresh waited for an LLM (a worker started without
+    # one may have recorded more since the LLM-configured workers started).
+    counts["awaiting_llm_queued"] = len(mental_models_refresh_awaiting_llm())
+    return counts

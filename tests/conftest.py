@@ -2,5 +2,6 @@
 
 pytest_plugins = [
     "tests.fakes.fixtures",
+    "tests.queue",
     "tests.workers",
 ]

@@ -29,3 +29,12 @@ def test_compose_environment_is_valid_configuration() -> None:
     env["HINDSIGHT_API_LLM_PROVIDER"] = "none"
     assert all(key.startswith("HINDSIGHT_API_") for key in env)
     assert read_config(env).errors == ()
+
+
+def test_the_image_collects_the_static_files_the_web_service_serves() -> None:
+    from django.conf import settings
+
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    assert "manage.py collectstatic --noinput" in dockerfile
+    # The web service is gunicorn alone: the app itself must serve /static/.
+    assert "whitenoise.middleware.WhiteNoiseMiddleware" in settings.MIDDLEWARE

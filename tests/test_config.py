@@ -43,8 +43,10 @@ def test_upstream_variable_names_carry_over() -> None:
         ({"HINDSIGHT_API_LLM_PROVIDER": "gpt"}, "HINDSIGHT_API_LLM_PROVIDER"),
         ({"HINDSIGHT_API_LLM_PROVIDER": "openai"}, "HINDSIGHT_API_LLM_MODEL"),
         ({"HINDSIGHT_API_PORT": "eighty"}, "HINDSIGHT_API_PORT"),
-        ({"HINDSIGHT_API_EMBEDDINGS_PROVIDER": "openai",
-          "HINDSIGHT_API_EMBEDDINGS_OPENAI_MODEL": "e"}, "HINDSIGHT_API_EMBEDDINGS_OPENAI_DIMENSIONS"),
+        ({"HINDSIGHT_API_EMBEDDINGS_PROVIDER": "openai"}, "HINDSIGHT_API_EMBEDDINGS_OPENAI_MODEL"),
+        ({"HINDSIGHT_API_EMBEDDINGS_PROVIDER": "openai", "HINDSIGHT_API_EMBEDDINGS_OPENAI_MODEL": "e",
+          "HINDSIGHT_API_EMBEDDINGS_OPENAI_DIMENSIONS": "4096"},
+         "HINDSIGHT_API_EMBEDDINGS_OPENAI_DIMENSIONS"),
         ({"HINDSIGHT_API_DATABASE_URL": "mysql://x"}, "HINDSIGHT_API_DATABASE_URL"),
         ({"HINDSIGHT_API_REFLECT_WALL_TIMEOUT": "400"}, "HINDSIGHT_API_WORKER_TASK_SOFT_TIME_LIMIT"),
         ({"HINDSIGHT_API_ENABLE_MENTAL_MODEL_HISTORY": "maybe"},
@@ -67,11 +69,25 @@ def test_system_check_turns_configuration_errors_into_errors(settings) -> None:
 def test_start_up_stops_on_invalid_configuration() -> None:
     result = subprocess.run(
         [sys.executable, "manage.py", "check"],
-        env={"PATH": "/usr/bin:/bin", "HINDSIGHT_API_LLM_PROVIDER": "gpt"},
+        # A database URL, so manage.py does not look for a running `make run` first.
+        env={"PATH": "/usr/bin:/bin", "HINDSIGHT_API_LLM_PROVIDER": "gpt",
+             "HINDSIGHT_API_DATABASE_URL": "postgresql://postgres@127.0.0.1:1/unused"},
         capture_output=True, text=True, timeout=120,
     )
     assert result.returncode != 0
     assert "HINDSIGHT_API_LLM_PROVIDER must be one of openai, none" in result.stderr
+
+
+def test_a_missing_secret_key_stops_start_up_with_a_stable_id_and_a_hint(settings) -> None:
+    from hindsight.checks import SECRET_KEY_CHECK_ID, secret_key_check
+
+    settings.HINDSIGHT = dataclasses.replace(settings.HINDSIGHT, secret_key="")
+    [error] = secret_key_check()
+    assert error.id == SECRET_KEY_CHECK_ID == "hindsight.E200"
+    assert "HINDSIGHT_API_SECRET_KEY" in error.msg and "make run" in error.hint
+    assert error.id in [m.id for m in run_checks()]
+    settings.HINDSIGHT = dataclasses.replace(settings.HINDSIGHT, secret_key="k" * 50)
+    assert secret_key_check() == []
 
 
 def test_system_check_ids_name_the_rule_not_the_position(settings) -> None:

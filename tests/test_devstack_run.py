@@ -1,23 +1,34 @@
-"""`make run` on a bare machine: embedded servers, API, worker and beat come up, Ctrl-C stops all."""
+"""`make run` on a bare machine: embedded servers, API, worker and beat come up, Ctrl-C stops all.
+
+One start serves several checks (a start costs tens of seconds on two cores): static files and
+offline docs under gunicorn, one secret key for every process, manage.py finding the servers by
+itself, no noise in the log, and on the next run the same ports.
+"""
 
 from __future__ import annotations
 
+import http.cookiejar
 import json
 import os
+import re
 import shutil
 import signal
 import socket
 import subprocess
 import sys
 import time
+import urllib.parse
 import urllib.request
 from pathlib import Path
 
 import pytest
 
 from hindsight.devstack.servers import free_port, reachable_base
+from tests.test_docs import page_assets
 
 ROOT = Path(__file__).resolve().parent.parent
+OUTSIDE_VARIABLES = ("HINDSIGHT_API_DATABASE_URL", "HINDSIGHT_API_REDIS_URL",
+                     "HINDSIGHT_API_SECRET_KEY")
 
 
 def _listening(port: int) -> bool:
@@ -44,24 +55,94 @@ def _health(port: int) -> bool:
         return False
 
 
-@pytest.mark.timeout(240)
-def test_run_starts_embedded_servers_api_worker_and_beat_and_stops_on_ctrl_c(tmp_path: Path) -> None:
-    data_dir = tmp_path / "devdata"
-    port = free_port()
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("HINDSIGHT_API_DATABASE_URL", "HINDSIGHT_API_REDIS_URL")}
+def _bare_env(data_dir: Path, port: int) -> dict[str, str]:
+    """A shell with nothing exported but where this test keeps its dev data (no URLs, no key)."""
+    env = {k: v for k, v in os.environ.items() if k not in OUTSIDE_VARIABLES}
     env.update({"HINDSIGHT_DEVSTACK_DATA_DIR": str(data_dir), "HINDSIGHT_API_PORT": str(port)})
-    log_path = tmp_path / "run.log"
-    with open(log_path, "wb") as log:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "hindsight.devstack", "run", "--web-workers", "1",
+    return env
+
+
+def _start(env: dict[str, str], log_path: Path, web_workers: int = 1) -> subprocess.Popen[bytes]:
+    with open(log_path, "ab") as log:
+        return subprocess.Popen(
+            [sys.executable, "-m", "hindsight.devstack", "run", "--web-workers", str(web_workers),
              "--worker-concurrency", "1"],
             cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
         )
+
+
+def _manage(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=120)
+
+
+def _get(url: str, opener: urllib.request.OpenerDirector | None = None
+         ) -> tuple[int, str, bytes]:
+    opener = opener or urllib.request.build_opener()
+    try:
+        with opener.open(url, timeout=10) as response:
+            return response.status, response.headers.get("Content-Type", ""), response.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.headers.get("Content-Type", ""), exc.read()
+
+
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        return None
+
+
+def _admin_login(base: str, username: str, password: str) -> tuple[urllib.request.OpenerDirector,
+                                                                    http.cookiejar.CookieJar]:
+    jar = http.cookiejar.CookieJar()
+    opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(jar), _NoRedirect())
+    status, _, body = _get(f"{base}/admin/login/", opener)
+    assert status == 200
+    token = re.search(rb'name="csrfmiddlewaretoken" value="([^"]+)"', body)
+    assert token
+    form = urllib.parse.urlencode({"username": username, "password": password,
+                                   "csrfmiddlewaretoken": token.group(1).decode(),
+                                   "next": "/admin/"}).encode()
+    request = urllib.request.Request(f"{base}/admin/login/", data=form,
+                                     headers={"Referer": f"{base}/admin/login/"})
+    try:
+        opener.open(request, timeout=10)
+    except urllib.error.HTTPError as exc:
+        assert exc.code == 302, exc.read()[:500]  # logged in: redirected to /admin/
+    assert any(c.name == "sessionid" for c in jar)
+    return opener, jar
+
+
+SESSION_PROBE = """
+from django.contrib.auth import get_user_model
+from django.contrib.sessions.backends.db import SessionStore
+session = SessionStore(session_key={key!r})
+user = get_user_model().objects.get(pk=session.get("_auth_user_id"))
+print("OK" if session.get("_auth_user_hash") == user.get_session_auth_hash() else "BAD")
+"""
+
+
+@pytest.mark.timeout(420)
+def test_run_starts_embedded_servers_api_worker_and_beat_and_stops_on_ctrl_c(tmp_path: Path) -> None:
+    data_dir = tmp_path / "devdata"
+    port = free_port()
+    env = _bare_env(data_dir, port)
+    log_path = tmp_path / "run.log"
+    base_url = f"http://127.0.0.1:{port}"
+    # Someone else holds the preferred PostgreSQL port during the first run, as another
+    # checkout's `make run` would: the run takes another port, and must keep it next time.
+    blocker = socket.socket()
+    try:
+        blocker.bind(("127.0.0.1", 54329))
+        blocker.listen()
+    except OSError:
+        blocker.close()  # already taken by something else: the effect is the same
+    process = _start(env, log_path, web_workers=2)
     try:
         _wait(lambda: _health(port) or process.poll() is not None, 180, "the API")
         assert process.poll() is None, log_path.read_text()[-3000:]
+        blocker.close()
         servers = json.loads((data_dir / "servers.json").read_text())
+        assert servers["pid"] == process.pid
         printed = subprocess.run(
             [sys.executable, "-m", "hindsight.devstack", "env"], cwd=ROOT, env=env,
             capture_output=True, text=True, check=True,
@@ -71,6 +152,7 @@ def test_run_starts_embedded_servers_api_worker_and_beat_and_stops_on_ctrl_c(tmp
         assert servers["database_url"].startswith("postgresql://postgres@127.0.0.1:")
         pg_port = int(servers["database_url"].rsplit(":", 1)[1].split("/")[0])
         redis_port = int(servers["redis_url"].rsplit(":", 1)[1].split("/")[0])
+        assert pg_port != 54329
 
         from celery import Celery
 
@@ -82,13 +164,102 @@ def test_run_starts_embedded_servers_api_worker_and_beat_and_stops_on_ctrl_c(tmp
         _wait(lambda: b"operations.release_due" in log_path.read_bytes()
               and b"succeeded" in log_path.read_bytes(), 90, "a beat task to run on the worker")
 
+        # Static files and the offline docs, served by the gunicorn `make run` started.
+        status, content_type, css = _get(f"{base_url}/static/admin/css/base.css")
+        assert (status, content_type.split(";")[0]) == (200, "text/css") and css
+        for page in ("/docs", "/docs/"):
+            status, _, html = _get(base_url + page)
+            assert status == 200, page
+            assets = page_assets(html.decode())
+            assert assets
+            for asset in assets:
+                assert asset.startswith("/static/"), asset
+                assert _get(base_url + asset)[0] == 200, asset
+
+        # manage.py in another shell, nothing exported: it finds this run's servers and key.
+        checked = _manage(env, "check", "--database", "default")
+        assert checked.returncode == 0, checked.stderr
+        made = _manage({**env, "DJANGO_SUPERUSER_PASSWORD": "pw-for-test-only"},
+                       "createsuperuser", "--noinput", "--username", "admin",
+                       "--email", "admin@example.com")
+        assert made.returncode == 0, made.stderr
+
+        # One key for every process: a session the API made is valid in another process
+        # (a manage.py shell), and every request of the session is let in, whichever of the
+        # two gunicorn workers answers it.
+        opener, jar = _admin_login(base_url, "admin", "pw-for-test-only")
+        session_key = next(c.value for c in jar if c.name == "sessionid")
+        probed = _manage(env, "shell", "-c", SESSION_PROBE.format(key=session_key))
+        assert probed.stdout.strip().splitlines()[-1:] == ["OK"], probed.stdout + probed.stderr
+        statuses = [_get(f"{base_url}/admin/", opener)[0] for _ in range(12)]
+        assert statuses == [200] * 12
+
+        # gunicorn's control socket lives with this checkout's data, not in ~/.gunicorn.
+        socket_path = reachable_base(data_dir) / "gunicorn.ctl"
+        if len(str(socket_path)) <= 100:
+            assert socket_path.exists()
+
         process.send_signal(signal.SIGINT)
         assert process.wait(60) == 0
         for closed in (port, pg_port, redis_port):
             assert not _listening(closed), f"port {closed} still open after Ctrl-C"
-        assert b"[hindsight] stopped" in log_path.read_bytes()
+        log = log_path.read_bytes()
+        assert b"[hindsight] stopped" in log
+        for noise in (b"XDG_RUNTIME_DIR", b"superuser privileges", b"No directory at"):
+            assert noise not in log, noise
+
+        # Nothing runs now: manage.py says so in one line.
+        stopped = _manage(env, "check")
+        assert stopped.returncode != 0
+        assert len(stopped.stderr.strip().splitlines()) == 1, stopped.stderr
+        assert "make run" in stopped.stderr and "Traceback" not in stopped.stderr
+
+        # The next run gets the same ports (they are free again), so exported URLs stay right.
+        process = _start(env, log_path)
+        _wait(lambda: _health(port) or process.poll() is not None, 180, "the API again")
+        assert process.poll() is None, log_path.read_text()[-3000:]
+        again = json.loads((data_dir / "servers.json").read_text())
+        assert (again["database_url"], again["redis_url"]) == (servers["database_url"],
+                                                               servers["redis_url"])
+        process.send_signal(signal.SIGINT)
+        assert process.wait(60) == 0
     finally:
+        blocker.close()
         if process.poll() is None:
-            process.kill()
-            process.wait()
+            # Its own shutdown stops gunicorn, the worker, beat and the servers; a SIGKILL
+            # would leave them all running, orphaned.
+            process.send_signal(signal.SIGINT)
+            try:
+                process.wait(60)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
         shutil.rmtree(reachable_base(data_dir), ignore_errors=True)
+
+
+def test_manage_py_with_nothing_running_and_no_url_fails_in_one_line(tmp_path: Path) -> None:
+    env = _bare_env(tmp_path / "nothing-here", free_port())
+    result = _manage(env, "check")
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert "HINDSIGHT_API_DATABASE_URL" in lines[0] and "make run" in lines[0]
+    assert result.stdout == ""
+
+
+def test_manage_py_ignores_a_servers_file_whose_run_has_stopped(tmp_path: Path) -> None:
+    data_dir = tmp_path / "devdata"
+    data_dir.mkdir()
+    # A stopped run's record: the URLs stay (for the ports) but no pid.
+    (data_dir / "servers.json").write_text(json.dumps({
+        "database_url": f"postgresql://postgres@127.0.0.1:{free_port()}/hindsight",
+        "redis_url": "redis://127.0.0.1:1/0", "pid": None,
+    }))
+    result = _manage(_bare_env(data_dir, free_port()), "migrate")
+    assert result.returncode == 2 and "make run" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_commands_without_a_database_run_with_nothing_running(tmp_path: Path) -> None:
+    result = _manage(_bare_env(tmp_path / "nothing-here", free_port()), "help")
+    assert result.returncode == 0, result.stderr

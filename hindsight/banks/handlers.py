@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from hindsight.banks.retaintypes import RetainItem
 from hindsight.banks.services import RETAIN_OPERATION, memories_retain
-from hindsight.errors import DomainError
+from hindsight.errors import DomainError, Unavailable, UpstreamFailed
 from operations.errors import OperationFailure
 from operations.jobs import Job
 
@@ -32,6 +32,8 @@ class RetainHandler:
                 document_tags=job.payload.get("document_tags") or None,
                 before_commit=job.complete_in_transaction,
             )
+        except (UpstreamFailed, Unavailable):
+            raise  # the LLM or the embedder failed: a later attempt may succeed
         except DomainError as exc:
             # Bad input does not get better by retrying.
             raise OperationFailure(f"retain rejected: {exc.detail}", retryable=False) from exc

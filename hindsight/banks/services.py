@@ -17,7 +17,6 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import Q
 from django.utils import timezone
-from rest_framework.exceptions import APIException
 
 from hindsight.banks import bankconfig
 from hindsight.banks.extraction import ExtractedFact, facts_extract_many, uses_llm
@@ -28,7 +27,7 @@ from hindsight.banks.serializers import parse_datetime_value
 from hindsight.banks.writeclock import hold_bank_write_lock
 from hindsight.db import ClockTimestamp
 from hindsight.embeddings import EmbeddingError, get_embedder
-from hindsight.errors import DomainError, FieldError, NotFound
+from hindsight.errors import DomainError, FieldError, NotFound, Unavailable, UpstreamFailed
 from hindsight.llm import Deadline, LLMTimeout
 from operations.models import CANCELLED, PENDING, PROCESSING, Operation
 from operations.services import lease_bump, operation_submit
@@ -44,19 +43,18 @@ _CONFIG_FIELDS_IN_BANK_BODY = (
 )
 
 
-class ExtractionFailed(APIException):
-    status_code = 502
-    default_detail = "fact extraction failed"
+class ExtractionFailed(UpstreamFailed):
+    """The LLM could not extract facts from a retain item."""
 
 
-class RetainTimedOut(APIException):
+class RetainTimedOut(DomainError):
+    """A sync retain's extraction ran past ``HINDSIGHT_API_RETAIN_SYNC_TIMEOUT``."""
+
     status_code = 504
-    default_detail = "retain did not finish in time"
 
 
-class EmbeddingUnavailable(APIException):
-    status_code = 503
-    default_detail = "embedding failed"
+class EmbeddingUnavailable(Unavailable):
+    """The embedder could not embed (a retain's facts or a recall's query)."""
 
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")

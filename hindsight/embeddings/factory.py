@@ -26,6 +26,7 @@ def _key(cfg: Config) -> tuple[object, ...]:
         cfg.embeddings_provider,
         cfg.embeddings_model,
         cfg.embeddings_dimensions,
+        cfg.embeddings_dimensions_probed,
         cfg.embeddings_base_url,
         cfg.embeddings_api_key,
         cfg.embeddings_timeout_seconds,
@@ -62,6 +63,7 @@ def _build(cfg: Config) -> Embedder:
         api_key=cfg.embeddings_api_key,
         model=cfg.embeddings_model,
         dimensions=cfg.embeddings_dimensions,
+        send_dimensions=not cfg.embeddings_dimensions_probed,
         timeout_seconds=cfg.embeddings_timeout_seconds,
         max_retries=cfg.embeddings_max_retries,
     )

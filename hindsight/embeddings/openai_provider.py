@@ -1,7 +1,8 @@
 """Embeddings from an OpenAI-compatible ``/v1/embeddings`` endpoint, through the openai SDK.
 
 Configured by ``HINDSIGHT_API_EMBEDDINGS_OPENAI_BASE_URL`` / ``_API_KEY`` / ``_MODEL`` /
-``_DIMENSIONS``. The configured dimension is requested (``dimensions=``) and enforced: a vector of
+``_DIMENSIONS`` (probed at start when unset: ``hindsight.embeddings.probe``). A configured
+dimension is requested (``dimensions=``) and checked against every answer, the first included: a vector of
 any other length is an ``EmbeddingError`` naming the variable, because it could never be stored
 next to the others. Servers that refuse the ``dimensions`` parameter (older models,
 some OpenAI-compatible servers) are asked again without it, once, and remembered.
@@ -31,10 +32,12 @@ class OpenAIEmbedder(Embedder):
         dimensions: int,
         timeout_seconds: float,
         max_retries: int,
+        send_dimensions: bool = True,
     ) -> None:
         self.profile = Profile("openai", model, dimensions)
         self._max_retries = max_retries
-        self._send_dimensions = True
+        # False when the dimension was probed (the model's own): nothing to ask for.
+        self._send_dimensions = send_dimensions
         # We count attempts ourselves (see hindsight.llm.retry), so the SDK must not retry too.
         self._client = openai.OpenAI(
             base_url=base_url or None,

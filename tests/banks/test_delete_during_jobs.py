@@ -16,8 +16,8 @@ from mentalmodels.models import MentalModel
 from operations.jobs import Job
 from operations.models import Operation
 from operations.services import operation_claim, operation_submit
+from tests.factories import make_memory, make_mental_model
 from tests.fakes.llm_server import Reply
-from tests.mentalmodels.conftest import add_memory, add_model
 from tests.mentalmodels.test_refresh_worker import answering, hold_first_request
 from tests.operations.test_lock_order import WAIT, Contender, _join, _no_errors, _settle
 from tests.workers import wait_until
@@ -57,8 +57,8 @@ def test_bank_delete_during_a_held_refresh_writes_nothing_and_the_worker_lives_o
     env, worker_factory
 ):
     bank = Bank.objects.create(id=DOOMED)
-    fact = add_memory(bank, "fact", embed=True)
-    add_model(bank, "team")
+    fact = make_memory(bank, "fact", embed=True)
+    make_mental_model(bank, "team")
     handle = hold_first_request(env)
     answering(env, ["never stored"], [str(fact.id)])
     worker = worker_factory(env=env.env)
@@ -126,12 +126,10 @@ class _RefreshWriting(threading.Thread):
 
 @pytest.mark.django_db(transaction=True)
 def test_bank_delete_meeting_a_refresh_mid_write_queues_behind_it_instead_of_deadlocking(
-    monkeypatch,
+    sent,
 ) -> None:
-    monkeypatch.setattr("operations.dispatch.operation_send", lambda **_: True)
-    monkeypatch.setattr("operations.services.operation_send_on_commit", lambda **_: True)
     Bank.objects.create(id=DOOMED)
-    model = add_model(DOOMED, "team")
+    model = make_mental_model(DOOMED, "team")
     op = operation_submit(bank_id=DOOMED, operation_type="x",
                           dedupe_key=f"mm:{DOOMED}:team").operation
     claimed = operation_claim(operation_id=op.id, holder="w")

@@ -32,8 +32,8 @@ from rest_framework.test import APIClient
 
 from hindsight.banks.models import Bank
 from operations.engine import operation_execute
+from tests.factories import make_memory
 from tests.fakes.llm_server import Reply
-from tests.mentalmodels.conftest import add_memory
 
 pytestmark = pytest.mark.django_db
 
@@ -91,20 +91,6 @@ def api() -> APIClient:
 
 
 @pytest.fixture
-def sent(monkeypatch) -> list[str]:
-    """Publishing is recorded, not sent: operations run in process with ``operation_execute``."""
-    published: list[str] = []
-
-    def record(*, operation_id: Any) -> bool:
-        published.append(str(operation_id))
-        return True
-
-    monkeypatch.setattr("operations.dispatch.operation_send", record)
-    monkeypatch.setattr("operations.services.operation_send_on_commit", record)
-    return published
-
-
-@pytest.fixture
 def llm(scripted_llm, openai_embeddings):
     return scripted_llm
 
@@ -150,7 +136,7 @@ def run(op_id: str) -> str:
 
 def test_mental_model_and_operation_bodies_match_upstream_key_for_key(api, llm, sent):
     Bank.objects.create(id=BANK, name="Wire")
-    fact = add_memory(BANK, "Alice prefers async communication.", tags=["team"],
+    fact = make_memory(BANK, "Alice prefers async communication.", tags=["team"],
                       context="team chat", embed=True)
     answer(llm, "## Team\n\nAlice prefers async.", [str(fact.id)])
 
@@ -251,7 +237,7 @@ def test_a_failed_refresh_reports_details_and_a_failure_entry_inside_the_client_
 ):
     settings.HINDSIGHT = dataclasses.replace(settings.HINDSIGHT, worker_max_retries=0)
     Bank.objects.create(id=BANK)
-    add_memory(BANK, "Alice prefers async communication.", embed=True)
+    make_memory(BANK, "Alice prefers async communication.", embed=True)
     llm.respond_with(lambda body: Reply.error(400, "bad request"))
     op_id = ok(api.post(MM, {"id": "m", "name": "M", "source_query": "q?"},
                         format="json"))["operation_id"]
@@ -337,7 +323,7 @@ def test_details_are_null_while_a_failed_refresh_waits_for_its_retry(api, llm, s
     (its last failure shows in ``error_message``), and the failed outcome lands on completion."""
     settings.HINDSIGHT = dataclasses.replace(settings.HINDSIGHT, worker_max_retries=1)
     Bank.objects.create(id=BANK)
-    add_memory(BANK, "Alice prefers async communication.", embed=True)
+    make_memory(BANK, "Alice prefers async communication.", embed=True)
     llm.respond_with(lambda body: Reply.error(400, "bad request"))
     op_id = ok(api.post(MM, {"id": "m", "name": "M", "source_query": "q?"},
                         format="json"))["operation_id"]

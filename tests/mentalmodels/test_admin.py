@@ -6,14 +6,14 @@ import pytest
 
 from mentalmodels.models import MentalModel, MentalModelHistory
 from operations.models import Operation
-from tests.mentalmodels.conftest import add_memory, add_model
+from tests.factories import make_memory, make_mental_model
 
 pytestmark = pytest.mark.django_db
 
 
 def test_changelist_shows_models_with_their_stale_flag(admin_client, bank):
-    add_memory(bank, "fact")
-    add_model(bank, "stale-one", name="Stale one")
+    make_memory(bank, "fact")
+    make_mental_model(bank, "stale-one", name="Stale one")
     response = admin_client.get("/admin/mentalmodels/mentalmodel/")
     assert response.status_code == 200
     body = response.content.decode()
@@ -21,7 +21,7 @@ def test_changelist_shows_models_with_their_stale_flag(admin_client, bank):
 
 
 def test_change_page_shows_history_with_a_diff(admin_client, bank):
-    model = add_model(bank, "m", content="new line\n")
+    model = make_mental_model(bank, "m", content="new line\n")
     MentalModelHistory.objects.create(model=model, kind="version", previous_content="old line\n")
     response = admin_client.get(f"/admin/mentalmodels/mentalmodel/{model.uid}/change/")
     assert response.status_code == 200
@@ -30,7 +30,7 @@ def test_change_page_shows_history_with_a_diff(admin_client, bank):
 
 
 def test_refresh_and_clear_actions(admin_client, bank):
-    model = add_model(bank, "m", content="doc")
+    model = make_mental_model(bank, "m", content="doc")
     url = "/admin/mentalmodels/mentalmodel/"
     admin_client.post(url, {"action": "refresh", "_selected_action": [model.uid]})
     assert Operation.objects.filter(mental_model_id="m", status="pending").count() == 1
@@ -39,7 +39,7 @@ def test_refresh_and_clear_actions(admin_client, bank):
 
 
 def test_dry_run_action_reports_the_preview_and_writes_nothing(admin_client, bank):
-    model = add_model(bank, "m", tags=["nothing-matches"], content="doc")
+    model = make_mental_model(bank, "m", tags=["nothing-matches"], content="doc")
     response = admin_client.post("/admin/mentalmodels/mentalmodel/",
                                  {"action": "dry_run", "_selected_action": [model.uid]}, follow=True)
     assert "content_preserved_no_new_facts" in response.content.decode()

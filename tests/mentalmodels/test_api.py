@@ -10,7 +10,7 @@ import pytest
 from mentalmodels.models import MentalModel, MentalModelHistory
 from mentalmodels.triggers import TRIGGER_DEFAULTS
 from operations.models import Operation
-from tests.mentalmodels.conftest import add_memory, add_model
+from tests.factories import make_memory, make_mental_model
 
 pytestmark = pytest.mark.django_db
 
@@ -151,7 +151,7 @@ def test_valid_trigger_is_stored_normalised_with_every_key(api, bank):
 
 
 def test_get_defaults_to_full_and_every_key_is_present(api, bank):
-    add_model(bank, "team", content="doc", reflect_response={"text": "doc", "outcome": "content_written"})
+    make_mental_model(bank, "team", content="doc", reflect_response={"text": "doc", "outcome": "content_written"})
     body = api.get(url("mm-bank", "team")).json()
     assert list(body) == WIRE_KEYS
     assert body["content"] == "doc" and body["reflect_response"]["text"] == "doc"
@@ -160,8 +160,8 @@ def test_get_defaults_to_full_and_every_key_is_present(api, bank):
 
 @pytest.mark.parametrize("detail", ["metadata", "content", "full"])
 def test_detail_levels_null_what_they_leave_out_and_always_compute_is_stale(api, bank, detail):
-    add_memory(bank, "a fact")
-    add_model(bank, "team", content="doc", reflect_response={"text": "doc"})
+    make_memory(bank, "a fact")
+    make_mental_model(bank, "team", content="doc", reflect_response={"text": "doc"})
     body = api.get(url("mm-bank", "team") + f"?detail={detail}").json()
     assert list(body) == WIRE_KEYS
     assert body["is_stale"] is True  # null watermark, a memory in scope
@@ -175,7 +175,7 @@ def test_detail_levels_null_what_they_leave_out_and_always_compute_is_stale(api,
 
 
 def test_bad_detail_is_422_on_query(api, bank):
-    add_model(bank, "team")
+    make_mental_model(bank, "team")
     response = api.get(url("mm-bank", "team") + "?detail=bogus")
     assert response.status_code == 422
     assert response.json()["detail"][0]["loc"] == ["query", "detail"]
@@ -186,10 +186,10 @@ def test_list_defaults_metadata_limit_100_and_orders_by_last_refreshed_then_id(a
     from datetime import datetime, timedelta
 
     t0 = datetime(2026, 1, 1, tzinfo=UTC)
-    add_model(bank, "a", last_refreshed_at=t0)
-    add_model(bank, "b", last_refreshed_at=t0 + timedelta(hours=1))
-    add_model(bank, "c", last_refreshed_at=t0)
-    add_model(bank, "never")
+    make_mental_model(bank, "a", last_refreshed_at=t0)
+    make_mental_model(bank, "b", last_refreshed_at=t0 + timedelta(hours=1))
+    make_mental_model(bank, "c", last_refreshed_at=t0)
+    make_mental_model(bank, "never")
     body = api.get(url()).json()
     assert body["limit"] == 100 and body["offset"] == 0 and body["total"] == 4
     assert [i["id"] for i in body["items"]] == ["never", "b", "c", "a"]
@@ -206,10 +206,10 @@ def test_list_query_problems_are_422(api, bank, query):
 
 
 def test_list_filters_tags_as_arrays(api, bank):
-    add_model(bank, "ab", tags=["a", "b"])
-    add_model(bank, "a", tags=["a"])
-    add_model(bank, "c", tags=["c"])
-    add_model(bank, "none")
+    make_mental_model(bank, "ab", tags=["a", "b"])
+    make_mental_model(bank, "a", tags=["a"])
+    make_mental_model(bank, "c", tags=["c"])
+    make_mental_model(bank, "none")
 
     def ids(q: str) -> set[str]:
         return {i["id"] for i in api.get(url() + "?" + q).json()["items"]}
@@ -224,8 +224,8 @@ def test_list_filters_tags_as_arrays(api, bank):
 
 def test_list_total_counts_the_filter_on_every_page_and_past_the_end(api, bank):
     for i in range(5):
-        add_model(bank, f"m{i}", tags=["a"] if i % 2 else [])
-    add_model(bank, "b", tags=["b"])
+        make_mental_model(bank, f"m{i}", tags=["a"] if i % 2 else [])
+    make_mental_model(bank, "b", tags=["b"])
 
     def page(q: str) -> tuple[int, int]:
         body = api.get(url() + "?" + q).json()
@@ -240,7 +240,7 @@ def test_list_total_counts_the_filter_on_every_page_and_past_the_end(api, bank):
 
 
 def test_list_at_metadata_reads_no_content_and_renders_it_null(api, bank):
-    add_model(bank, "m", content="# Doc", reflect_response={"text": "# Doc"})
+    make_mental_model(bank, "m", content="# Doc", reflect_response={"text": "# Doc"})
     (item,) = api.get(url() + "?detail=metadata").json()["items"]
     assert item["content"] is None and item["reflect_response"] is None
     (item,) = api.get(url() + "?detail=full").json()["items"]
@@ -275,13 +275,13 @@ def test_unknown_model_is_404_with_upstream_messages(api, bank, method, suffix, 
 def test_another_banks_model_is_unknown(api, bank):
     from hindsight.banks.models import Bank
 
-    add_model(bank, "team")
+    make_mental_model(bank, "team")
     Bank.objects.create(id="other")
     assert api.get(url("other", "team")).status_code == 404
 
 
 def test_patch_changes_only_what_is_sent_and_merges_trigger_key_by_key(api, bank):
-    add_model(bank, "team", tags=["a"], trigger={"mode": "delta", "keep_trace": True,
+    make_mental_model(bank, "team", tags=["a"], trigger={"mode": "delta", "keep_trace": True,
                                                   "refresh_cron": "0 3 * * *"})
     response = api.patch(url("mm-bank", "team"), {
         "name": "Team v2", "source_query": None, "tags": None, "max_tokens": None,
@@ -298,7 +298,7 @@ def test_patch_changes_only_what_is_sent_and_merges_trigger_key_by_key(api, bank
 
 
 def test_patch_that_would_combine_cron_and_after_consolidation_is_422_and_changes_nothing(api, bank):
-    add_model(bank, "team", trigger={"refresh_after_consolidation": True})
+    make_mental_model(bank, "team", trigger={"refresh_after_consolidation": True})
     response = api.patch(url("mm-bank", "team"), {"name": "x", "trigger": {"refresh_cron": "0 3 * * *"}},
                          format="json")
     assert response.status_code == 422
@@ -314,14 +314,14 @@ def test_patch_that_would_combine_cron_and_after_consolidation_is_422_and_change
     ({"trigger": {"fact_types": []}}, ["body", "trigger", "fact_types"]),
 ])
 def test_patch_validation_is_422(api, bank, body, loc):
-    add_model(bank, "team")
+    make_mental_model(bank, "team")
     response = api.patch(url("mm-bank", "team"), body, format="json")
     assert response.status_code == 422
     assert loc in locs(response)
 
 
 def test_delete_removes_model_and_history_and_second_delete_is_404(api, bank):
-    model = add_model(bank, "team", content="x")
+    model = make_mental_model(bank, "team", content="x")
     MentalModelHistory.objects.create(model=model, kind="version", previous_content="")
     assert api.delete(url("mm-bank", "team")).json() == {"status": "deleted"}
     assert MentalModelHistory.objects.count() == 0
@@ -329,7 +329,7 @@ def test_delete_removes_model_and_history_and_second_delete_is_404(api, bank):
 
 
 def test_refresh_queues_an_operation_and_coalesces_while_pending(api, bank):
-    add_model(bank, "team")
+    make_mental_model(bank, "team")
     first = api.post(url("mm-bank", "team", "refresh"), format="json")
     assert first.status_code == 200
     assert first.json()["status"] == "queued"
@@ -344,7 +344,7 @@ def test_refresh_queues_an_operation_and_coalesces_while_pending(api, bank):
     ({"mode": "full", "extra": 1}, ["body", "extra"]),
 ])
 def test_refresh_body_problems_are_422(api, bank, body, loc):
-    add_model(bank, "team")
+    make_mental_model(bank, "team")
     response = api.post(url("mm-bank", "team", "refresh"), body, format="json")
     assert response.status_code == 422
     assert loc in locs(response)
@@ -355,7 +355,7 @@ def test_clear_keeps_content_as_version_and_resets_document_and_watermark(api, b
     from datetime import datetime
 
     seen = datetime(2026, 1, 1, tzinfo=UTC)
-    add_model(bank, "team", content="old doc", last_memory_seen_at=seen,
+    make_mental_model(bank, "team", content="old doc", last_memory_seen_at=seen,
               last_refresh_source_query="How does the team work?",
               reflect_response={"text": "old doc", "outcome": "content_written",
                                 "based_on": {"world": [{"id": "m1"}]}, "mental_models": []},
@@ -377,14 +377,14 @@ def test_clear_keeps_content_as_version_and_resets_document_and_watermark(api, b
 
 
 def test_cleared_model_reads_stale_as_soon_as_scope_holds_a_memory(api, bank):
-    add_memory(bank, "fact", tags=["t"])
-    add_model(bank, "team", tags=["t"], content="doc", last_memory_seen_at=None)
+    make_memory(bank, "fact", tags=["t"])
+    make_mental_model(bank, "team", tags=["t"], content="doc", last_memory_seen_at=None)
     api.post(url("mm-bank", "team", "clear"), format="json")
     assert api.get(url("mm-bank", "team")).json()["is_stale"] is True
 
 
 def test_history_lists_newest_first_with_kind_shapes(api, bank):
-    model = add_model(bank, "team")
+    model = make_mental_model(bank, "team")
     MentalModelHistory.objects.create(model=model, kind="version", previous_content="",
                                       previous_reflect_response={"based_on": {}})
     MentalModelHistory.objects.create(model=model, kind="failure", reason="retrieval_failed",
@@ -398,9 +398,9 @@ def test_history_lists_newest_first_with_kind_shapes(api, bank):
 
 
 def test_tags_source_mental_models_lists_model_tags_with_counts(api, bank):
-    add_model(bank, "a", tags=["team", "Alpha"])
-    add_model(bank, "b", tags=["team"])
-    add_memory(bank, "memory tags are another space", tags=["memory-only"])
+    make_mental_model(bank, "a", tags=["team", "Alpha"])
+    make_mental_model(bank, "b", tags=["team"])
+    make_memory(bank, "memory tags are another space", tags=["memory-only"])
     tags = "/v1/default/banks/mm-bank/tags?source=mental_models"
     assert api.get(tags).json() == {
         "items": [{"tag": "team", "count": 2}, {"tag": "Alpha", "count": 1}],

@@ -28,15 +28,15 @@ from mentalmodels.triggers_auto import (
     mental_models_cron_tick,
 )
 from operations.models import CANCELLED, PENDING, Operation
+from tests.factories import make_memory, make_mental_model
 from tests.fakes.llm_server import Reply
-from tests.mentalmodels.conftest import add_memory, add_model
 
 T0 = datetime(2026, 1, 1, 0, 0, tzinfo=UTC)  # a model "created" at midnight UTC
 DAILY_3AM = "0 3 * * *"
 
 
 def cron_model(bank, mental_model_id="team", *, trigger=None, created_at=T0, **fields):
-    model = add_model(bank, mental_model_id, trigger=trigger or {"refresh_cron": DAILY_3AM},
+    model = make_mental_model(bank, mental_model_id, trigger=trigger or {"refresh_cron": DAILY_3AM},
                       **fields)
     MentalModel.objects.filter(uid=model.uid).update(created_at=created_at)
     model.refresh_from_db()
@@ -68,7 +68,7 @@ def llm(scripted_llm, openai_embeddings):
 
 @pytest.mark.django_db
 def test_cron_not_due_before_its_first_fire_after_creation(bank):
-    add_memory(bank, "fact")
+    make_memory(bank, "fact")
     model = cron_model(bank)
     assert cron_due(model, now=T0 + timedelta(hours=2, minutes=59)) is None
     report = mental_models_cron_tick(now=T0 + timedelta(hours=2, minutes=59))
@@ -78,7 +78,7 @@ def test_cron_not_due_before_its_first_fire_after_creation(bank):
 
 @pytest.mark.django_db
 def test_due_stale_cron_model_gets_one_automatic_refresh_queued(bank):
-    add_memory(bank, "fact")
+    make_memory(bank, "fact")
     model = cron_model(bank)
     report = mental_models_cron_tick(now=T0 + timedelta(hours=3))
     assert [r.action for r in report.results] == [QUEUED]
@@ -91,7 +91,7 @@ def test_due_stale_cron_model_gets_one_automatic_refresh_queued(bank):
 
 @pytest.mark.django_db
 def test_cron_due_counts_from_last_refresh_not_creation(bank):
-    add_memory(bank, "fact")
+    make_memory(bank, "fact")
     model = cron_model(bank, last_refreshed_at=T0 + timedelta(hours=3, minutes=30))
     # The 03:00 fire came before the last refresh: not due until tomorrow's.
     assert cron_due(model, now=T0 + timedelta(hours=23)) is None
@@ -100,7 +100,7 @@ def test_cron_due_counts_from_last_refresh_not_creation(bank):
 
 @pytest.mark.django_db
 def test_tick_twice_in_a_row_queues_nothing_more_and_costs_one_query(bank):
-    add_memory(bank, "fact")
+    make_memory(bank, "fact")
     model = cron_model(bank)
     now = T0 + timedelta(hours=3, minutes=1)
     mental_models_cron_tick(now=now)
@@ -114,7 +114,7 @@ def test_tick_twice_in_a_row_queues_nothing_more_and_costs_one_query(bank):
 
 @pytest.mark.django_db
 def test_a_fire_is_claimed_once_even_by_concurrent_ticks(bank):
-    add_memory(bank, "fact")
+    make_memory(bank, "fact")
     model = cron_model(bank)
     read_by_both = MentalModel.objects.get(uid=model.uid)
     now = T0 + timedelta(hours=3)
@@ -128,7 +128,7 @@ def test_a_fire_is_claimed_once_even_by_concurrent_ticks(bank):
 
 @pytest.mark.django_db
 def test_due_cron_on_fresh_model_queues_nothing_and_sends_no_llm_request(bank, llm):
-    add_memory(bank, "fact")
+    make_memory(bank, "fact")
     model = make_fresh(cron_model(bank))
     report = mental_models_cron_tick(now=T0 + timedelta(hours=3))
     assert [r.action for r in report.results] == [SKIPPED_FRESH]
@@ -138,10 +138,10 @@ def test_due_cron_on_fresh_model_queues_nothing_and_sends_no_llm_request(bank, l
 
 @pytest.mark.django_db
 def test_skipped_fire_is_not_acted_on_when_the_model_turns_stale_later(bank):
-    add_memory(bank, "fact")
+    make_memory(bank, "fact")
     model = make_fresh(cron_model(bank))
     mental_models_cron_tick(now=T0 + timedelta(hours=3))
-    add_memory(bank, "new fact")  # stale from now on
+    make_memory(bank, "new fact")  # stale from now on
     assert mental_models_cron_tick(now=T0 + timedelta(hours=10)).due == 0
     assert not ops(model).exists()
     # The next fire finds it stale.
@@ -151,9 +151,9 @@ def test_skipped_fire_is_not_acted_on_when_the_model_turns_stale_later(bank):
 
 @pytest.mark.django_db
 def test_tick_cost_does_not_grow_with_the_number_of_fresh_due_models(bank):
-    add_memory(bank, "fact")
+    make_memory(bank, "fact")
     other = Bank.objects.create(id="other-bank")
-    add_memory(other, "fact")
+    make_memory(other, "fact")
 
     def tick_queries(count: int, offset: int) -> int:
         for i in range(count):
@@ -170,7 +170,7 @@ def test_tick_cost_does_not_grow_with_the_number_of_fresh_due_models(bank):
 
 @pytest.mark.django_db
 def test_full_refresh_cron_queues_a_full_rebuild_even_when_fresh(bank):
-    add_memory(bank, "fact")
+    make_memory(bank, "fact")
     model = make_fresh(cron_model(bank, trigger={"mode": "delta", "full_refresh_cron": "0 4 * * 0",
                                                  "refresh_cron": DAILY_3AM}))
     # 2026-01-04 is a Sunday: both crons fired; the full rebuild wins.
@@ -182,7 +182,7 @@ def test_full_refresh_cron_queues_a_full_rebuild_even_when_fresh(bank):
 
 @pytest.mark.django_db
 def test_full_cron_due_counts_from_last_full_refresh(bank):
-    add_memory(bank, "fact")
+    make_memory(bank, "fact")
     model = cron_model(bank, trigger={"full_refresh_cron": "0 4 * * *"},
                        last_refreshed_at=T0 + timedelta(hours=5),
                        last_full_refreshed_at=T0 + timedelta(hours=3))
@@ -193,8 +193,8 @@ def test_full_cron_due_counts_from_last_full_refresh(bank):
 def test_automatic_full_run_rebuilds_a_fresh_model_but_plain_automatic_run_spends_nothing(
     bank, llm
 ):
-    fact = add_memory(bank, "Alice prefers async", embed=True)
-    model = make_fresh(add_model(bank, "team", content="old doc"))
+    fact = make_memory(bank, "Alice prefers async", embed=True)
+    model = make_fresh(make_mental_model(bank, "team", content="old doc"))
 
     refresh_run(bank_id=bank.id, mental_model_id="team", automatic=True)
     assert llm.requests == []
@@ -218,9 +218,9 @@ def test_automatic_full_run_rebuilds_a_fresh_model_but_plain_automatic_run_spend
 
 
 def _recently_refreshed(bank, mental_model_id="team", seconds_ago=60, **trigger):
-    add_memory(bank, "fact")
+    make_memory(bank, "fact")
     last = timezone.now() - timedelta(seconds=seconds_ago)
-    model = add_model(bank, mental_model_id, trigger=trigger or None, last_refreshed_at=last)
+    model = make_mental_model(bank, mental_model_id, trigger=trigger or None, last_refreshed_at=last)
     return model, last
 
 
@@ -294,9 +294,9 @@ def test_model_floor_zero_exempts_it_from_bank_and_global_floors(bank, settings)
 
 @pytest.mark.django_db
 def test_cron_trigger_inside_the_floor_is_parked_too(bank):
-    add_memory(bank, "fact")
+    make_memory(bank, "fact")
     last = timezone.now() - timedelta(seconds=30)
-    model = add_model(bank, "team", trigger={"refresh_cron": "* * * * *",
+    model = make_mental_model(bank, "team", trigger={"refresh_cron": "* * * * *",
                                              "min_refresh_interval_seconds": 3600},
                       last_refreshed_at=last)
     report = mental_models_cron_tick(now=timezone.now() + timedelta(minutes=1))
@@ -321,7 +321,7 @@ def test_manual_refresh_ignores_the_floor_and_releases_the_parked_refresh(bank):
 
 @pytest.mark.django_db
 def test_paused_model_gets_no_automatic_refresh_from_tick_or_gate(bank):
-    add_memory(bank, "fact")
+    make_memory(bank, "fact")
     model = cron_model(bank, last_refresh_failed_at=T0)
     report = mental_models_cron_tick(now=T0 + timedelta(hours=3))
     assert [r.action for r in report.results] == [SKIPPED_PAUSED]
@@ -331,8 +331,8 @@ def test_paused_model_gets_no_automatic_refresh_from_tick_or_gate(bank):
 
 @pytest.mark.django_db
 def test_model_paused_after_it_was_read_gets_nothing(bank):
-    add_memory(bank, "fact")
-    model = add_model(bank, "team")  # read while active
+    make_memory(bank, "fact")
+    model = make_mental_model(bank, "team")  # read while active
     MentalModel.objects.filter(uid=model.uid).update(last_refresh_failed_at=timezone.now())
     assert mental_model_refresh_auto(model=model, reason=REASON_CONSOLIDATION).action == SKIPPED_PAUSED
     assert not ops(model).exists()
@@ -352,8 +352,8 @@ def test_final_failure_pauses_and_cancels_the_parked_automatic_refresh(bank):
 
 @pytest.mark.django_db
 def test_final_failure_cancels_an_automatic_refresh_queued_behind_but_keeps_a_manual_one(bank):
-    add_memory(bank, "fact")
-    model = add_model(bank, "team")
+    make_memory(bank, "fact")
+    model = make_mental_model(bank, "team")
     queued = mental_model_refresh_auto(model=model, reason=REASON_CONSOLIDATION).operation
     assert queued.next_retry_at is None
     mental_model_record_failure(model_uid=model.uid, reason="unexpected_error",
@@ -362,7 +362,7 @@ def test_final_failure_cancels_an_automatic_refresh_queued_behind_but_keeps_a_ma
     assert queued.status == CANCELLED
     assert "paused" in queued.error_message
 
-    other = add_model(bank, "other")
+    other = make_mental_model(bank, "other")
     manual = mental_model_refresh_request(bank_id=bank.id, mental_model_id="other")
     mental_model_record_failure(model_uid=other.uid, reason="unexpected_error",
                                 exception="RuntimeError: boom", operation_id=None, final=True)
@@ -411,8 +411,8 @@ def test_tick_run_by_a_worker_refreshes_a_due_stale_model(transactional_db, work
     from tests.workers import wait_until
 
     bank = Bank.objects.create(id="cron-bank")
-    fact = add_memory(bank, "Alice prefers async communication", embed=True)
-    model = add_model(bank, "team", trigger={"refresh_cron": "* * * * *"})
+    fact = make_memory(bank, "Alice prefers async communication", embed=True)
+    model = make_mental_model(bank, "team", trigger={"refresh_cron": "* * * * *"})
     MentalModel.objects.filter(uid=model.uid).update(
         created_at=timezone.now() - timedelta(minutes=2)
     )

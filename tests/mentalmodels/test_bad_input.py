@@ -14,7 +14,7 @@ from django.db import transaction
 
 from mentalmodels.models import MentalModel
 from operations.models import Lease, Operation
-from tests.mentalmodels.conftest import add_model
+from tests.factories import make_mental_model
 
 pytestmark = pytest.mark.django_db
 
@@ -78,7 +78,7 @@ def test_nul_characters_in_a_create_body_are_422_naming_the_field(api, bank, bod
      ["body", "trigger", "exclude_mental_model_ids", 0]),
 ])
 def test_nul_characters_in_a_patch_body_are_422_and_change_nothing(api, bank, body, loc):
-    add_model(bank, "m1", content="doc")
+    make_mental_model(bank, "m1", content="doc")
     before = snapshot()
     response = call(api, "patch", f"{MM}/m1", body)
     assert response.status_code == 422, response.content
@@ -101,7 +101,7 @@ def test_nul_characters_in_a_patch_body_are_422_and_change_nothing(api, bank, bo
     ("delete", f"/v1/default/banks/a%00b/operations/{UUID0}", "bank_id"),
 ])
 def test_nul_characters_in_path_ids_are_422_naming_the_parameter(api, bank, method, path, name):
-    add_model(bank, "m1", content="doc")
+    make_mental_model(bank, "m1", content="doc")
     before = snapshot()
     body = {"name": "x"} if method == "patch" else None
     response = call(api, method, path, body)
@@ -123,7 +123,7 @@ def test_bad_list_query_parameters_are_422_naming_them(api, bank, path, loc):
 
 @pytest.mark.parametrize("raw", ["[]", "0", "false", '""', '"text"', "[1]"])
 def test_a_patch_body_that_is_not_an_object_is_422_and_changes_nothing(api, bank, raw):
-    add_model(bank, "m1", content="doc")
+    make_mental_model(bank, "m1", content="doc")
     before = snapshot()
     response = call(api, "patch", f"{MM}/m1", raw)
     assert response.status_code == 422, response.content
@@ -133,7 +133,7 @@ def test_a_patch_body_that_is_not_an_object_is_422_and_changes_nothing(api, bank
 
 @pytest.mark.parametrize("raw", ['""', "0", "[]"])
 def test_a_refresh_body_that_is_not_an_object_or_null_is_422(api, bank, raw):
-    add_model(bank, "m1", content="doc")
+    make_mental_model(bank, "m1", content="doc")
     before = snapshot()
     response = call(api, "post", f"{MM}/m1/refresh", raw)
     assert response.status_code == 422, response.content
@@ -209,7 +209,7 @@ def test_clear_and_dry_run_take_no_parameters_and_refuse_a_body_that_sends_some(
 ):
     """A dry run "takes no parameters, on purpose" (seed): a body asking for something (say a
     delta preview) would otherwise be ignored silently and mislead. Nothing runs or changes."""
-    add_model(bank, "m1", content="doc")
+    make_mental_model(bank, "m1", content="doc")
     before = snapshot()
     response = call(api, "post", f"{MM}/m1/{action}", raw)
     assert response.status_code == 422, response.content
@@ -220,7 +220,7 @@ def test_clear_and_dry_run_take_no_parameters_and_refuse_a_body_that_sends_some(
 @pytest.mark.parametrize("action", ["clear", "dry-run-refresh"])
 @pytest.mark.parametrize("raw", [None, "{}", "null"])
 def test_clear_and_dry_run_accept_no_body_an_empty_object_or_null(api, bank, action, raw):
-    add_model(bank, "m1", content="doc")
+    make_mental_model(bank, "m1", content="doc")
     response = call(api, "post", f"{MM}/m1/{action}", raw)
     assert response.status_code == 200, response.content
 

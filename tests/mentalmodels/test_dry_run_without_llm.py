@@ -6,7 +6,7 @@ import dataclasses
 
 import pytest
 
-from tests.mentalmodels.conftest import add_memory, add_model
+from tests.factories import make_memory, make_mental_model
 
 
 @pytest.fixture
@@ -16,8 +16,8 @@ def no_llm(settings) -> None:
 
 def test_dry_run_without_an_llm_is_a_400_naming_the_setting_not_a_502(api, bank, no_llm):
     # Found by tests/test_schemathesis.py: the missing LLM surfaced as "a refresh would fail" 502.
-    add_memory(bank, "Alice leads the platform team.", embed=True)
-    model = add_model(bank, "team", content="doc")
+    make_memory(bank, "Alice leads the platform team.", embed=True)
+    model = make_mental_model(bank, "team", content="doc")
     response = api.post(f"/v1/default/banks/{bank.id}/mental-models/team/dry-run-refresh")
     assert response.status_code == 400
     assert "HINDSIGHT_API_LLM_PROVIDER" in response.json()["detail"]

@@ -15,27 +15,13 @@ from mentalmodels.pipeline import RefreshFailed, refresh_dry_run, refresh_run
 from mentalmodels.services import mental_model_refresh_submit
 from operations.engine import operation_execute
 from operations.models import FAILED, PENDING, Operation
+from tests.factories import make_memory, make_mental_model
 from tests.fakes.llm_server import Reply
-from tests.mentalmodels.conftest import add_memory, add_model
 
 pytestmark = pytest.mark.django_db
 
 KEPT = {"text": "kept", "outcome": "content_written", "based_on": {"world": []},
         "mental_models": []}
-
-
-@pytest.fixture
-def sent(monkeypatch):
-    """Nothing is published: the test runs the engine itself."""
-    published: list[str] = []
-
-    def record(*, operation_id) -> bool:
-        published.append(str(operation_id))
-        return True
-
-    monkeypatch.setattr("operations.dispatch.operation_send", record)
-    monkeypatch.setattr("operations.services.operation_send_on_commit", record)
-    return published
 
 
 @pytest.fixture
@@ -52,8 +38,8 @@ def test_engine_wall_timeout_backstop_stores_the_failure_trace_when_keep_trace_i
         settings.HINDSIGHT, reflect_wall_timeout_seconds=30.0, worker_max_retries=0
     )
     monkeypatch.setattr(RefreshMentalModelHandler, "wall_timeout_seconds", 0.5)
-    add_memory(bank, "fact", embed=True)
-    model = add_model(bank, "m", content="kept", trigger={"keep_trace": True},
+    make_memory(bank, "fact", embed=True)
+    model = make_mental_model(bank, "m", content="kept", trigger={"keep_trace": True},
                       reflect_response=dict(KEPT))
     env.respond_with(lambda body: Reply.delay(3, Reply.text("too late")))
     op = mental_model_refresh_submit(model=model)
@@ -83,8 +69,8 @@ def _cutoff_fails(monkeypatch):
 
 
 def test_database_error_taking_the_snapshot_cutoff_is_retrieval_failed(bank, env, monkeypatch):
-    add_memory(bank, "fact", embed=True)
-    model = add_model(bank, "m", content="kept", reflect_response=dict(KEPT))
+    make_memory(bank, "fact", embed=True)
+    model = make_mental_model(bank, "m", content="kept", reflect_response=dict(KEPT))
     _cutoff_fails(monkeypatch)
     with pytest.raises(RefreshFailed) as info:
         refresh_run(bank_id=bank.id, mental_model_id="m")
@@ -100,8 +86,8 @@ def test_database_error_taking_the_snapshot_cutoff_is_retrieval_failed(bank, env
 
 
 def test_dry_run_with_a_database_error_at_the_cutoff_answers_503(bank, env, monkeypatch):
-    add_memory(bank, "fact", embed=True)
-    add_model(bank, "m")
+    make_memory(bank, "fact", embed=True)
+    make_mental_model(bank, "m")
     _cutoff_fails(monkeypatch)
     with pytest.raises(Exception) as info:
         refresh_dry_run(bank_id=bank.id, mental_model_id="m")
@@ -112,7 +98,7 @@ def test_database_error_looking_for_sibling_models_in_reach_is_retrieval_failed(
     bank, env, monkeypatch
 ):
     # Nothing of the model's own scope: the precheck then asks whether a sibling is in reach.
-    add_model(bank, "m", tags=["nothing-here"])
+    make_mental_model(bank, "m", tags=["nothing-here"])
 
     def broken(**kwargs):
         raise OperationalError("server closed the connection unexpectedly")
@@ -128,8 +114,8 @@ def test_pause_flag_is_set_once_by_the_final_attempt_and_not_before(bank, env, s
     settings.HINDSIGHT = dataclasses.replace(
         settings.HINDSIGHT, worker_max_retries=2, worker_retry_backoff_seconds=0.0
     )
-    add_memory(bank, "fact", embed=True)
-    model = add_model(bank, "m", content="kept")
+    make_memory(bank, "fact", embed=True)
+    model = make_mental_model(bank, "m", content="kept")
     env.respond_with(lambda body: Reply.error(400, "prompt too large"))
     op = mental_model_refresh_submit(model=model)
     flags = []
@@ -151,8 +137,8 @@ def test_paused_model_cancels_the_automatic_refresh_queued_behind_the_failed_one
     bank, env, sent, settings
 ):
     settings.HINDSIGHT = dataclasses.replace(settings.HINDSIGHT, worker_max_retries=0)
-    add_memory(bank, "fact", embed=True)
-    model = add_model(bank, "m", content="kept")
+    make_memory(bank, "fact", embed=True)
+    model = make_mental_model(bank, "m", content="kept")
     env.respond_with(lambda body: Reply.error(400, "prompt too large"))
     first = mental_model_refresh_submit(model=model)
 
@@ -192,7 +178,7 @@ def test_a_worker_lost_on_the_final_attempt_pauses_the_model_once(bank, env, sen
     settings.HINDSIGHT = dataclasses.replace(
         settings.HINDSIGHT, worker_max_retries=0, recovery_threshold_seconds=30
     )
-    model = add_model(bank, "m", content="kept")
+    model = make_mental_model(bank, "m", content="kept")
     op = mental_model_refresh_submit(model=model)
     assert isinstance(operation_claim(operation_id=op.id, holder="dead"), Operation)
     Operation.objects.filter(id=op.id).update(heartbeat_at=timezone.now() - timedelta(hours=1))

@@ -23,8 +23,8 @@ from mentalmodels.services import (
     mental_model_refresh_submit,
 )
 from operations.models import Operation
+from tests.factories import make_memory, make_mental_model
 from tests.fakes.llm_server import Reply
-from tests.mentalmodels.conftest import add_memory, add_model
 
 pytestmark = pytest.mark.django_db
 
@@ -38,7 +38,7 @@ def kinds(model) -> dict[str, int]:
 
 def test_retention_caps_each_kind_separately_so_failures_never_evict_versions(bank, settings):
     settings.HINDSIGHT = dataclasses.replace(settings.HINDSIGHT, mental_model_history_max_entries=3)
-    model = add_model(bank, "m")
+    model = make_mental_model(bank, "m")
     for i in range(2):
         history_record_version(model=model, previous_content=f"v{i}", previous_reflect_response=None)
     for i in range(5):
@@ -56,14 +56,14 @@ def test_retention_caps_each_kind_separately_so_failures_never_evict_versions(ba
 
 def test_history_switch_off_records_neither_kind(bank, settings):
     settings.HINDSIGHT = dataclasses.replace(settings.HINDSIGHT, enable_mental_model_history=False)
-    model = add_model(bank, "m", content="doc")
+    model = make_mental_model(bank, "m", content="doc")
     history_record_failure(model_uid=model.uid, reason="x", exception="y", operation_id=None)
     mental_model_clear(bank_id=bank.id, mental_model_id="m")
     assert MentalModelHistory.objects.count() == 0
 
 
 def test_final_failure_sets_the_pause_flag_and_cancels_parked_automatic_refreshes(bank):
-    model = add_model(bank, "m")
+    model = make_mental_model(bank, "m")
     parked = mental_model_refresh_submit(
         model=model, automatic=True, not_before=timezone.now() + timedelta(hours=1)
     )
@@ -82,8 +82,8 @@ def test_final_failure_sets_the_pause_flag_and_cancels_parked_automatic_refreshe
 
 
 def test_failed_refresh_keeps_its_trace_when_keep_trace_is_on(bank, scripted_llm, openai_embeddings):
-    add_memory(bank, "fact", embed=True)
-    model = add_model(bank, "m", content="kept", trigger={"keep_trace": True},
+    make_memory(bank, "fact", embed=True)
+    model = make_mental_model(bank, "m", content="kept", trigger={"keep_trace": True},
                       reflect_response={"text": "kept", "outcome": "content_written",
                                         "based_on": {"world": []}, "mental_models": []})
     scripted_llm.respond_with(lambda body: Reply.error(400, "prompt too large"))
@@ -105,8 +105,8 @@ def test_failed_refresh_keeps_its_trace_when_keep_trace_is_on(bank, scripted_llm
 
 
 def test_automatic_refresh_of_a_fresh_model_completes_without_an_llm_call(bank, scripted_llm):
-    unit = add_memory(bank, "fact")
-    model = add_model(bank, "m", content="doc", last_memory_seen_at=unit.updated_at)
+    unit = make_memory(bank, "fact")
+    model = make_mental_model(bank, "m", content="doc", last_memory_seen_at=unit.updated_at)
     report = refresh_run(bank_id=bank.id, mental_model_id="m", automatic=True)
     assert scripted_llm.requests == []
     assert report.outcome.outcome == "content_preserved_no_new_facts"
@@ -115,14 +115,14 @@ def test_automatic_refresh_of_a_fresh_model_completes_without_an_llm_call(bank, 
 
 
 def test_successful_refresh_clears_the_pause_flag(bank, scripted_llm):
-    model = add_model(bank, "m", tags=["nothing-here"], last_refresh_failed_at=timezone.now())
+    model = make_mental_model(bank, "m", tags=["nothing-here"], last_refresh_failed_at=timezone.now())
     refresh_run(bank_id=bank.id, mental_model_id="m")
     model.refresh_from_db()
     assert model.last_refresh_failed_at is None
 
 
 def test_deleted_model_failure_bookkeeping_is_a_no_op(bank):
-    model = add_model(bank, "m")
+    model = make_mental_model(bank, "m")
     uid = model.uid
     model.delete()
     mental_model_record_failure(model_uid=uid, reason="x", exception="y", operation_id=None,

@@ -13,8 +13,8 @@ from hindsight.banks.writeclock import hold_bank_write_lock
 from mentalmodels.api.preview import render_preview
 from mentalmodels.models import MentalModel, MentalModelHistory
 from mentalmodels.pipeline import NOTHING_READABLE, RefreshFailed, refresh_dry_run, refresh_run
+from tests.factories import make_memory, make_mental_model
 from tests.fakes.llm_server import Reply
-from tests.mentalmodels.conftest import add_memory, add_model
 
 pytestmark = pytest.mark.django_db
 
@@ -54,8 +54,8 @@ def row(model: MentalModel) -> dict:
 
 
 def test_nothing_in_reach_completes_with_zero_llm_requests(bank, scripted_llm):
-    add_memory(bank, "untagged fact")
-    model = add_model(bank, "team", tags=["team"])
+    make_memory(bank, "untagged fact")
+    model = make_mental_model(bank, "team", tags=["team"])
     report = refresh_run(bank_id=bank.id, mental_model_id="team")
     assert scripted_llm.requests == []
     assert report.outcome.outcome == "content_preserved_no_new_facts"
@@ -67,10 +67,10 @@ def test_nothing_in_reach_completes_with_zero_llm_requests(bank, scripted_llm):
 
 
 def test_refresh_writes_answer_based_on_watermark_history_and_embedding(bank, scripted_llm):
-    fact = add_memory(bank, "Alice prefers async communication", tags=["team"], embed=True)
-    newest = add_memory(bank, "Bob likes standups", tags=["team", "bob"], embed=True)
-    add_memory(bank, "Elsewhere: cats", tags=["cats"], embed=True)
-    model = add_model(bank, "team", tags=["team"])
+    fact = make_memory(bank, "Alice prefers async communication", tags=["team"], embed=True)
+    newest = make_memory(bank, "Bob likes standups", tags=["team", "bob"], embed=True)
+    make_memory(bank, "Elsewhere: cats", tags=["cats"], embed=True)
+    model = make_mental_model(bank, "team", tags=["team"])
     answer_with(scripted_llm, "## Team\n\nAlice prefers async.", [str(fact.id)])
 
     report = refresh_run(bank_id=bank.id, mental_model_id="team")
@@ -94,8 +94,8 @@ def test_refresh_writes_answer_based_on_watermark_history_and_embedding(bank, sc
 
 
 def test_answer_citing_nothing_keeps_content_and_advances_watermark(bank, scripted_llm):
-    unit = add_memory(bank, "some fact", embed=True)
-    model = add_model(bank, "team", content="old document",
+    unit = make_memory(bank, "some fact", embed=True)
+    model = make_mental_model(bank, "team", content="old document",
                       reflect_response={"text": "old document", "outcome": "content_written",
                                         "based_on": {"world": [{"id": "x"}]}, "mental_models": []})
     answer_with(scripted_llm, "I don't have information about that.", [])
@@ -112,8 +112,8 @@ def test_answer_citing_nothing_keeps_content_and_advances_watermark(bank, script
 
 
 def test_answer_citing_nothing_on_first_refresh_leaves_content_empty(bank, scripted_llm):
-    add_memory(bank, "some fact", embed=True)
-    model = add_model(bank, "team")
+    make_memory(bank, "some fact", embed=True)
+    model = make_mental_model(bank, "team")
     answer_with(scripted_llm, "Generic words.", [])
     refresh_run(bank_id=bank.id, mental_model_id="team")
     model.refresh_from_db()
@@ -121,8 +121,8 @@ def test_answer_citing_nothing_on_first_refresh_leaves_content_empty(bank, scrip
 
 
 def test_empty_answer_fails_and_never_overwrites(bank, scripted_llm):
-    unit = add_memory(bank, "some fact", embed=True)
-    model = add_model(bank, "team", content="kept")
+    unit = make_memory(bank, "some fact", embed=True)
+    model = make_mental_model(bank, "team", content="kept")
     before = row(model)
     answer_with(scripted_llm, "   ", [str(unit.id)])
     with pytest.raises(RefreshFailed) as info:
@@ -134,8 +134,8 @@ def test_empty_answer_fails_and_never_overwrites(bank, scripted_llm):
 
 
 def test_embedder_failing_mid_refresh_fails_and_leaves_content_and_watermark(bank, scripted_llm):
-    unit = add_memory(bank, "some fact", embed=True)
-    model = add_model(bank, "team", content="kept",
+    unit = make_memory(bank, "some fact", embed=True)
+    model = make_mental_model(bank, "team", content="kept",
                       reflect_response={"structured_output": {"a": 1}})
     before = row(model)
     seen = {"n": 0}
@@ -162,8 +162,8 @@ def test_embedder_failing_mid_refresh_fails_and_leaves_content_and_watermark(ban
 
 
 def test_llm_error_is_a_refresh_failed_error(bank, scripted_llm):
-    add_memory(bank, "some fact", embed=True)
-    add_model(bank, "team")
+    make_memory(bank, "some fact", embed=True)
+    make_mental_model(bank, "team")
     scripted_llm.respond_with(lambda body: Reply.error(500, "provider down"))
     with pytest.raises(RefreshFailed) as info:
         refresh_run(bank_id=bank.id, mental_model_id="team")
@@ -172,8 +172,8 @@ def test_llm_error_is_a_refresh_failed_error(bank, scripted_llm):
 
 def test_wall_timeout_is_a_failed_attempt(bank, scripted_llm, settings):
     settings.HINDSIGHT = dataclasses.replace(settings.HINDSIGHT, reflect_wall_timeout_seconds=0.5)
-    add_memory(bank, "some fact", embed=True)
-    model = add_model(bank, "team", content="kept")
+    make_memory(bank, "some fact", embed=True)
+    model = make_mental_model(bank, "team", content="kept")
     scripted_llm.respond_with(lambda body: Reply.delay(3, Reply.text("late")))
     with pytest.raises(RefreshFailed) as info:
         refresh_run(bank_id=bank.id, mental_model_id="team")
@@ -184,9 +184,9 @@ def test_wall_timeout_is_a_failed_attempt(bank, scripted_llm, settings):
 
 
 def test_refresh_never_reads_its_own_model(bank, scripted_llm):
-    unit = add_memory(bank, "team fact", embed=True)
-    add_model(bank, "team", content="my own content about the team")
-    add_model(bank, "sibling", name="Sibling", content="sibling content about the team")
+    unit = make_memory(bank, "team fact", embed=True)
+    make_mental_model(bank, "team", content="my own content about the team")
+    make_mental_model(bank, "sibling", name="Sibling", content="sibling content about the team")
     answer_with(scripted_llm, "answer", [str(unit.id)])
     refresh_run(bank_id=bank.id, mental_model_id="team")
     assert choices(scripted_llm)[0] == "search_mental_models"
@@ -196,8 +196,8 @@ def test_refresh_never_reads_its_own_model(bank, scripted_llm):
 
 
 def test_sibling_model_with_content_is_in_reach_without_memories(bank, scripted_llm):
-    add_model(bank, "team")
-    add_model(bank, "sibling", content="sibling content")
+    make_mental_model(bank, "team")
+    make_mental_model(bank, "sibling", content="sibling content")
     answer_with(scripted_llm, "from the sibling", [], ["sibling"])
     report = refresh_run(bank_id=bank.id, mental_model_id="team")
     assert len(scripted_llm.requests) > 0
@@ -205,10 +205,10 @@ def test_sibling_model_with_content_is_in_reach_without_memories(bank, scripted_
 
 
 def test_structured_output_is_extracted_from_the_stored_document(bank, scripted_llm):
-    unit = add_memory(bank, "risk is high", embed=True)
+    unit = make_memory(bank, "risk is high", embed=True)
     schema = {"type": "object", "properties": {"risk_level": {"type": "string"}},
               "required": ["risk_level"]}
-    model = add_model(bank, "team", trigger={"response_schema": schema})
+    model = make_mental_model(bank, "team", trigger={"response_schema": schema})
 
     def respond(body):
         if body.get("response_format"):
@@ -228,10 +228,10 @@ def test_structured_output_is_extracted_from_the_stored_document(bank, scripted_
 
 
 def test_structured_output_not_matching_the_schema_fails_and_keeps_previous(bank, scripted_llm):
-    unit = add_memory(bank, "risk is high", embed=True)
+    unit = make_memory(bank, "risk is high", embed=True)
     schema = {"type": "object", "properties": {"risk_level": {"type": "string"}},
               "required": ["risk_level"]}
-    model = add_model(bank, "team", content="old", trigger={"response_schema": schema},
+    model = make_mental_model(bank, "team", content="old", trigger={"response_schema": schema},
                       reflect_response={"text": "old", "structured_output": {"risk_level": "low"}})
     before = row(model)
 
@@ -253,8 +253,8 @@ def test_structured_output_not_matching_the_schema_fails_and_keeps_previous(bank
 
 
 def test_dry_run_twice_is_identical_and_writes_nothing(bank, scripted_llm):
-    unit = add_memory(bank, "Alice prefers async", embed=True)
-    model = add_model(bank, "team", content="old line\n")
+    unit = make_memory(bank, "Alice prefers async", embed=True)
+    model = make_mental_model(bank, "team", content="old line\n")
     answer_with(scripted_llm, "new line", [str(unit.id)])
     before = row(model)
     first = render_preview(refresh_dry_run(bank_id=bank.id, mental_model_id="team"))
@@ -284,7 +284,7 @@ def test_keep_trace_stores_a_bounded_trace_without_tool_outputs(bank, scripted_l
             for i in range(1000)
         ])
     ids = [str(i) for i in MemoryUnit.objects.values_list("id", flat=True)[:50]]
-    model = add_model(bank, "team", trigger={"keep_trace": True})
+    model = make_mental_model(bank, "team", trigger={"keep_trace": True})
     answer_with(scripted_llm, "A team summary.", ids)
     refresh_run(bank_id=bank.id, mental_model_id="team")
     model.refresh_from_db()
@@ -296,8 +296,8 @@ def test_keep_trace_stores_a_bounded_trace_without_tool_outputs(bank, scripted_l
 
 
 def test_delta_with_content_and_same_query_fails_instead_of_rewriting(bank, scripted_llm):
-    add_memory(bank, "fact", embed=True)
-    model = add_model(bank, "team", content="doc", trigger={"mode": "delta"},
+    make_memory(bank, "fact", embed=True)
+    model = make_mental_model(bank, "team", content="doc", trigger={"mode": "delta"},
                       last_refresh_source_query="How does the team work?")
     with pytest.raises(RefreshFailed) as info:
         refresh_run(bank_id=bank.id, mental_model_id="team")
@@ -308,8 +308,8 @@ def test_delta_with_content_and_same_query_fails_instead_of_rewriting(bank, scri
 
 
 def test_delta_without_content_falls_back_to_full(bank, scripted_llm):
-    unit = add_memory(bank, "fact", embed=True)
-    add_model(bank, "team", trigger={"mode": "delta"})
+    unit = make_memory(bank, "fact", embed=True)
+    make_mental_model(bank, "team", trigger={"mode": "delta"})
     answer_with(scripted_llm, "doc", [str(unit.id)])
     report = refresh_run(bank_id=bank.id, mental_model_id="team")
     assert report.plan.effective_mode == "full"
@@ -317,8 +317,8 @@ def test_delta_without_content_falls_back_to_full(bank, scripted_llm):
 
 
 def test_budget_caps_the_refresh_loop_with_a_final_tool_less_synthesis(bank, scripted_llm):
-    unit = add_memory(bank, "Alice prefers async", embed=True)
-    model = add_model(bank, "team", trigger={"budget": "low"})
+    unit = make_memory(bank, "Alice prefers async", embed=True)
+    model = make_mental_model(bank, "team", trigger={"budget": "low"})
 
     def respond(body: dict) -> Reply:
         if not body.get("tools"):
@@ -344,9 +344,9 @@ def test_budget_caps_the_refresh_loop_with_a_final_tool_less_synthesis(bank, scr
 def test_dry_run_of_a_refresh_that_would_fail_answers_an_error_and_writes_nothing(
     api, bank, scripted_llm, failure, status
 ):
-    add_memory(bank, "fact", embed=True)
+    make_memory(bank, "fact", embed=True)
     trigger = {"mode": "delta"} if failure == "delta" else {}
-    model = add_model(bank, "team", content="doc", trigger=trigger,
+    model = make_mental_model(bank, "team", content="doc", trigger=trigger,
                       last_refresh_source_query="How does the team work?")
     before = row(model)
     if failure == "retrieval":

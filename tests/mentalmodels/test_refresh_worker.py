@@ -8,11 +8,10 @@ import threading
 import pytest
 from rest_framework.test import APIClient
 
-from hindsight.banks.models import Bank
 from mentalmodels.models import MentalModel, MentalModelHistory
 from operations.models import Operation
+from tests.factories import make_bank, make_memory, make_mental_model
 from tests.fakes.llm_server import Reply
-from tests.mentalmodels.conftest import add_memory, add_model
 from tests.workers import wait_until
 
 pytestmark = pytest.mark.integration
@@ -27,7 +26,7 @@ def env(scripted_llm, openai_embeddings):
 
 @pytest.fixture
 def bank(transactional_db):
-    return Bank.objects.create(id="mm-worker-bank")
+    return make_bank("mm-worker-bank")
 
 
 def url(*parts: str) -> str:
@@ -69,7 +68,7 @@ def wait_status(op_id: str, *statuses: str, timeout: float = 60.0) -> Operation:
 
 
 def test_create_refreshes_through_the_worker_and_writes_the_answer(bank, env, worker_factory):
-    fact = add_memory(bank, "Alice prefers async communication", embed=True)
+    fact = make_memory(bank, "Alice prefers async communication", embed=True)
     answering(env, ["## Team\n\nAlice prefers async."], [str(fact.id)])
     worker_factory(env=env.env)
     api = APIClient()
@@ -89,8 +88,8 @@ def test_create_refreshes_through_the_worker_and_writes_the_answer(bank, env, wo
 def test_llm_that_always_errors_fails_after_retries_records_each_and_pauses(
     bank, env, worker_factory, beat
 ):
-    add_memory(bank, "fact", embed=True)
-    model = add_model(bank, "team", content="v1")
+    make_memory(bank, "fact", embed=True)
+    model = make_mental_model(bank, "team", content="v1")
     MentalModelHistory.objects.create(model=model, kind="version", previous_content="")
     env.respond_with(lambda body: Reply.error(400, "this prompt is too large"))
     worker_factory(env=env.env)
@@ -113,7 +112,7 @@ def test_llm_that_always_errors_fails_after_retries_records_each_and_pauses(
     assert history[0]["kind"] == "failure" and history[0]["operation_id"] == op_id
 
     # Fix the cause; a manual refresh that succeeds clears the flag.
-    fact = add_memory(bank, "another fact", embed=True)
+    fact = make_memory(bank, "another fact", embed=True)
     env.reset()
     answering(env, ["fixed doc"], [str(fact.id)])
     op2 = api.post(url("team", "refresh"), format="json").json()["operation_id"]
@@ -123,8 +122,8 @@ def test_llm_that_always_errors_fails_after_retries_records_each_and_pauses(
 
 
 def test_refresh_requests_while_one_runs_queue_exactly_one_more(bank, env, worker_factory):
-    fact = add_memory(bank, "fact", embed=True)
-    add_model(bank, "team")
+    fact = make_memory(bank, "fact", embed=True)
+    make_mental_model(bank, "team")
     handle = hold_first_request(env)
     answering(env, ["doc"], [str(fact.id)])
     worker_factory(env=env.env)
@@ -145,8 +144,8 @@ def test_refresh_requests_while_one_runs_queue_exactly_one_more(bank, env, worke
 def test_clear_during_a_held_refresh_refuses_its_write_and_rebuilds_from_empty(
     bank, env, worker_factory
 ):
-    fact = add_memory(bank, "fact", embed=True)
-    add_model(bank, "team", content="old document")
+    fact = make_memory(bank, "fact", embed=True)
+    make_mental_model(bank, "team", content="old document")
     handle = hold_first_request(env)
     answering(env, ["STALE written from the old state", "FRESH after the clear"], [str(fact.id)])
     worker_factory(env=env.env)
@@ -170,8 +169,8 @@ def test_clear_during_a_held_refresh_refuses_its_write_and_rebuilds_from_empty(
 def test_patch_of_source_query_during_a_held_refresh_reruns_under_the_new_query(
     bank, env, worker_factory
 ):
-    fact = add_memory(bank, "fact", embed=True)
-    add_model(bank, "team", content="old")
+    fact = make_memory(bank, "fact", embed=True)
+    make_mental_model(bank, "team", content="old")
     handle = hold_first_request(env)
     answering(env, ["from the old query", "from the new query"], [str(fact.id)])
     worker_factory(env=env.env)
@@ -192,8 +191,8 @@ def test_patch_of_source_query_during_a_held_refresh_reruns_under_the_new_query(
 def test_delete_during_a_held_refresh_ends_it_cancelled_with_nothing_written(
     bank, env, worker_factory
 ):
-    fact = add_memory(bank, "fact", embed=True)
-    add_model(bank, "team")
+    fact = make_memory(bank, "fact", embed=True)
+    make_mental_model(bank, "team")
     handle = hold_first_request(env)
     answering(env, ["never stored"], [str(fact.id)])
     worker_factory(env=env.env)
@@ -215,8 +214,8 @@ def test_wall_timeout_through_the_worker_is_a_recorded_failed_attempt(
     settings.HINDSIGHT = dataclasses.replace(
         settings.HINDSIGHT, reflect_wall_timeout_seconds=1.0, worker_max_retries=0
     )
-    add_memory(bank, "fact", embed=True)
-    add_model(bank, "team", content="kept")
+    make_memory(bank, "fact", embed=True)
+    make_mental_model(bank, "team", content="kept")
     env.respond_with(lambda body: Reply.delay(4, Reply.text("too late")))
     worker = worker_factory(env=env.env)
     op_id = APIClient().post(url("team", "refresh"), format="json").json()["operation_id"]

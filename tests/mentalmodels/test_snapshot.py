@@ -11,13 +11,13 @@ import time
 import pytest
 from django.db import connection, transaction
 
-from hindsight.banks.models import Bank, MemoryUnit
+from hindsight.banks.models import MemoryUnit
 from hindsight.banks.writeclock import hold_bank_write_lock
 from mentalmodels.models import MentalModel
 from mentalmodels.pipeline import refresh_run
 from mentalmodels.staleness import stale_flags
+from tests.factories import make_bank, make_memory, make_mental_model
 from tests.fakes.llm_server import Reply
-from tests.mentalmodels.conftest import add_memory, add_model
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -29,7 +29,7 @@ def env(scripted_llm, openai_embeddings):
 
 @pytest.fixture
 def bank(transactional_db):
-    return Bank.objects.create(id="rf1-bank")
+    return make_bank("rf1-bank")
 
 
 def cite_everything(server):
@@ -118,8 +118,8 @@ def assert_watermark_never_passes_an_unread_memory(server) -> None:
 
 
 def test_writer_committing_before_the_refresh_is_read(bank, env):
-    add_memory(bank, "old fact", embed=True)
-    add_model(bank, "m")
+    make_memory(bank, "old fact", embed=True)
+    make_mental_model(bank, "m")
     writer = Writer(bank.id, "new fact")
     writer.start()
     assert writer.inserted.wait(10)
@@ -133,8 +133,8 @@ def test_writer_committing_before_the_refresh_is_read(bank, env):
 
 
 def test_writer_open_when_the_cutoff_is_taken_is_waited_for_and_read(bank, env):
-    add_memory(bank, "old fact", embed=True)
-    add_model(bank, "m")
+    make_memory(bank, "old fact", embed=True)
+    make_mental_model(bank, "m")
     cite_everything(env)
     writer = Writer(bank.id, "new fact in flight")
     writer.start()
@@ -154,8 +154,8 @@ def test_writer_open_when_the_cutoff_is_taken_is_waited_for_and_read(bank, env):
 
 
 def test_writer_committing_during_the_refresh_stays_newer_and_the_next_refresh_reads_it(bank, env):
-    old = add_memory(bank, "old fact", embed=True)
-    model = add_model(bank, "m")
+    old = make_memory(bank, "old fact", embed=True)
+    model = make_mental_model(bank, "m")
     reply, handle = Reply.hold(Reply.tool_calls([("search_observations", {"query": "fact"})]))
     env.script(reply)
     cite_everything(env)
@@ -187,11 +187,11 @@ def test_writer_committing_during_the_refresh_stays_newer_and_the_next_refresh_r
 
 
 def test_writer_committing_after_the_refresh_leaves_the_model_stale(bank, env):
-    add_memory(bank, "old fact", embed=True)
-    model = add_model(bank, "m")
+    make_memory(bank, "old fact", embed=True)
+    model = make_mental_model(bank, "m")
     cite_everything(env)
     refresh_run(bank_id=bank.id, mental_model_id="m")
     assert stale_flags([MentalModel.objects.get(uid=model.uid)]) == {model.uid: False}
-    add_memory(bank, "later fact", embed=True)
+    make_memory(bank, "later fact", embed=True)
     assert stale_flags([MentalModel.objects.get(uid=model.uid)]) == {model.uid: True}
     assert_watermark_never_passes_an_unread_memory(env)

@@ -14,7 +14,7 @@ from hindsight.banks.models import MemoryUnit
 from mentalmodels.models import MentalModel
 from mentalmodels.staleness import model_scope, stale_flags
 from mentalmodels.triggers import trigger_normalize
-from tests.mentalmodels.conftest import add_memory, add_model
+from tests.factories import make_memory, make_mental_model
 
 pytestmark = pytest.mark.django_db
 
@@ -110,7 +110,7 @@ def pool(bank):
     for index in range(24):
         tags = [t for t in TAGS if rng.random() < 0.35]
         ftype = rng.choice(FACT_TYPES)
-        unit = add_memory(bank, f"memory {index}", tags=tags, fact_type=ftype)
+        unit = make_memory(bank, f"memory {index}", tags=tags, fact_type=ftype)
         memories.append((tags, ftype, unit.updated_at))
     return memories
 
@@ -134,7 +134,7 @@ def test_is_stale_matches_the_reference_for_random_scopes_and_watermarks(api, ba
         specs.append({"id": f"m{index}", "tags": tags, "trigger": trigger, "watermark": watermark})
     MentalModel.objects.filter(bank=bank).delete()
     for spec in specs:
-        add_model(bank, spec["id"], tags=spec["tags"], trigger=spec["trigger"],
+        make_mental_model(bank, spec["id"], tags=spec["tags"], trigger=spec["trigger"],
                   last_memory_seen_at=spec["watermark"])
     expected = {spec["id"]: reference_stale(spec, pool) for spec in specs}
 
@@ -146,16 +146,16 @@ def test_is_stale_matches_the_reference_for_random_scopes_and_watermarks(api, ba
 
 
 def test_untagged_writes_never_make_a_tagged_model_stale(bank):
-    add_memory(bank, "tagged", tags=["team"])
+    make_memory(bank, "tagged", tags=["team"])
     models = [
-        add_model(bank, f"m-{mode}", tags=["team"], trigger={"tags_match": mode})
+        make_mental_model(bank, f"m-{mode}", tags=["team"], trigger={"tags_match": mode})
         for mode in ("any", "all", "any_strict", "all_strict")
     ]
-    untagged_model = add_model(bank, "whole-bank")
+    untagged_model = make_mental_model(bank, "whole-bank")
     for model in models + [untagged_model]:
         model.last_memory_seen_at = MemoryUnit.objects.get().updated_at
         model.save()
-    add_memory(bank, "untagged write")
+    make_memory(bank, "untagged write")
     flags = stale_flags(MentalModel.objects.all())
     assert {m.mental_model_id: flags[m.uid] for m in MentalModel.objects.all()} == {
         "m-any": False, "m-all": False, "m-any_strict": False, "m-all_strict": False,
@@ -164,26 +164,26 @@ def test_untagged_writes_never_make_a_tagged_model_stale(bank):
 
 
 def test_tagged_model_defaults_to_all_strict_and_untagged_reads_the_whole_bank(bank):
-    tagged = add_model(bank, "tagged", tags=["a", "b"])
-    untagged = add_model(bank, "untagged")
+    tagged = make_mental_model(bank, "tagged", tags=["a", "b"])
+    untagged = make_mental_model(bank, "untagged")
     assert model_scope(tagged).tags_match == "all_strict"
     assert model_scope(untagged).tags == () and model_scope(untagged).tags_match == "any"
-    add_memory(bank, "only a", tags=["a"])
+    make_memory(bank, "only a", tags=["a"])
     flags = stale_flags([tagged, untagged])
     assert flags == {tagged.uid: False, untagged.uid: True}
-    add_memory(bank, "a and b and c", tags=["a", "b", "c"])
+    make_memory(bank, "a and b and c", tags=["a", "b", "c"])
     assert stale_flags([tagged])[tagged.uid] is True
 
 
 def test_memory_at_the_watermark_is_not_newer(bank):
-    unit = add_memory(bank, "x")
-    model = add_model(bank, "m", last_memory_seen_at=unit.updated_at)
+    unit = make_memory(bank, "x")
+    model = make_mental_model(bank, "m", last_memory_seen_at=unit.updated_at)
     assert stale_flags([model]) == {model.uid: False}
 
 
 def test_bank_watermark_shortcut_answers_without_a_scope_query(bank, django_assert_num_queries):
-    unit = add_memory(bank, "x")
-    model = add_model(bank, "m", last_memory_seen_at=unit.updated_at + timedelta(seconds=1))
+    unit = make_memory(bank, "x")
+    model = make_mental_model(bank, "m", last_memory_seen_at=unit.updated_at + timedelta(seconds=1))
     with django_assert_num_queries(1):  # the bank's last write only
         assert stale_flags([model]) == {model.uid: False}
 
@@ -206,7 +206,7 @@ def test_list_computes_every_flag_in_a_constant_number_of_queries(
     api, bank, page_size, django_assert_max_num_queries
 ):
     for index in range(5):
-        add_memory(bank, f"m{index}", tags=[TAGS[index % 3]])
+        make_memory(bank, f"m{index}", tags=[TAGS[index % 3]])
     middle = datetime.now(UTC) - timedelta(days=1)
     _bulk_models(bank, page_size, middle)
     # The page with its total, the bank's last write, one batched scope query.

@@ -25,23 +25,10 @@ from operations.engine import _run_handler
 from operations.jobs import Job
 from operations.models import CANCELLED, PENDING, Operation
 from operations.services import operation_claim
+from tests.factories import make_memory, make_mental_model
 from tests.fakes.llm_server import Reply
-from tests.mentalmodels.conftest import add_memory, add_model
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def sent(monkeypatch) -> list[str]:
-    published: list[str] = []
-
-    def record(*, operation_id) -> bool:
-        published.append(str(operation_id))
-        return True
-
-    monkeypatch.setattr("operations.dispatch.operation_send", record)
-    monkeypatch.setattr("operations.services.operation_send_on_commit", record)
-    return published
 
 
 @pytest.fixture
@@ -63,8 +50,8 @@ def claimed_job(bank_id: str, mental_model_id: str) -> Job:
 def test_a_superseded_refresh_that_fails_records_no_failure_and_leaves_its_follower_alone(
     bank, sent, failing_llm, edit
 ):
-    add_memory(bank, "Alice prefers async communication", tags=["team"], embed=True)
-    add_model(bank, "team", content="old doc", tags=["team"])
+    make_memory(bank, "Alice prefers async communication", tags=["team"], embed=True)
+    make_mental_model(bank, "team", content="old doc", tags=["team"])
     job = claimed_job(bank.id, "team")
 
     if edit == "clear":
@@ -88,8 +75,8 @@ def test_a_superseded_refresh_that_fails_records_no_failure_and_leaves_its_follo
 def test_a_refresh_whose_model_was_deleted_and_that_fails_ends_cancelled_at_once(
     bank, sent, failing_llm
 ):
-    add_memory(bank, "Alice prefers async communication", embed=True)
-    add_model(bank, "team", content="old doc")
+    make_memory(bank, "Alice prefers async communication", embed=True)
+    make_mental_model(bank, "team", content="old doc")
     job = claimed_job(bank.id, "team")
     mental_model_delete(bank_id=bank.id, mental_model_id="team")
 

@@ -13,7 +13,7 @@ import pytest
 
 from mentalmodels.pipeline import refresh_run
 from mentalmodels.staleness import is_stale
-from tests.mentalmodels.conftest import add_memory, add_model
+from tests.factories import make_memory, make_mental_model
 
 pytestmark = pytest.mark.django_db
 
@@ -21,10 +21,10 @@ pytestmark = pytest.mark.django_db
 def test_an_automatic_run_on_a_fresh_model_leaves_the_watermark_before_unread_memories(
     bank, scripted_llm
 ):
-    read = add_memory(bank, "Alice prefers async", tags=["team"])
-    model = add_model(bank, "team", content="doc", tags=["team"], trigger={"tags_match": "any"},
+    read = make_memory(bank, "Alice prefers async", tags=["team"])
+    model = make_mental_model(bank, "team", content="doc", tags=["team"], trigger={"tags_match": "any"},
                       last_memory_seen_at=read.updated_at)
-    unread = add_memory(bank, "An untagged note the model has never read")
+    unread = make_memory(bank, "An untagged note the model has never read")
     assert not is_stale(model)  # untagged writes never make a tagged model stale
 
     report = refresh_run(bank_id=bank.id, mental_model_id="team", automatic=True)

@@ -9,6 +9,7 @@ from rest_framework.test import APIClient
 
 from hindsight.banks.models import Bank
 from operations.models import CANCELLED, COMPLETED, FAILED, PENDING, Operation
+from tests.factories import make_bank, make_operation
 
 pytestmark = pytest.mark.django_db
 
@@ -34,13 +35,12 @@ def api() -> APIClient:
 
 @pytest.fixture
 def bank() -> Bank:
-    Bank.objects.create(id="other")
-    return Bank.objects.create(id="b1")
+    make_bank("other")
+    return make_bank("b1")
 
 
 def _op(**kwargs) -> Operation:
-    defaults = {"bank_id": "b1", "operation_type": "refresh_mental_model"}
-    return Operation.objects.create(**{**defaults, **kwargs})
+    return make_operation(**{"bank_id": "b1", **kwargs})
 
 
 def test_list_returns_upstream_shape_newest_first_with_int_items_count(api, bank) -> None:

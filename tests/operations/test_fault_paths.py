@@ -34,19 +34,6 @@ KEY = "fp:key"
 WAIT = 10.0
 
 
-@pytest.fixture
-def sent(monkeypatch):
-    published: list[str] = []
-
-    def record(*, operation_id) -> bool:
-        published.append(str(operation_id))
-        return True
-
-    monkeypatch.setattr("operations.dispatch.operation_send", record)
-    monkeypatch.setattr("operations.services.operation_send_on_commit", record)
-    return published
-
-
 @pytest.fixture(autouse=True)
 def _free_key_lock():
     """A test that leaves the key's Redis lock held (a "dead" worker) must not leak it."""

@@ -34,19 +34,6 @@ WAIT = 5.0  # every wait in this file is bounded
 
 
 @pytest.fixture
-def sent(monkeypatch):
-    published: list[str] = []
-
-    def record(*, operation_id) -> bool:
-        published.append(str(operation_id))
-        return True
-
-    monkeypatch.setattr("operations.dispatch.operation_send", record)
-    monkeypatch.setattr("operations.services.operation_send_on_commit", record)
-    return published
-
-
-@pytest.fixture
 def bank(sent) -> Bank:
     return Bank.objects.create(id="lo")
 

@@ -9,19 +9,13 @@ from datetime import timedelta
 
 import pytest
 from django.db import IntegrityError, connection, transaction
-from django.utils import timezone
 
 from hindsight.banks.models import Bank
 from hindsight.errors import Conflict
-from operations import registry
-from operations.engine import operation_execute, recover
-from operations.errors import FenceLost
-from operations.jobs import Job
-from operations.models import CANCELLED, COMPLETED, FAILED, PENDING, PROCESSING, Lease, Operation
+from operations.models import CANCELLED, FAILED, PENDING, PROCESSING, Lease, Operation
 from operations.services import (
     BUSY,
     backoff_seconds,
-    lease_bump,
     operation_cancel,
     operation_claim,
     operation_delete,
@@ -42,20 +36,6 @@ KEY = "mm:b1:m1"
 @pytest.fixture
 def bank() -> Bank:
     return Bank.objects.create(id="b1")
-
-
-@pytest.fixture
-def sent(monkeypatch):
-    """Operation ids the engine sent or scheduled to send on commit (nothing is published)."""
-    published: list[str] = []
-
-    def record(*, operation_id) -> bool:
-        published.append(str(operation_id))
-        return True
-
-    monkeypatch.setattr("operations.dispatch.operation_send", record)
-    monkeypatch.setattr("operations.services.operation_send_on_commit", record)
-    return published
 
 
 def _db_now():
@@ -171,46 +151,6 @@ def test_claim_refuses_a_parked_operation(bank, sent) -> None:
     op = _submit(automatic=True, not_before=_db_now() + timedelta(hours=1)).operation
     assert operation_claim(operation_id=op.id, holder="w") is None
     assert Operation.objects.get(id=op.id).status == PENDING
-
-
-def test_job_whose_fence_was_bumped_is_refused_and_writes_nothing(bank, sent) -> None:
-    op = _submit().operation
-    claimed = operation_claim(operation_id=op.id, holder="w")
-    job = Job(claimed, fence=claimed.fence, key=KEY)
-    lease_bump(key=KEY)
-    with pytest.raises(FenceLost), job.finishing():
-        Bank.objects.create(id="written-by-stale-job")
-    assert not Bank.objects.filter(id="written-by-stale-job").exists()
-    assert Operation.objects.get(id=op.id).status == PROCESSING
-
-
-def test_finishing_completes_the_operation_with_its_metadata_in_one_transaction(
-    bank, sent
-) -> None:
-    op = _submit().operation
-    claimed = operation_claim(operation_id=op.id, holder="w")
-    job = Job(claimed, fence=claimed.fence, key=KEY)
-    job.result_metadata["outcome"] = "content_written"
-    job.details = {"operation_type": "refresh_mental_model", "outcome": "content_written"}
-    with job.finishing():
-        Bank.objects.create(id="written-by-job")
-    done = Operation.objects.get(id=op.id)
-    assert done.status == COMPLETED and done.completed_at is not None
-    assert done.result_metadata["outcome"] == "content_written"
-    assert done.details["outcome"] == "content_written"
-
-
-def test_check_fence_outside_a_transaction_is_an_error(bank, sent) -> None:
-    op = _submit().operation
-    claimed = operation_claim(operation_id=op.id, holder="w")
-    job = Job(claimed, fence=claimed.fence, key=KEY)
-    # pytest-django's db fixture wraps the test in a transaction: leave it to check the guard.
-    connection.in_atomic_block, saved = False, connection.in_atomic_block
-    try:
-        with pytest.raises(RuntimeError):
-            job.check_fence()
-    finally:
-        connection.in_atomic_block = saved
 
 
 # --- failures, retries and the merge rule -----------------------------------------------------
@@ -413,138 +353,6 @@ def test_delete_removes_only_finished_operations(bank, sent) -> None:
     assert not Operation.objects.filter(id=op.id).exists()
 
 
-# --- the engine in process ---------------------------------------------------------------------
-
-
-class _Recorder:
-    operation_type = "test.inproc"
-
-    def __init__(self) -> None:
-        self.calls: list[str] = []
-        self.failures: list[tuple[str, bool]] = []
-        self.raise_exc: Exception | None = None
-
-    def run(self, job: Job) -> None:
-        self.calls.append(job.id)
-        if self.raise_exc is not None:
-            raise self.raise_exc
-
-    def on_attempt_failed(self, job: Job, exc: Exception, *, final: bool) -> None:
-        self.failures.append((type(exc).__name__, final))
-
-
-@pytest.fixture
-def recorder():
-    handler = _Recorder()
-    registry.register(handler)
-    yield handler
-    registry.unregister(handler.operation_type)
-
-
-def test_engine_runs_a_handler_and_completes_the_operation(bank, sent, recorder) -> None:
-    op = operation_submit(bank_id="b1", operation_type="test.inproc", dedupe_key="k").operation
-    assert operation_execute(operation_id=str(op.id), holder="t") == "completed"
-    assert recorder.calls == [str(op.id)]
-    assert Operation.objects.get(id=op.id).status == COMPLETED
-    # A redelivered message finds nothing to do.
-    assert operation_execute(operation_id=str(op.id), holder="t") == "skipped"
-    assert recorder.calls == [str(op.id)]
-
-
-def test_engine_records_failure_and_calls_the_attempt_hook(bank, sent, recorder, settings) -> None:
-    settings.HINDSIGHT = dataclasses.replace(settings.HINDSIGHT, worker_max_retries=0)
-    recorder.raise_exc = ValueError("nope")
-    op = operation_submit(bank_id="b1", operation_type="test.inproc").operation
-    assert operation_execute(operation_id=str(op.id), holder="t") == "failed"
-    failed = Operation.objects.get(id=op.id)
-    assert failed.status == FAILED and "ValueError: nope" in failed.error_message
-    assert recorder.failures == [("ValueError", True)]
-
-
-def test_engine_ends_a_superseded_job_cancelled(bank, sent, recorder) -> None:
-    op = operation_submit(bank_id="b1", operation_type="test.inproc", dedupe_key="k").operation
-    recorder.raise_exc = FenceLost("bumped")
-    assert operation_execute(operation_id=str(op.id), holder="t") == "superseded"
-    done = Operation.objects.get(id=op.id)
-    assert done.status == CANCELLED and "superseded" in done.error_message
-
-
-def test_engine_leaves_the_operation_pending_while_its_key_lock_is_held(
-    bank, sent, recorder
-) -> None:
-    from operations.locks import key_lock
-
-    op = operation_submit(bank_id="b1", operation_type="test.inproc", dedupe_key="held").operation
-    lock = key_lock("held")
-    assert lock.acquire(blocking=False)
-    try:
-        assert operation_execute(operation_id=str(op.id), holder="t") == "locked"
-        assert Operation.objects.get(id=op.id).status == PENDING
-    finally:
-        lock.release()
-    assert operation_execute(operation_id=str(op.id), holder="t") == "completed"
-
-
-def test_engine_fails_an_operation_without_handler_without_retries(bank, sent) -> None:
-    op = operation_submit(bank_id="b1", operation_type="no.such.type").operation
-    assert operation_execute(operation_id=str(op.id), holder="t") == "failed"
-    assert "no handler" in Operation.objects.get(id=op.id).error_message
-
-
-def test_engine_dispatches_the_next_pending_operation_of_the_key_after_finishing(
-    bank, sent, recorder
-) -> None:
-    first = operation_submit(bank_id="b1", operation_type="test.inproc", dedupe_key="k").operation
-    operation_claim(operation_id=first.id, holder="x")  # pretend it is running
-    second = operation_submit(bank_id="b1", operation_type="test.inproc",
-                              dedupe_key="k").operation
-    Operation.objects.filter(id=first.id).update(status=COMPLETED)
-    sent.clear()
-    assert operation_execute(operation_id=str(second.id), holder="t") == "completed"
-    third = operation_submit(bank_id="b1", operation_type="test.inproc", dedupe_key="k").operation
-    assert str(third.id) in sent
-
-
-def test_recover_calls_the_attempt_hook_with_worker_lost(bank, sent, recorder, settings) -> None:
-    settings.HINDSIGHT = dataclasses.replace(settings.HINDSIGHT, recovery_threshold_seconds=1)
-    op = operation_submit(bank_id="b1", operation_type="test.inproc", dedupe_key="k").operation
-    operation_claim(operation_id=op.id, holder="x")
-    Operation.objects.filter(id=op.id).update(heartbeat_at=timezone.now() - timedelta(hours=1))
-    recover()
-    assert recorder.failures == [("WorkerLost", False)]
-
-
-# --- wall timeout -------------------------------------------------------------------------------
-
-
-@pytest.fixture
-def test_job_handler(db):
-    import operations.testing_handlers as testing_handlers
-
-    testing_handlers.ensure_tables()
-    return testing_handlers
-
-
-def test_job_past_its_wall_timeout_is_a_failed_retryable_attempt(bank, sent, test_job_handler,
-                                                                 settings) -> None:
-    settings.HINDSIGHT = dataclasses.replace(settings.HINDSIGHT, worker_max_retries=1)
-    op = operation_submit(bank_id="b1", operation_type="test.job",
-                          payload={"sleep": 3, "wall": 0.3}).operation
-    started = timezone.now()
-    assert operation_execute(operation_id=str(op.id), holder="t") == "retrying"
-    assert (timezone.now() - started).total_seconds() < 2.0
-    after = Operation.objects.get(id=op.id)
-    assert after.status == PENDING and after.retry_count == 1
-    assert "wall timeout of 0.3s exceeded" in after.error_message
-
-
-def test_wall_timeout_does_not_cut_the_final_write(bank, sent, test_job_handler) -> None:
-    op = operation_submit(bank_id="b1", operation_type="test.job",
-                          payload={"finish_sleep": 0.6, "wall": 0.3, "effect": True}).operation
-    assert operation_execute(operation_id=str(op.id), holder="t") == "completed"
-    assert Operation.objects.get(id=op.id).status == COMPLETED
-
-
 def test_task_options_make_delivery_at_least_once(settings) -> None:
     from hindsight.celery import app
     from operations.tasks import recover, release_due, run_operation
@@ -556,37 +364,3 @@ def test_task_options_make_delivery_at_least_once(settings) -> None:
     cfg = settings.HINDSIGHT
     assert (cfg.reflect_wall_timeout_seconds < app.conf.task_soft_time_limit
             < app.conf.task_time_limit < app.conf.broker_transport_options["visibility_timeout"])
-
-
-def test_failed_publish_leaves_dispatched_at_null_for_recovery_and_never_raises(
-    bank, monkeypatch
-) -> None:
-    from operations import dispatch
-    from operations.tasks import run_operation
-
-    op = Operation.objects.create(bank=bank, operation_type="x", dedupe_key="pub")
-
-    def broker_down(*args, **kwargs):
-        raise ConnectionError("broker down")
-
-    monkeypatch.setattr(run_operation, "apply_async", broker_down)
-    assert dispatch.operation_send(operation_id=op.id) is False
-    assert Operation.objects.get(id=op.id).dispatched_at is None
-
-    published = []
-    monkeypatch.setattr(run_operation, "apply_async",
-                        lambda *a, **k: published.append(k["args"]))
-    assert dispatch.operation_send(operation_id=op.id) is True
-    assert published == [[str(op.id)]]
-    assert Operation.objects.get(id=op.id).dispatched_at is not None
-
-
-def test_submit_publishes_only_after_commit(bank, django_capture_on_commit_callbacks,
-                                            monkeypatch) -> None:
-    published = []
-    monkeypatch.setattr("operations.dispatch.operation_send",
-                        lambda *, operation_id: published.append(operation_id))
-    with django_capture_on_commit_callbacks(execute=True) as callbacks:
-        op = operation_submit(bank_id="b1", operation_type="x", dedupe_key="oc").operation
-        assert published == []  # nothing leaves before the transaction commits
-    assert len(callbacks) == 1 and published == [op.id]

@@ -68,12 +68,10 @@ def _one(key: str, status: str) -> Operation | None:
 @example(steps=[("submit", "k1", False, False), ("claim", "k1", False, False),
                 ("submit", "k1", True, False), ("crash", "k1", False, False),
                 ("claim", "k1", False, False), ("complete", "k1", False, False)])
-def test_queue_invariants_hold_for_any_sequence_of_actions(steps, settings, monkeypatch) -> None:
+def test_queue_invariants_hold_for_any_sequence_of_actions(steps, settings, sent) -> None:
     settings.HINDSIGHT = dataclasses.replace(
         settings.HINDSIGHT, worker_max_retries=MAX_RETRIES, worker_retry_backoff_seconds=0.0,
         recovery_threshold_seconds=30.0)
-    monkeypatch.setattr("operations.services.operation_send_on_commit", lambda **kw: None)
-    monkeypatch.setattr("operations.dispatch.operation_send", lambda **kw: True)
     Operation.objects.all().delete()
     Bank.objects.get_or_create(id="hb")
 

@@ -6,16 +6,13 @@ closer), so rankings are deterministic and no local model is loaded.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from datetime import datetime
+from typing import Any
 
 import pytest
-from django.db import transaction
 
 from hindsight.banks.models import Bank, MemoryUnit
-from hindsight.banks.writeclock import hold_bank_write_lock, take_cutoff
-from hindsight.embeddings import get_embedder
 from mentalmodels.models import MentalModel
+from tests.factories import make_bank, make_memory, make_mental_model
 
 
 @pytest.fixture(autouse=True)
@@ -25,26 +22,12 @@ def _embed_with_scripted_server(openai_embeddings):
 
 @pytest.fixture
 def bank(db) -> Bank:
-    return Bank.objects.create(id="reflect-bank", name="Reflect bank")
+    return make_bank("reflect-bank", name="Reflect bank")
 
 
-def add_memory(
-    bank: Bank,
-    text: str,
-    *,
-    fact_type: str = "world",
-    tags: Iterable[str] = (),
-    context: str = "",
-) -> MemoryUnit:
-    [vector] = get_embedder().embed([text])
-    with transaction.atomic():
-        hold_bank_write_lock(bank.id)
-        unit = MemoryUnit.objects.create(
-            bank=bank, text=text, fact_type=fact_type, tags=list(tags), context=context,
-            embedding=vector,
-        )
-    unit.refresh_from_db()
-    return unit
+def add_memory(bank: Bank, text: str, **fields: Any) -> MemoryUnit:
+    """Reflect's preset of ``make_memory``: every memory is embedded."""
+    return make_memory(bank, text, embed=True, **fields)
 
 
 def add_model(
@@ -53,21 +36,15 @@ def add_model(
     *,
     name: str,
     content: str,
-    tags: Iterable[str] = (),
     fresh: bool = True,
     source_query: str | None = None,
+    **fields: Any,
 ) -> MentalModel:
-    """A mental model; ``fresh`` sets its watermark past every memory written so far."""
-    watermark: datetime | None = take_cutoff(bank.id) if fresh else None
-    return MentalModel.objects.create(
-        bank=bank,
-        mental_model_id=mental_model_id,
-        name=name,
-        source_query=source_query or f"What about {name}?",
-        content=content,
-        tags=list(tags),
-        last_refreshed_at=watermark,
-        last_memory_seen_at=watermark,
+    """Reflect's preset of ``make_mental_model``: fresh (watermark past every memory written so
+    far) unless told otherwise, and a source query naming the model."""
+    return make_mental_model(
+        bank, mental_model_id, name=name, content=content, fresh=fresh,
+        source_query=source_query or f"What about {name}?", **fields,
     )
 
 
