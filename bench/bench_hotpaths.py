@@ -38,6 +38,7 @@ import json
 import os
 import pstats
 import random
+import secrets
 import shutil
 import signal
 import statistics
@@ -62,6 +63,7 @@ MODES = ["any", "all", "any_strict", "all_strict", "exact", None]
 LIST_BANK = "hot-list"
 RETAIN_BANK = "hot-retain"
 DELAY_MARK = "bench-delay-50"
+BENCH_SECRET = secrets.token_urlsafe(50)
 
 
 def _sentence(rng: random.Random) -> str:
@@ -171,6 +173,8 @@ def _side_env(database_url: str, redis_url: str, llm_url: str, queue: str) -> di
     return {
         **os.environ,
         "DJANGO_SETTINGS_MODULE": "hindsight.settings",
+        # A throw-away deployment: one random key shared by the side's processes.
+        "HINDSIGHT_API_SECRET_KEY": os.environ.get("HINDSIGHT_API_SECRET_KEY") or BENCH_SECRET,
         "HINDSIGHT_API_DATABASE_URL": database_url,
         "HINDSIGHT_API_REDIS_URL": redis_url,
         "HINDSIGHT_API_TASK_QUEUE": queue,
