@@ -276,7 +276,7 @@ def orchestrate(args: argparse.Namespace) -> int:
                         collected[name].setdefault(key, []).append(value)
                     llm.reset()
                     llm.respond_with(respond)
-                    flip = not flip
+                flip = not flip
         for name, values in collected.items():
             results[name] = {"metrics": {k: statistics.median(v) for k, v in values.items()}}
     finally:
