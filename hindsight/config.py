@@ -91,6 +91,12 @@ class Config:
     # Short retry of one publish to the broker; a publish that still fails is re-sent by recovery.
     publish_retries: int = 2
 
+    # Retain: LLM extraction calls in flight at once per retain; a sync retain extracts at most
+    # this many items (more: a 422 pointing to ``async: true``) within this many seconds.
+    retain_extraction_concurrency: int = 8
+    retain_sync_max_llm_items: int = 100
+    retain_sync_timeout_seconds: float = 60.0
+
     mental_model_refresh_tick_seconds: float = 60.0
     mental_model_min_refresh_interval_seconds: float = 0.0
     mental_model_history_max_entries: int = 50
@@ -275,6 +281,9 @@ def read_config(env: Mapping[str, str] | None = None) -> Config:
         broker_visibility_timeout_seconds=r.number(
             p + "BROKER_VISIBILITY_TIMEOUT", 3600.0, minimum=1.0
         ),
+        retain_extraction_concurrency=r.integer(p + "RETAIN_EXTRACTION_CONCURRENCY", 8, minimum=1),
+        retain_sync_max_llm_items=r.integer(p + "RETAIN_SYNC_MAX_LLM_ITEMS", 100, minimum=1),
+        retain_sync_timeout_seconds=r.number(p + "RETAIN_SYNC_TIMEOUT", 60.0, minimum=0.1),
         mental_model_refresh_tick_seconds=r.number(
             p + "MENTAL_MODEL_REFRESH_TICK_SECONDS", 60.0, minimum=1.0
         ),

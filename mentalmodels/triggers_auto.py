@@ -211,14 +211,38 @@ def mental_model_refresh_auto(
 # The cron tick (OP-5)
 
 
-def _fired(expr: str, *, since: datetime, now: datetime) -> bool:
-    """Did the 5-field UTC cron ``expr`` fire in ``(since, now]``?"""
-    return croniter(expr, since.astimezone(UTC)).get_next(datetime) <= now
+class CronFires:
+    """"Did ``expr`` fire in ``(since, now]``?" for one tick's ``now``, many models.
+
+    That holds exactly when the latest fire at or before ``now`` is later than ``since``, and
+    that latest fire depends on the expression only: croniter runs once per distinct
+    expression per tick (~0.5 ms each), not once per model (10,000 models: 5 s of CPU a tick).
+    """
+
+    def __init__(self, now: datetime) -> None:
+        self.now = now.astimezone(UTC)
+        self._latest: dict[str, datetime | Exception] = {}
+
+    def fired_since(self, expr: str, since: datetime) -> bool:
+        latest = self._latest.get(expr)
+        if latest is None:
+            try:
+                # The first fire after now, then the one before it: the latest at or before now.
+                following = croniter(expr, self.now).get_next(datetime)
+                latest = croniter(expr, following).get_prev(datetime)
+            except (ValueError, KeyError) as exc:
+                latest = exc
+            self._latest[expr] = latest
+        if isinstance(latest, Exception):
+            raise latest
+        return latest > since
 
 
-def cron_due(model: MentalModel, *, now: datetime) -> str | None:
+def cron_due(model: MentalModel, *, now: datetime, fires: CronFires | None = None) -> str | None:
     """Which cron of ``model`` fired since its last refresh and the tick's last look: the full
-    rebuild (``REASON_FULL_CRON``) wins over the plain one (``REASON_CRON``); None if neither."""
+    rebuild (``REASON_FULL_CRON``) wins over the plain one (``REASON_CRON``); None if neither.
+    ``fires`` is the tick's shared ``CronFires`` for ``now``."""
+    fires = fires or CronFires(now)
     trigger = model.trigger or {}
     checked = model.cron_checked_at
     for reason, key, last in (
@@ -230,7 +254,7 @@ def cron_due(model: MentalModel, *, now: datetime) -> str | None:
             continue
         since = max(t for t in (last or model.created_at, checked) if t is not None)
         try:
-            if _fired(expr, since=since, now=now):
+            if fires.fired_since(expr, since):
                 return reason
         except (ValueError, KeyError) as exc:  # validated on write; never let one row stop the tick
             log.warning("mental model %s/%s: unusable %s %r: %s", model.bank_id,
@@ -291,8 +315,9 @@ def mental_models_cron_tick(*, now: datetime | None = None) -> CronTickReport:
     )
     report.evaluated = len(candidates)
     due: list[tuple[MentalModel, str]] = []
+    fires = CronFires(now)
     for model in candidates:
-        reason = cron_due(model, now=now)
+        reason = cron_due(model, now=now, fires=fires)
         if reason is not None:
             due.append((model, reason))
     for start in range(0, len(due), TICK_CHUNK):

@@ -1,22 +1,28 @@
 """Fact extraction for retain: an item's content → facts, through the LLM's structured output.
 
 One ``structured`` call per item (an item is one source text; the facts keep its context and
-tags). Without an LLM, or for an item with ``strategy: "verbatim"``, the content is stored as
-one ``world`` fact, unchanged. The LLM never chooses tags: tags are visibility scopes the caller
+tags); ``facts_extract_many`` runs a retain's calls concurrently, at most
+``HINDSIGHT_API_RETAIN_EXTRACTION_CONCURRENCY`` in flight, and keeps the items' order. Without
+an LLM, or for an item with ``strategy: "verbatim"``, the content is stored as one ``world``
+fact, unchanged. The LLM never chooses tags: tags are visibility scopes the caller
 sets, and an invented tag would silently move a fact out of the scopes that should read it.
 """
 
 from __future__ import annotations
 
+import contextvars
+from collections.abc import Sequence
+from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from django.conf import settings
+from django.db import connections
 
 from hindsight.banks.retaintypes import RetainItem, Usage
 from hindsight.banks.serializers import parse_datetime_value
-from hindsight.llm import get_llm
+from hindsight.llm import Deadline, get_llm
 
 FACT_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -73,8 +79,54 @@ def uses_llm(item: RetainItem) -> bool:
     return settings.HINDSIGHT.llm_configured and item.strategy != "verbatim"
 
 
+def facts_extract_many(
+    *, items: Sequence[RetainItem], bank_id: str | None = None, deadline: Deadline | None = None
+) -> list[tuple[list[ExtractedFact], Usage]]:
+    """``facts_extract`` of every item, in the items' order, the LLM calls run concurrently.
+
+    The first failure cancels the calls not started yet and is raised. Each call runs in a copy
+    of the caller's context (``collect_llm_calls`` blocks see it); a thread that touched the
+    database closes its connection when its call ends.
+    """
+    results: list[tuple[list[ExtractedFact], Usage]] = [([], Usage())] * len(items)
+    llm_indexes = []
+    for i, item in enumerate(items):
+        if uses_llm(item):
+            llm_indexes.append(i)
+        else:
+            results[i] = facts_extract(item=item, bank_id=bank_id)
+    workers = min(settings.HINDSIGHT.retain_extraction_concurrency, len(llm_indexes))
+    if workers <= 1:
+        for i in llm_indexes:
+            results[i] = facts_extract(item=items[i], bank_id=bank_id, deadline=deadline)
+    elif llm_indexes:
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="retain-extract") as pool:
+            futures = {
+                pool.submit(contextvars.copy_context().run, _extract_in_thread, items[i],
+                            bank_id, deadline): i
+                for i in llm_indexes
+            }
+            done, _ = wait(futures, return_when=FIRST_EXCEPTION)
+            error = next((f.exception() for f in done if f.exception() is not None), None)
+            if error is not None:
+                pool.shutdown(wait=True, cancel_futures=True)
+                raise error
+            for future, i in futures.items():
+                results[i] = future.result()
+    return results
+
+
+def _extract_in_thread(
+    item: RetainItem, bank_id: str | None, deadline: Deadline | None
+) -> tuple[list[ExtractedFact], Usage]:
+    try:
+        return facts_extract(item=item, bank_id=bank_id, deadline=deadline)
+    finally:
+        connections.close_all()  # this thread's connections only (an LLM-call hook may write)
+
+
 def facts_extract(
-    *, item: RetainItem, bank_id: str | None = None
+    *, item: RetainItem, bank_id: str | None = None, deadline: Deadline | None = None
 ) -> tuple[list[ExtractedFact], Usage]:
     """The facts of one item, and the LLM usage it cost (zero when verbatim)."""
     if not uses_llm(item):
@@ -87,6 +139,7 @@ def facts_extract(
         [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": user}],
         schema=FACT_SCHEMA,
         name="retain_facts",
+        deadline=deadline,
         purpose="retain",
     )
     facts = []

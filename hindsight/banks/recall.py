@@ -7,14 +7,14 @@ temporal arm when a window is given, fused by reciprocal rank (k = 60), filtered
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
-from django.db import connection, transaction
+from django.db import connection
 
-from hindsight.banks.models import MemoryUnit
 from hindsight.banks.tokens import count_tokens_batch
 from hindsight.embeddings import get_embedder
 from hindsight.tagscope import TagScope, scope_sql
@@ -22,6 +22,10 @@ from hindsight.tagscope import TagScope, scope_sql
 RRF_K = 60
 # Candidates each arm contributes before fusion, per recall budget.
 BUDGET_CANDIDATES = {"low": 30, "mid": 60, "high": 120}
+# The keyword arm ranks at most this many matches per candidate it returns, the newest first: a
+# query of common words matches a large share of a big bank, and ranking every match would make
+# recall grow with the bank. Below the cap (rare words, ordinary banks) every match is ranked.
+KEYWORD_RANKED_PER_CANDIDATE = 20
 
 
 # ------------------------------------------------------------------------------------
@@ -50,6 +54,31 @@ class RecallHit:
     arms: list[str] = field(default_factory=list)
 
 
+class _Row(NamedTuple):
+    """A candidate's columns as the retrieval statement returns them (``_HIT_COLUMNS``)."""
+
+    text: str
+    context: str
+    fact_type: str
+    tags: list[str]
+    updated_at: datetime
+    created_at: datetime
+    document_id: str | None
+    metadata: Any
+    entities: list[str]
+    occurred_start: datetime | None
+    occurred_end: datetime | None
+    mentioned_at: datetime | None
+    source_memory_ids: list[Any]
+
+
+def _json_object(value: Any) -> dict[str, Any]:
+    # Django's connection hands jsonb over as text (JSONField decodes it); a raw read does too.
+    if isinstance(value, str):
+        value = json.loads(value)
+    return dict(value or {})
+
+
 @dataclass(frozen=True)
 class RecallFloors:
     semantic: float | None = None
@@ -76,36 +105,87 @@ def _filters(
     return " AND ".join(parts), out
 
 
-def _keyword_arm(
-    cursor: Any, query: str, where: str, params: list[Any], floor: float | None, candidates: int
-) -> list[tuple[str, float]]:
-    """Full-text candidates, best ``ts_rank_cd`` first.
+# What a hit carries, read in the retrieval statement itself (never the embedding or tsvector).
+_HIT_COLUMNS = (
+    "text", "context", "fact_type", "tags", "updated_at", "created_at", "document_id",
+    "metadata", "entities", "occurred_start", "occurred_end", "mentioned_at", "source_memory_ids",
+)
 
-    Memories holding every lexeme of the query are tried first: when there are enough of them
-    they are the top of the ranking anyway, and the query stays cheap. Otherwise the lexemes
-    are OR-ed (a question rarely matches in full) and every match is ranked.
+
+def _retrieval_sql(
+    *, where: str, params: list[Any], vector_literal: str, query: str, candidates: int,
+    floors: RecallFloors, temporal_window: tuple[datetime, datetime] | None,
+) -> tuple[str, list[Any]]:
+    """Every arm of a recall and the candidates' rows, as one statement (one round trip).
+
+    - semantic: the ``candidates`` nearest by cosine distance (HNSW), ranked by exact distance;
+    - keyword: memories holding every lexeme of the query, best ``ts_rank_cd`` first; when there
+      are fewer than ``candidates`` of them, the lexemes OR-ed instead (a question rarely matches
+      in full) — the OR scan runs only then (a one-time filter). Each ranks the newest
+      ``KEYWORD_RANKED_PER_CANDIDATE × candidates`` matches at most;
+    - temporal (with a window): the latest events in it.
+
+    Each arm's rows carry their rank (1 = best); the rows of every candidate come back joined.
     """
-    cursor.execute("SELECT plainto_tsquery('english', %s)::text", [query])
-    all_terms = cursor.fetchone()[0]
-    if not all_terms:
-        return []
-    attempts = [all_terms.replace(" & ", " | ")]
-    if " & " in all_terms:
-        attempts.insert(0, all_terms)
-    floor_sql = "AND ts_rank_cd(m.search_vector, %s::tsquery) >= %s" if floor is not None else ""
-    rows: list[tuple[Any, float]] = []
-    for tsquery in attempts:
-        cursor.execute(
-            "SELECT m.id, ts_rank_cd(m.search_vector, %s::tsquery) AS rank FROM banks_memoryunit m "
-            f"WHERE m.search_vector @@ %s::tsquery AND {where} {floor_sql} "
-            "ORDER BY rank DESC, m.updated_at DESC LIMIT %s",
-            [tsquery, tsquery, *params, *([tsquery, floor] if floor is not None else []),
-             candidates],
+    sem_floor, sem_floor_params = "", []
+    if floors.semantic is not None:
+        sem_floor, sem_floor_params = (
+            "AND 1 - (m.embedding <=> (SELECT v FROM qv)) >= %s", [floors.semantic]
         )
-        rows = cursor.fetchall()
-        if len(rows) >= candidates:
-            break
-    return [(str(i), float(r)) for i, r in rows]
+
+    def keyword(q: str, extra: str = "", extra_params: Sequence[Any] = ()) -> tuple[str, list[Any]]:
+        floor = f"WHERE ts_rank_cd(c.sv, {q}) >= %s" if floors.keyword is not None else ""
+        sql = (
+            f"SELECT c.id, ts_rank_cd(c.sv, {q}) AS value, c.updated_at FROM ("
+            "SELECT m.id, m.search_vector AS sv, m.updated_at FROM banks_memoryunit m "
+            f"WHERE m.search_vector @@ {q} AND {where} {extra} "
+            f"ORDER BY m.updated_at DESC LIMIT %s) c {floor} "
+            "ORDER BY value DESC, c.updated_at DESC, c.id LIMIT %s"
+        )
+        return sql, [query, query, *params, *extra_params, candidates * KEYWORD_RANKED_PER_CANDIDATE,
+                     *([query, floors.keyword] if floor else []), candidates]
+
+    kw_all_sql, kw_all_params = keyword("plainto_tsquery('english', %s)")
+    kw_any_sql, kw_any_params = keyword(
+        "replace(plainto_tsquery('english', %s)::text, ' & ', ' | ')::tsquery",
+        "AND (SELECT count(*) FROM kw_all) < %s", [candidates],
+    )
+    ctes = [
+        "qv AS (SELECT %s::vector AS v)",
+        "sem AS (SELECT id, 1 - dist AS value, row_number() OVER (ORDER BY dist, id) AS r FROM ("
+        "SELECT m.id, m.embedding <=> (SELECT v FROM qv) AS dist FROM banks_memoryunit m "
+        f"WHERE m.embedding IS NOT NULL AND {where} {sem_floor} "
+        "ORDER BY m.embedding <=> (SELECT v FROM qv) LIMIT %s) s)",
+        f"kw_all AS ({kw_all_sql})",
+        f"kw_any AS ({kw_any_sql})",
+        "kw AS (SELECT id, value, row_number() OVER (ORDER BY value DESC, updated_at DESC, id) "
+        "AS r FROM (SELECT * FROM kw_all WHERE (SELECT count(*) FROM kw_all) >= %s "
+        "UNION ALL SELECT * FROM kw_any) k)",
+    ]
+    out: list[Any] = [vector_literal, *params, *sem_floor_params, candidates,
+                      *kw_all_params, *kw_any_params, candidates]
+    arms = ["sem", "kw"]
+    if temporal_window is not None:
+        when = "COALESCE(m.occurred_start, m.mentioned_at)"
+        ctes.append(
+            "tmp AS (SELECT id, row_number() OVER (ORDER BY t DESC, id) AS r FROM ("
+            f"SELECT m.id, {when} AS t FROM banks_memoryunit m WHERE {where} "
+            f"AND {when} BETWEEN %s AND %s ORDER BY {when} DESC, m.id LIMIT %s) x)"
+        )
+        out += [*params, *temporal_window, candidates]
+        arms.append("tmp")
+    ids = " UNION ".join(f"SELECT id FROM {arm}" for arm in arms)
+    columns = ", ".join(f"m.{c}" for c in _HIT_COLUMNS)
+    arm_columns = ", ".join(
+        f"{arm}.r, {arm}.value" if arm != "tmp" else "tmp.r" for arm in arms
+    )
+    joins = " ".join(f"LEFT JOIN {arm} ON {arm}.id = m.id" for arm in arms)
+    sql = (
+        f"WITH {', '.join(ctes)}, ids AS ({ids}) "
+        f"SELECT m.id, {columns}, {arm_columns} FROM ids "
+        f"JOIN banks_memoryunit m ON m.id = ids.id {joins}"
+    )
+    return sql, out
 
 
 def memory_recall(
@@ -140,51 +220,47 @@ def memory_recall(
         exclude_ids=exclude_ids,
     )
     vector_literal = "[" + ",".join(repr(float(x)) for x in query_vector) + "]"
-    arms: dict[str, list[tuple[str, float]]] = {}
-    with transaction.atomic(), connection.cursor() as cursor:
-        # Filtered HNSW scans stop early without iterative scans (pgvector >= 0.8): a bank or
-        # tag filter would otherwise starve the semantic arm on a shared index.
-        cursor.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
-        # SET takes no bind parameters; the value is an int computed here.
-        cursor.execute(f"SET LOCAL hnsw.ef_search = {int(max(40, min(candidates * 2, 1000)))}")
-        semantic_floor = ""
-        semantic_params: list[Any] = []
-        if floors.semantic is not None:
-            semantic_floor = "AND 1 - (m.embedding <=> %s::vector) >= %s"
-            semantic_params = [vector_literal, floors.semantic]
+    sql, sql_params = _retrieval_sql(
+        where=where, params=params, vector_literal=vector_literal, query=query,
+        candidates=candidates, floors=floors, temporal_window=temporal_window,
+    )
+    # Filtered HNSW scans stop early without iterative scans (pgvector >= 0.8): a bank or tag
+    # filter would otherwise starve the semantic arm on a shared index. SET takes no bind
+    # parameters (the value is an int computed here); SET LOCAL and the statement go in one
+    # round trip, one implicit transaction (or the caller's, as a savepoint would).
+    ef_search = int(max(40, min(candidates * 2, 1000)))
+    with connection.cursor() as cursor:
         cursor.execute(
-            "SELECT id, sim FROM (SELECT m.id, 1 - (m.embedding <=> %s::vector) AS sim, "
-            "m.embedding <=> %s::vector AS dist FROM banks_memoryunit m "
-            f"WHERE m.embedding IS NOT NULL AND {where} {semantic_floor} "
-            "ORDER BY m.embedding <=> %s::vector LIMIT %s) s ORDER BY dist",
-            [vector_literal, vector_literal, *params, *semantic_params, vector_literal, candidates],
+            "SET LOCAL hnsw.iterative_scan = relaxed_order; "
+            f"SET LOCAL hnsw.ef_search = {ef_search}; {sql}",
+            sql_params,
         )
-        arms["semantic"] = [(str(i), float(s)) for i, s in cursor.fetchall()]
-        arms["keyword"] = _keyword_arm(cursor, query, where, params, floors.keyword, candidates)
-        if temporal_window is not None:
-            start, end = temporal_window
-            cursor.execute(
-                "SELECT m.id, 0 FROM banks_memoryunit m "
-                f"WHERE {where} AND COALESCE(m.occurred_start, m.mentioned_at) BETWEEN %s AND %s "
-                "ORDER BY COALESCE(m.occurred_start, m.mentioned_at) DESC LIMIT %s",
-                [*params, start, end, candidates],
-            )
-            arms["temporal"] = [(str(i), 0.0) for i, _ in cursor.fetchall()]
+        while cursor.description is None and cursor.nextset():
+            pass
+        fetched = cursor.fetchall()
 
     fused: dict[str, float] = {}
     raw: dict[str, dict[str, float]] = {}
-    for arm, ranked in arms.items():
-        for rank, (memory_id, value) in enumerate(ranked, start=1):
-            fused[memory_id] = fused.get(memory_id, 0.0) + 1.0 / (RRF_K + rank)
-            raw.setdefault(memory_id, {})[arm] = value
+    rows: dict[str, _Row] = {}
+    arm_names = ["semantic", "keyword"] + (["temporal"] if temporal_window is not None else [])
+    for record in fetched:
+        memory_id = str(record[0])
+        rows[memory_id] = _Row(*record[1:1 + len(_HIT_COLUMNS)])
+        ranks = record[1 + len(_HIT_COLUMNS):]
+        values: dict[str, float] = {}
+        score = 0.0
+        for index, arm in enumerate(arm_names):
+            # Fused in the arms' order, as sums of 1 / (k + rank): scores equal to the bit.
+            rank = ranks[2 * index]
+            if rank is None:
+                continue
+            score += 1.0 / (RRF_K + rank)
+            values[arm] = float(ranks[2 * index + 1]) if arm != "temporal" else 0.0
+        fused[memory_id] = score
+        raw[memory_id] = values
     ordered = sorted(fused, key=lambda i: (-fused[i], i))
     if floors.final is not None:
         ordered = [i for i in ordered if fused[i] >= floors.final]
-    rows = {
-        str(m.id): m
-        for m in MemoryUnit.objects.filter(id__in=ordered).defer("embedding", "search_vector")
-    }
-    ordered = [i for i in ordered if i in rows]
     if prefer_observations:
         superseded = {
             str(s) for i in ordered if rows[i].fact_type == "observation"
@@ -205,7 +281,7 @@ def memory_recall(
             RecallHit(
                 id=memory_id, text=m.text, context=m.context, fact_type=m.fact_type,
                 tags=list(m.tags), updated_at=m.updated_at, created_at=m.created_at,
-                document_id=m.document_id, metadata=dict(m.metadata or {}),
+                document_id=m.document_id, metadata=_json_object(m.metadata),
                 entities=list(m.entities), occurred_start=m.occurred_start,
                 occurred_end=m.occurred_end, mentioned_at=m.mentioned_at,
                 source_memory_ids=[str(s) for s in m.source_memory_ids],

@@ -20,7 +20,7 @@ from django.utils import timezone
 
 from hindsight.banks import bankconfig
 from hindsight.banks.consolidation import consolidation_submit
-from hindsight.banks.extraction import ExtractedFact, facts_extract
+from hindsight.banks.extraction import ExtractedFact, facts_extract_many, uses_llm
 from hindsight.banks.models import Bank, MemoryUnit
 from hindsight.banks.retaintypes import RetainItem, RetainResult, Usage
 from hindsight.banks.selectors import bank_disposition, bank_mission
@@ -36,6 +36,7 @@ from hindsight.errors import (
     Unavailable,
     UpstreamFailed,
 )
+from hindsight.llm import Deadline, LLMTimeout
 from operations.models import CANCELLED, PENDING, PROCESSING, Operation
 from operations.services import lease_bump, operation_submit
 
@@ -52,6 +53,12 @@ _CONFIG_FIELDS_IN_BANK_BODY = (
 
 class ExtractionFailed(UpstreamFailed):
     """The LLM could not extract facts from a retain item."""
+
+
+class RetainTimedOut(DomainError):
+    """A sync retain's extraction ran past ``HINDSIGHT_API_RETAIN_SYNC_TIMEOUT``."""
+
+    status_code = 504
 
 
 class EmbeddingUnavailable(Unavailable):
@@ -207,31 +214,66 @@ def _parse_iso(value: str | None) -> datetime | None:
     return parse_datetime_value(value)
 
 
+def memories_retain_sync(*, bank_id: str, items: Sequence[RetainItem]) -> RetainResult:
+    """``POST …/memories`` without ``async``: ``memories_retain`` within the request's time.
+
+    A batch with more items to extract by the LLM than
+    ``HINDSIGHT_API_RETAIN_SYNC_MAX_LLM_ITEMS`` is refused at once (422 on ``body.items``,
+    pointing to ``async: true``) rather than left to run past any client's timeout; the
+    extraction of a batch under the bound is cut at ``HINDSIGHT_API_RETAIN_SYNC_TIMEOUT``
+    (504, nothing stored).
+    """
+    cfg = settings.HINDSIGHT
+    llm_items = sum(1 for item in items if uses_llm(item))
+    if llm_items > cfg.retain_sync_max_llm_items:
+        raise FieldError(
+            ("body", "items"),
+            f"a sync retain extracts at most {cfg.retain_sync_max_llm_items} items with the LLM "
+            f"(HINDSIGHT_API_RETAIN_SYNC_MAX_LLM_ITEMS); this one has {llm_items}: send it with "
+            '"async": true, or in smaller batches',
+            "too_long",
+        )
+    try:
+        return memories_retain(
+            bank_id=bank_id, items=items, deadline=Deadline(cfg.retain_sync_timeout_seconds)
+        )
+    except LLMTimeout as exc:
+        raise RetainTimedOut(
+            f"fact extraction did not finish within {cfg.retain_sync_timeout_seconds:g} s "
+            f'(HINDSIGHT_API_RETAIN_SYNC_TIMEOUT); nothing was stored: send it with "async": true'
+        ) from exc
+
+
 def memories_retain(
     *,
     bank_id: str,
     items: Sequence[RetainItem],
     document_tags: Sequence[str] | None = None,
     before_commit: Callable[[], None] | None = None,
+    deadline: Deadline | None = None,
 ) -> RetainResult:
     """Store the facts of ``items`` — all of them or none.
 
-    Extraction (LLM) and embedding run first, outside any transaction; then one transaction
-    takes the bank's shared write lock, creates the bank if needed, replaces the documents
-    being re-sent (``update_mode: replace``), inserts every fact, and calls ``before_commit``
-    (the operations engine's fence check for async retain) before committing.
+    Extraction (LLM calls, concurrent up to ``HINDSIGHT_API_RETAIN_EXTRACTION_CONCURRENCY``,
+    bounded by ``deadline``) and one batched embedding run first, outside any transaction; then
+    one transaction takes the bank's shared write lock, creates the bank if needed, replaces
+    the documents being re-sent (``update_mode: replace``), inserts every fact in one
+    statement, and calls ``before_commit`` (the operations engine's fence check for async
+    retain) before committing.
     """
     bank_id_validate(bank_id)
     extra_tags = list(document_tags or [])
     usage = Usage()
     planned: list[tuple[RetainItem, ExtractedFact]] = []
-    for item in items:
-        try:
-            facts, item_usage = facts_extract(item=item, bank_id=bank_id)
-        except Exception as exc:
-            if isinstance(exc, DomainError):
-                raise
-            raise ExtractionFailed(f"fact extraction failed: {exc}") from exc
+    try:
+        extracted = facts_extract_many(items=items, bank_id=bank_id, deadline=deadline)
+    except DomainError:
+        raise
+    except Exception as exc:
+        if isinstance(exc, LLMTimeout) and deadline is not None and deadline.expired:
+            raise  # the caller's time is up, not a failed extraction
+        raise ExtractionFailed(f"fact extraction failed: {exc}") from exc
+    for item, (facts, item_usage) in zip(items, extracted, strict=True):
         usage = usage + item_usage
         planned.extend((item, fact) for fact in facts)
 

@@ -236,7 +236,7 @@ class MemoriesView(APIView):
     """``POST …/memories`` (retain)."""
 
     @_doc("retain_memories", request=RetainRequestSerializer,
-          response=schema.RetainResponseSerializer, errors=(400, 404, 422, 503))
+          response=schema.RetainResponseSerializer, errors=(400, 404, 422, 503, 504))
     def post(self, request: Request, bank_id: str) -> Response:
         services.bank_id_validate(bank_id)
         serializer = _validated(RetainRequestSerializer, request.data)
@@ -256,7 +256,7 @@ class MemoriesView(APIView):
             )
         # document_tags were merged into each item by the serializer.
         with llm_context(bank_id=bank_id, operation="retain"):  # the request log's labels
-            result = services.memories_retain(bank_id=bank_id, items=items)
+            result = services.memories_retain_sync(bank_id=bank_id, items=items)
         return Response(
             {"success": True, "bank_id": bank_id, "items_count": result.items_count,
              "async": False, "operation_id": None, "operation_ids": None,

@@ -38,6 +38,7 @@ class MentalModelCollection(APIView):
             tags_match=query["tags_match"],
             limit=query["limit"],
             offset=query["offset"],
+            detail=query["detail"],
         )
         flags = stale_flags(page)
         items = [s.render_model(m, detail=query["detail"], is_stale=flags[m.uid]) for m in page]

@@ -222,6 +222,31 @@ def test_list_filters_tags_as_arrays(api, bank):
     assert ids("exclude_knowledge_pages=true") == {"ab", "a", "c", "none"}
 
 
+def test_list_total_counts_the_filter_on_every_page_and_past_the_end(api, bank):
+    for i in range(5):
+        make_mental_model(bank, f"m{i}", tags=["a"] if i % 2 else [])
+    make_mental_model(bank, "b", tags=["b"])
+
+    def page(q: str) -> tuple[int, int]:
+        body = api.get(url() + "?" + q).json()
+        return len(body["items"]), body["total"]
+
+    assert page("limit=2") == (2, 6)
+    assert page("limit=2&offset=4") == (2, 6)
+    assert page("limit=2&offset=9") == (0, 6)
+    assert page("tags=a&limit=1") == (1, 2)
+    assert page("tags=a&offset=5") == (0, 2)
+    assert page("tags=zz") == (0, 0)
+
+
+def test_list_at_metadata_reads_no_content_and_renders_it_null(api, bank):
+    make_mental_model(bank, "m", content="# Doc", reflect_response={"text": "# Doc"})
+    (item,) = api.get(url() + "?detail=metadata").json()["items"]
+    assert item["content"] is None and item["reflect_response"] is None
+    (item,) = api.get(url() + "?detail=full").json()["items"]
+    assert item["content"] == "# Doc" and item["reflect_response"] == {"text": "# Doc"}
+
+
 def test_list_of_unknown_bank_is_404(api, db):
     response = api.get(url("no-such-bank"))
     assert response.status_code == 404
