@@ -135,6 +135,8 @@ def test_an_invalid_cron_is_a_red_field_error_and_nothing_is_saved(admin_page, l
     page.fill("#id_trigger", json.dumps(trigger))
     page.fill("#id_source_query", "A question that must not be saved")
     page.click("input[name=_save]")
+    # The refused save answers on the same URL: wait for the new page, not only its first bytes.
+    page.wait_for_load_state("load")
 
     error = page.locator(".field-trigger ul.errorlist")
     assert error.count() == 1

@@ -34,6 +34,8 @@ def test_killed_refresh_with_a_queued_follower_reports_completed_and_names_the_f
     apply_test_settings(settings, recovery_threshold_seconds=600.0,
                         redispatch_after_seconds=600.0, lock_ttl_seconds=20.0)
     client.create_bank(BANK, name="Lost workers")
+    # No consolidation of the retain: the held LLM call below must be the refresh's.
+    client.update_bank_config(BANK, enable_auto_consolidation=False)
     assert client.retain_batch(BANK, [{"content": "Alice prefers async communication.",
                                        "tags": ["team"], "strategy": "verbatim"}]).success
     scripted_llm.reset()

@@ -180,7 +180,7 @@ def test_an_unreachable_lock_leaves_the_operation_pending_for_recovery(
         def __init__(self, key: str) -> None:
             self.key = key
 
-        def acquire(self, blocking: bool = False) -> bool:
+        def acquire(self, blocking: bool = False, token: str | None = None) -> bool:
             raise redis.ConnectionError("redis down")
 
     monkeypatch.setattr(engine, "key_lock", NoRedis)
