@@ -104,6 +104,12 @@ TIMINGS = {
 }
 
 
+
+def holder_pid(holder: object) -> int:
+    """The worker process of a lease holder: ``host:pid`` (older) or ``host:pid:task-id``."""
+    parts = str(holder).split(":")
+    return int(parts[1]) if len(parts) >= 3 else int(parts[-1])
+
 def _percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
@@ -665,7 +671,7 @@ class Chaos:
             if not found:
                 continue
             holder, status = found[0]
-            pid = int(str(holder).rsplit(":", 1)[-1]) if holder else None
+            pid = holder_pid(holder) if holder else None
             if status in FINAL or (pid is not None and pid not in kill["holders"]):
                 kill["recovered"] = now - kill["at"]
 
@@ -690,7 +696,7 @@ class Chaos:
         out: dict[int, list[tuple[str, str]]] = {}
         for holder, key, op_id in rows:
             if holder:
-                out.setdefault(int(str(holder).rsplit(":", 1)[-1]), []).append((key, op_id))
+                out.setdefault(holder_pid(holder), []).append((key, op_id))
         return out
 
     # phases ----------------------------------------------------------------------------------
