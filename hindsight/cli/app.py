@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Annotated, Any
@@ -118,6 +119,15 @@ def root(
 ) -> None:
     ctx.obj = Settings(api_url=api_url, api_key=api_key or None, output=output)
 
+
+
+def _show(settings: Settings, output: Output | None, body: Any,
+          table: Callable[[Any], None]) -> None:
+    """JSON when asked for (or piped), else the command's table."""
+    if settings.output_for(output) is Output.json:
+        render.emit_json(body)
+    else:
+        table(body)
 
 def _settings(ctx: typer.Context) -> Settings:
     settings = ctx.find_object(Settings)
@@ -251,10 +261,7 @@ def mm_list(
     with settings.api() as api:
         body = api.mental_model_list(bank, tags=_tags(tags), tags_match=tags_match,
                                      limit=limit, offset=offset)
-    if settings.output_for(output) is Output.json:
-        render.emit_json(body)
-    else:
-        render.mental_model_list(body)
+    _show(settings, output, body, render.mental_model_list)
 
 
 @mental_model_app.command("get")
@@ -264,10 +271,7 @@ def mm_get(ctx: typer.Context, bank: Bank, mental_model_id: ModelId,
     settings = _settings(ctx)
     with settings.api() as api:
         model = api.mental_model_get(bank, mental_model_id)
-    if settings.output_for(output) is Output.json:
-        render.emit_json(model)
-    else:
-        render.mental_model(model)
+    _show(settings, output, model, render.mental_model)
 
 
 @mental_model_app.command("update")
@@ -320,10 +324,7 @@ def mm_update(
         raise typer.BadParameter("nothing to change: give at least one option")
     with settings.api() as api:
         model = api.mental_model_update(bank, mental_model_id, body)
-    if settings.output_for(output) is Output.json:
-        render.emit_json(model)
-    else:
-        render.mental_model(model)
+    _show(settings, output, model, render.mental_model)
 
 
 @mental_model_app.command("delete")
@@ -399,10 +400,7 @@ def mm_dry_run(ctx: typer.Context, bank: Bank, mental_model_id: ModelId,
     settings = _settings(ctx)
     with settings.api() as api:
         preview = api.mental_model_dry_run(bank, mental_model_id)
-    if settings.output_for(output) is Output.json:
-        render.emit_json(preview)
-    else:
-        render.dry_run(preview)
+    _show(settings, output, preview, render.dry_run)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -449,10 +447,7 @@ def op_list(
     with settings.api() as api:
         body = api.operation_list(bank, status=status.value if status else None, type=type,
                                   limit=limit, offset=offset)
-    if settings.output_for(output) is Output.json:
-        render.emit_json(body)
-    else:
-        render.operation_list(body)
+    _show(settings, output, body, render.operation_list)
 
 
 @operation_app.command("cancel")
@@ -496,10 +491,7 @@ def bank_list(ctx: typer.Context, output: OutputOpt = None) -> None:
     settings = _settings(ctx)
     with settings.api() as api:
         body = api.bank_list()
-    if settings.output_for(output) is Output.json:
-        render.emit_json(body)
-    else:
-        render.bank_list(body)
+    _show(settings, output, body, render.bank_list)
 
 
 @bank_app.command("stats")
@@ -508,10 +500,7 @@ def bank_stats(ctx: typer.Context, bank: Bank, output: OutputOpt = None) -> None
     settings = _settings(ctx)
     with settings.api() as api:
         stats = api.bank_stats(bank)
-    if settings.output_for(output) is Output.json:
-        render.emit_json(stats)
-    else:
-        render.bank_stats(stats)
+    _show(settings, output, stats, render.bank_stats)
 
 
 # ---------------------------------------------------------------------------------------------
