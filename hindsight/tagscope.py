@@ -7,7 +7,7 @@ here and nowhere else. This module owns:
   raises ``FieldError`` naming the field and the rule);
 * ``scope_sql``: the scope as a WHERE fragment over ``banks_memoryunit`` columns;
 * ``any_newer_batch``: "does scope S hold a memory newer than W" for many (S, W) pairs in one
-  query (the staleness check of a whole list page).
+  query, one probe per distinct scope (the staleness check of a whole list page).
 
 Semantics (SPEC section 1, "Tag matching"), for a memory with tag set ``M`` and requested ``T``:
 
@@ -390,41 +390,51 @@ def any_newer_batch(
 
     ``items`` are ``(key, bank_id, scope, watermark)``; a null watermark is earlier than
     everything. Uses the staleness variant of the scope. ``cutoff`` (optional) ignores memories
-    stamped after it. One SQL statement for the whole batch: one ``EXISTS`` probe per distinct
-    (bank, scope, watermark), each served by the ``(bank_id, updated_at)`` index.
+    stamped after it. One SQL statement for the whole batch, one probe per distinct
+    (bank, scope) — not per watermark: a page of models sharing a scope asks once. Each probe
+    reads the newest memory in scope stamped after the group's earliest watermark (a backward
+    scan of the ``(bank_id, updated_at)`` index, stopped at the first match); a key is stale
+    when that memory is newer than its own watermark.
     """
-    distinct: dict[tuple[str, TagScope, datetime | None], int] = {}
+    groups: dict[tuple[str, TagScope], int] = {}
+    # Per group, the earliest watermark (None: some key has none, so every memory counts).
+    bounds: list[datetime | None] = []
     for _, bank_id, scope, watermark in items:
-        distinct.setdefault((bank_id, scope, watermark), len(distinct))
-    if not distinct:
+        index = groups.setdefault((bank_id, scope), len(groups))
+        if index == len(bounds):
+            bounds.append(watermark)
+        elif (bound := bounds[index]) is not None:
+            bounds[index] = None if watermark is None else min(bound, watermark)
+    if not groups:
         return set()
     branches: list[str] = []
     params: list[Any] = []
-    for (bank_id, scope, watermark), index in distinct.items():
+    for (bank_id, scope), index in groups.items():
         where, where_params = scope_sql(scope, alias="m", staleness=True)
         conditions = ["m.bank_id = %s"]
         branch_params: list[Any] = [bank_id]
-        if watermark is not None:
+        if bounds[index] is not None:
             conditions.append("m.updated_at > %s")
-            branch_params.append(watermark)
+            branch_params.append(bounds[index])
         if cutoff is not None:
             conditions.append("m.updated_at <= %s")
             branch_params.append(cutoff)
         conditions.append(where)
         branch_params.extend(where_params)
         branches.append(
-            f"SELECT {int(index)} AS i WHERE EXISTS (SELECT 1 FROM banks_memoryunit m "
-            f"WHERE {' AND '.join(conditions)})"
+            f"SELECT {int(index)} AS i, (SELECT m.updated_at FROM banks_memoryunit m "
+            f"WHERE {' AND '.join(conditions)} ORDER BY m.updated_at DESC LIMIT 1) AS newest"
         )
         params.extend(branch_params)
     with connections[using].cursor() as cursor:
         cursor.execute(" UNION ALL ".join(branches), params)
-        hits = {row[0] for row in cursor.fetchall()}
-    return {
-        key
-        for key, bank_id, scope, watermark in items
-        if distinct[(bank_id, scope, watermark)] in hits
-    }
+        newest: dict[int, datetime | None] = dict(cursor.fetchall())
+    out: set[K] = set()
+    for key, bank_id, scope, watermark in items:
+        found = newest[groups[(bank_id, scope)]]
+        if found is not None and (watermark is None or found > watermark):
+            out.add(key)
+    return out
 
 
 def matches(scope: TagScope, tags: Iterable[str], fact_type: str, *, staleness: bool = False) -> bool:

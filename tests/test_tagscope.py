@@ -210,6 +210,40 @@ def test_any_newer_batch_matches_reference_in_one_query(
     check()
 
 
+def test_any_newer_batch_probes_once_per_scope_whatever_the_watermarks(
+    pool: list[dict[str, Any]], django_assert_num_queries: Any
+) -> None:
+    """A list page: many models of few scopes, each with its own watermark — one probe per
+    (bank, scope), and each key still judged against its own watermark."""
+    stamps = sorted({r["updated_at"] for r in pool})
+    few_scopes = [
+        {"tags": [QUERY_TAGS[0]], "tags_match": "any", "tag_groups": None, "fact_types": None},
+        {"tags": list(QUERY_TAGS[:2]), "tags_match": "all_strict", "tag_groups": None, "fact_types": None},
+    ]
+
+    @hsettings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(batch=st.lists(
+        st.tuples(st.sampled_from(("b1", "b2")), st.sampled_from((0, 1)),
+                  st.one_of(st.none(), st.sampled_from(stamps))),
+        min_size=1, max_size=30,
+    ))
+    def check(batch: list[tuple[str, int, datetime | None]]) -> None:
+        items = [(i, bank, TagScope.parse(**few_scopes[s]), wm) for i, (bank, s, wm) in enumerate(batch)]
+        expected = {
+            i for i, (bank, s, wm) in enumerate(batch)
+            if any(r["bank"] == bank and (wm is None or r["updated_at"] > wm)
+                   and ref_in_scope(r["tags"], r["fact_type"], few_scopes[s], staleness=True)
+                   for r in pool)
+        }
+        with django_assert_num_queries(1) as captured:
+            got = any_newer_batch(items)
+        assert got == expected, batch
+        probes = len({(bank, s) for bank, s, _ in batch})
+        assert captured.captured_queries[0]["sql"].count("UNION ALL") == probes - 1
+
+    check()
+
+
 def test_any_newer_batch_of_nothing_runs_no_query(db: None, django_assert_num_queries: Any) -> None:
     with django_assert_num_queries(0):
         assert any_newer_batch([]) == set()
