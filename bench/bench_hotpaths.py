@@ -374,6 +374,9 @@ def side(args: argparse.Namespace) -> int:
             metrics[f"list {limit} {detail}: p50 ms"] = statistics.median(times)
             metrics[f"list {limit} {detail}: SQL queries"] = queries("GET", path)
     path = f"/v1/default/banks/{LIST_BANK}/mental-models?detail=metadata&limit=1000"
+    if "list" in sections and args.plans:
+        print("\n### plans: GET mental-models limit=1000 detail=metadata (the page, its staleness)")
+        print(explain_request("GET", path, None, timed, table=""))
     if "list" in sections:
         profiled("GET mental-models limit=1000 detail=metadata", lambda: timed("GET", path), 5)
 
@@ -395,7 +398,7 @@ def side(args: argparse.Namespace) -> int:
         for label, body in (("untagged", bodies[0]), ("tagged any_strict", bodies[1])):
             if args.plans:
                 print(f"\n### plans: recall over {n:,} memories, {label}")
-                print(explain_recall(path, body, timed))
+                print(explain_request("POST", path, body, timed))
         profiled(f"recall over {n:,} memories", lambda p=path, b=bodies[0]: timed("POST", p, b), 20)
 
     # 4. retain
@@ -411,14 +414,15 @@ def side(args: argparse.Namespace) -> int:
     return 0
 
 
-def explain_recall(path: str, body: dict[str, Any], timed: Any) -> str:
-    """Replay the statements one recall ran, the SELECTs on the memory table as EXPLAIN
-    ANALYZE, in one transaction (so its SET LOCALs apply); the plan nodes that scan."""
+def explain_request(method: str, path: str, body: dict[str, Any] | None, timed: Any,
+                    table: str = "banks_memoryunit") -> str:
+    """Replay the statements one request ran, the SELECTs on ``table`` as EXPLAIN ANALYZE, in
+    one transaction (so its SET LOCALs apply); the plan nodes that scan."""
     from django.db import connection, transaction
     from django.test.utils import CaptureQueriesContext
 
     with CaptureQueriesContext(connection) as captured:
-        timed("POST", path, body)
+        timed(method, path, body)
     out: list[str] = []
     with transaction.atomic(), connection.cursor() as cursor:
         for query in captured.captured_queries:
@@ -428,7 +432,7 @@ def explain_recall(path: str, body: dict[str, Any], timed: Any) -> str:
             while sql.startswith("SET"):  # "SET LOCAL …; SET LOCAL …; SELECT …" in one go
                 head, _, sql = sql.partition("; ")
                 cursor.execute(head)
-            if "banks_memoryunit" not in sql or not sql.startswith(("SELECT", "WITH")):
+            if table not in sql or not sql.startswith(("SELECT", "WITH")):
                 continue
             cursor.execute("EXPLAIN (ANALYZE, COSTS OFF, SUMMARY ON) " + sql)
             lines = [row[0] for row in cursor.fetchall()]
@@ -466,6 +470,10 @@ def bench_refresh(args: argparse.Namespace, timed: Any, queries: Any) -> dict[st
     with CaptureQueriesContext(connection) as captured:
         operation_execute(operation_id=op_id, holder="bench")
     out["refresh: SQL queries in the worker (one refresh)"] = len(captured.captured_queries)
+    if args.plans:
+        print("\n### SQL of one refresh in the worker, in order")
+        for query in captured.captured_queries:
+            print(f"- {query['time']}s {' '.join(query['sql'].split())[:150]}")
     out["refresh: SQL queries of the request"] = queries(
         "POST", f"/v1/default/banks/{bank}/mental-models/hot-sql-{suffix}/refresh")
     Operation.objects.filter(bank_id=bank, status="pending").delete()
