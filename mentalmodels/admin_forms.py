@@ -1,7 +1,8 @@
 """The admin's create and edit forms for mental models.
 
 A form only parses: it turns its fields into the API's request body and checks that with the
-API's own parser (``mentalmodels.api.serializers.parse_create`` / ``parse_update``: the id rule,
+API's own request serializers (``mentalmodels.api.serializers``'s
+``CreateMentalModelRequestSerializer`` / ``UpdateMentalModelRequestSerializer``: the id rule,
 the trigger rules of ``mentalmodels.triggers``, the token range), so an admin edit is refused
 for exactly what a PATCH is refused for, with the message on the field it names. Writing is the
 admin's, through ``mental_model_create`` / ``mental_model_update``.
@@ -18,7 +19,10 @@ from django import forms
 
 from hindsight.banks.models import Bank
 from hindsight.errors import FieldErrors
-from mentalmodels.api.serializers import parse_create, parse_update
+from mentalmodels.api.serializers import (
+    CreateMentalModelRequestSerializer,
+    UpdateMentalModelRequestSerializer,
+)
 from mentalmodels.models import MentalModel
 from mentalmodels.triggers import trigger_fill
 
@@ -108,7 +112,8 @@ class MentalModelAddForm(_MentalModelForm):
         return body
 
     def _parse(self, body: dict[str, Any]) -> dict[str, Any]:
-        parsed = parse_create(body)
+        request = CreateMentalModelRequestSerializer
+        parsed = request.service_kwargs(request.parse(body))
         return {"bank_id": self.cleaned_data["bank"].id, **parsed}
 
 
@@ -126,7 +131,8 @@ class MentalModelChangeForm(_MentalModelForm):
             })
 
     def _parse(self, body: dict[str, Any]) -> dict[str, Any]:
-        parsed = parse_update(body, stored_trigger=self.instance.trigger)
+        request = UpdateMentalModelRequestSerializer
+        parsed = request.service_kwargs(request.parse(body, stored_trigger=self.instance.trigger))
         return {
             "bank_id": self.instance.bank_id,
             "mental_model_id": self.instance.mental_model_id,

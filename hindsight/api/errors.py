@@ -15,12 +15,13 @@ from rest_framework.response import Response
 from hindsight.errors import DomainError, FieldError, FieldErrors
 
 
-def _flatten(detail: Any, loc: list[str | int]) -> list[dict[str, object]]:
+def flatten_errors(detail: Any, loc: list[str | int]) -> list[dict[str, object]]:
+    """DRF's nested error detail → FastAPI's flat list, each ``loc`` starting with ``loc``."""
     if isinstance(detail, dict):
         out: list[dict[str, object]] = []
         for key, value in detail.items():
             sub = loc if key == "non_field_errors" else [*loc, key]
-            out.extend(_flatten(value, sub))
+            out.extend(flatten_errors(value, sub))
         return out
     if isinstance(detail, list):
         if all(not isinstance(item, (dict, list)) for item in detail):
@@ -30,13 +31,13 @@ def _flatten(detail: Any, loc: list[str | int]) -> list[dict[str, object]]:
             ]
         out = []
         for index, item in enumerate(detail):
-            out.extend(_flatten(item, [*loc, index]))
+            out.extend(flatten_errors(item, [*loc, index]))
         return out
     return [{"loc": loc, "msg": str(detail), "type": getattr(detail, "code", None) or "value_error"}]
 
 
 def validation_body(detail: Any, root: str = "body") -> dict[str, object]:
-    return {"detail": _flatten(detail, [root])}
+    return {"detail": flatten_errors(detail, [root])}
 
 
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
@@ -45,8 +46,7 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
     if isinstance(exc, DomainError):
         return Response({"detail": exc.detail}, status=exc.status_code)
     if isinstance(exc, exceptions.ValidationError):
-        root = getattr(exc, "root", "body")
-        return Response(validation_body(exc.detail, root), status=422)
+        return Response(validation_body(exc.detail), status=422)
     if isinstance(exc, exceptions.ParseError):
         return Response(
             {"detail": [{"loc": ["body"], "msg": f"invalid JSON: {exc.detail}",

@@ -69,18 +69,14 @@ class VersionSerializer(serializers.Serializer):
     features = FeaturesSerializer()
 
 
-class ClosedSerializer(serializers.Serializer):
-    """Base of schema-only request shapes whose parser refuses keys it does not name."""
-
-
 class ClosedObjectExtension(OpenApiSerializerExtension):
     """Strict request serializers refuse unknown keys: document them as closed objects.
 
-    Subclasses target another app's strict base class (``match_subclasses``) and may give some
-    of its serializers upstream's component names.
+    Subclasses target another strict base class (``match_subclasses``) or one serializer
+    (with a higher ``priority``) and may give serializers upstream's component names.
     """
 
-    target_class: Any = "hindsight.api.schema.ClosedSerializer"
+    target_class: Any = "hindsight.api.serializers.ClosedSerializer"
     match_subclasses = True
     component_names: ClassVar[dict[str, str]] = {}
 

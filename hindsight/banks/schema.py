@@ -43,7 +43,7 @@ _TAG_GROUP = {
 class AnyJSONFieldExtension(OpenApiSerializerFieldExtension):
     """``tag_groups`` (recall) and config ``updates`` values: any JSON, checked by the service."""
 
-    target_class = "hindsight.banks.serializers.AnyJSONField"
+    target_class = "hindsight.api.serializers.AnyJSONField"
 
     def map_serializer_field(self, auto_schema: Any, direction: str) -> dict[str, Any]:
         if self.target.field_name == "tag_groups":
@@ -102,9 +102,11 @@ class TagScopeListFieldExtension(OpenApiSerializerFieldExtension):
                 "nullable": True}
 
 
-class BanksStrictSerializerExtension(ClosedObjectExtension):
-    target_class = "hindsight.banks.serializers.StrictSerializer"
+class RecallIncludeExtension(ClosedObjectExtension):
     # Recall's ``include`` is upstream's ``IncludeOptions`` (reflect has an ``include`` too).
+    target_class = "hindsight.banks.serializers.IncludeSerializer"
+    match_subclasses = False
+    priority = 1
     component_names: ClassVar[dict[str, str]] = {
         "hindsight.banks.serializers.IncludeSerializer": "IncludeOptions",
     }

@@ -1,9 +1,7 @@
 """Request parsing for the banks API: strict serializers (unknown fields and wrong types → 422).
 
-DRF's stock fields coerce (``CharField`` turns ``5`` into ``"5"``, ``BooleanField`` takes
-``"yes"``); a wire-compatible API that promises "wrong types are a 422 naming the field" cannot,
-so the fields here accept only the JSON type they name. ``StrictSerializer`` rejects keys it
-does not declare — the deliberate difference from upstream, which ignores them (SPEC 0).
+The strict base serializer and fields are the edge's shared idiom (``hindsight.api.serializers``);
+the fields here are the banks' own (content blocks, timestamps, observation scopes, tags).
 """
 
 from __future__ import annotations
@@ -12,82 +10,20 @@ from datetime import UTC, datetime
 from typing import Any
 
 from rest_framework import serializers
-from rest_framework.exceptions import ErrorDetail, ValidationError
+from rest_framework.exceptions import ValidationError
 
+from hindsight.api.serializers import (
+    AnyJSONField,
+    StrictBooleanField,
+    StrictCharField,
+    StrictDictField,
+    StrictFloatField,
+    StrictIntegerField,
+    StrictListField,
+    StrictSerializer,
+)
 from hindsight.banks.retaintypes import RetainItem
 from hindsight.tagscope import MAX_TAG_LENGTH, TAGS_MATCH_MODES
-
-
-class StrictSerializer(serializers.Serializer):
-    def to_internal_value(self, data: Any) -> Any:
-        if isinstance(data, dict):
-            unknown = [key for key in data if key not in self.fields]
-            if unknown:
-                raise ValidationError(
-                    {
-                        key: [ErrorDetail(
-                            f"unknown field {key!r}: this server does not accept it "
-                            f"(allowed: {', '.join(sorted(self.fields))})",
-                            code="extra_forbidden",
-                        )]
-                        for key in unknown
-                    }
-                )
-        return super().to_internal_value(data)
-
-
-class StrictCharField(serializers.CharField):
-    default_error_messages = {"invalid": "must be a string"}
-
-    def to_internal_value(self, data: Any) -> str:
-        if not isinstance(data, str):
-            self.fail("invalid")
-        return super().to_internal_value(data)
-
-
-class StrictBooleanField(serializers.BooleanField):
-    default_error_messages = {"invalid": "must be true or false"}
-
-    def to_internal_value(self, data: Any) -> bool:
-        if not isinstance(data, bool):
-            self.fail("invalid")
-        return data
-
-
-class StrictIntegerField(serializers.IntegerField):
-    default_error_messages = {"invalid": "must be an integer"}
-
-    def to_internal_value(self, data: Any) -> int:
-        if isinstance(data, bool) or not isinstance(data, int):
-            self.fail("invalid")
-        return super().to_internal_value(data)
-
-
-class StrictFloatField(serializers.FloatField):
-    default_error_messages = {"invalid": "must be a number"}
-
-    def to_internal_value(self, data: Any) -> float:
-        if isinstance(data, bool) or not isinstance(data, (int, float)):
-            self.fail("invalid")
-        return super().to_internal_value(data)
-
-
-class StrictListField(serializers.ListField):
-    default_error_messages = {"not_a_list": "must be a list"}
-
-
-class StrictDictField(serializers.DictField):
-    default_error_messages = {"not_a_dict": "must be an object"}
-
-
-class AnyJSONField(serializers.Field):
-    """A value validated later by the service (tag_groups: ``hindsight.tagscope`` owns it)."""
-
-    def to_internal_value(self, data: Any) -> Any:
-        return data
-
-    def to_representation(self, value: Any) -> Any:
-        return value
 
 
 def _str_list(**kwargs: Any) -> StrictListField:

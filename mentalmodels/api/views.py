@@ -1,5 +1,5 @@
 """HTTP views of ``/v1/default/banks/{bank_id}/mental-models``: parse, call one service or
-selector, render (SPEC section 2)."""
+selector, render (SPEC section 2) — each with the serializer that documents it."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from mentalmodels import selectors, services
 from mentalmodels.api import schema
 from mentalmodels.api import serializers as s
 from mentalmodels.api.preview import render_preview
+from mentalmodels.models import MentalModel
 from mentalmodels.pipeline import refresh_dry_run
 from mentalmodels.staleness import stale_flags
 
@@ -27,11 +28,16 @@ def _body(request: Request) -> Any:
     return data
 
 
+def _full(model: MentalModel) -> dict[str, Any]:
+    return s.MentalModelResponseSerializer.render(model, detail="full",
+                                                  is_stale=stale_flags([model])[model.uid])
+
+
 class MentalModelCollection(APIView):
     @extend_schema(operation_id="list_mental_models", parameters=schema.LIST_PARAMS,
-                   responses={200: schema.MentalModelListResponseSerializer, **errors(404, 422)})
+                   responses={200: s.MentalModelListResponseSerializer, **errors(404, 422)})
     def get(self, request: Request, bank_id: str) -> Response:
-        query = s.parse_list_query(request.query_params)
+        query = s.MentalModelListQuerySerializer.parse(request.query_params)
         page, total = selectors.mental_models_list(
             bank_id=bank_id,
             tags=query["tags"],
@@ -41,90 +47,98 @@ class MentalModelCollection(APIView):
             detail=query["detail"],
         )
         flags = stale_flags(page)
-        items = [s.render_model(m, detail=query["detail"], is_stale=flags[m.uid]) for m in page]
-        return Response(
-            {"items": items, "total": total, "limit": query["limit"], "offset": query["offset"]}
-        )
+        render = s.MentalModelResponseSerializer.render
+        items = [render(m, detail=query["detail"], is_stale=flags[m.uid]) for m in page]
+        return Response(s.MentalModelListResponseSerializer.render(
+            items, total=total, limit=query["limit"], offset=query["offset"]
+        ))
 
     @extend_schema(operation_id="create_mental_model",
-                   request=schema.CreateMentalModelRequestSerializer,
-                   responses={200: schema.CreateMentalModelResponseSerializer,
+                   request=s.CreateMentalModelRequestSerializer,
+                   responses={200: s.CreateMentalModelResponseSerializer,
                               **errors(404, 409, 422)})
     def post(self, request: Request, bank_id: str) -> Response:
-        fields = s.parse_create(_body(request))
-        model, operation = services.mental_model_create(bank_id=bank_id, **fields)
-        return Response({"mental_model_id": model.mental_model_id, "operation_id": str(operation.id)})
+        fields = s.CreateMentalModelRequestSerializer.parse(_body(request))
+        model, operation = services.mental_model_create(
+            bank_id=bank_id, **s.CreateMentalModelRequestSerializer.service_kwargs(fields)
+        )
+        return Response(s.CreateMentalModelResponseSerializer.render(model.mental_model_id,
+                                                                     operation.id))
 
 
 class MentalModelItem(APIView):
     @extend_schema(operation_id="get_mental_model", parameters=schema.GET_PARAMS,
-                   responses={200: schema.MentalModelResponseSerializer, **errors(404, 422)})
+                   responses={200: s.MentalModelResponseSerializer, **errors(404, 422)})
     def get(self, request: Request, bank_id: str, mental_model_id: str) -> Response:
-        detail = s.parse_detail(request.query_params, default="full")
+        detail = s.MentalModelQuerySerializer.parse(request.query_params)["detail"]
         model = selectors.mental_model_get(bank_id=bank_id, mental_model_id=mental_model_id)
         flags = stale_flags([model])
-        return Response(s.render_model(model, detail=detail, is_stale=flags[model.uid]))
+        return Response(s.MentalModelResponseSerializer.render(model, detail=detail,
+                                                               is_stale=flags[model.uid]))
 
     @extend_schema(operation_id="update_mental_model",
-                   request=schema.UpdateMentalModelRequestSerializer,
-                   responses={200: schema.MentalModelResponseSerializer, **errors(404, 422)})
+                   request=s.UpdateMentalModelRequestSerializer,
+                   responses={200: s.MentalModelResponseSerializer, **errors(404, 422)})
     def patch(self, request: Request, bank_id: str, mental_model_id: str) -> Response:
         # Unknown model before body problems: a PATCH of a missing model is a 404.
         selectors.mental_model_get(bank_id=bank_id, mental_model_id=mental_model_id)
-        fields = s.parse_update(_body(request))
+        fields = s.UpdateMentalModelRequestSerializer.parse(_body(request))
         model = services.mental_model_update(
-            bank_id=bank_id, mental_model_id=mental_model_id, **fields
+            bank_id=bank_id, mental_model_id=mental_model_id,
+            **s.UpdateMentalModelRequestSerializer.service_kwargs(fields),
         )
-        return Response(s.render_model(model, detail="full", is_stale=stale_flags([model])[model.uid]))
+        return Response(_full(model))
 
     @extend_schema(operation_id="delete_mental_model", request=None,
-                   responses={200: schema.MentalModelDeleteResponseSerializer, **errors(404)})
+                   responses={200: s.MentalModelDeleteResponseSerializer, **errors(404)})
     def delete(self, request: Request, bank_id: str, mental_model_id: str) -> Response:
         services.mental_model_delete(bank_id=bank_id, mental_model_id=mental_model_id)
-        return Response({"status": "deleted"})
+        return Response(s.MentalModelDeleteResponseSerializer.render())
 
 
 class MentalModelRefresh(APIView):
     @extend_schema(operation_id="refresh_mental_model",
-                   request=schema.RefreshMentalModelRequestSerializer,
-                   responses={200: schema.AsyncOperationSubmitResponseSerializer,
+                   request=s.RefreshMentalModelRequestSerializer,
+                   responses={200: s.AsyncOperationSubmitResponseSerializer,
                               **errors(404, 409, 422)})
     def post(self, request: Request, bank_id: str, mental_model_id: str) -> Response:
-        mode = s.parse_refresh(_body(request))
+        mode = s.RefreshMentalModelRequestSerializer.parse(_body(request)).get("mode")
         operation = services.mental_model_refresh_request(
             bank_id=bank_id, mental_model_id=mental_model_id, mode=mode
         )
-        return Response({"operation_id": str(operation.id), "status": "queued"})
+        return Response(s.AsyncOperationSubmitResponseSerializer.render(operation.id))
 
 
 class MentalModelClear(APIView):
+    # The body takes no parameters (``ClearMentalModelRequestSerializer``): documented as none.
     @extend_schema(operation_id="clear_mental_model", request=None,
-                   responses={200: schema.MentalModelResponseSerializer, **errors(404)})
+                   responses={200: s.MentalModelResponseSerializer, **errors(404)})
     def post(self, request: Request, bank_id: str, mental_model_id: str) -> Response:
         # Unknown model before body problems, and the body checked before anything changes.
         selectors.mental_model_get(bank_id=bank_id, mental_model_id=mental_model_id)
-        s.parse_no_parameters(_body(request), call="clear")
+        s.ClearMentalModelRequestSerializer.parse(_body(request))
         model = services.mental_model_clear(bank_id=bank_id, mental_model_id=mental_model_id)
-        return Response(s.render_model(model, detail="full", is_stale=stale_flags([model])[model.uid]))
+        return Response(_full(model))
 
 
 class MentalModelHistoryView(APIView):
     @extend_schema(operation_id="get_mental_model_history",
                    responses={200: OpenApiResponse(
-                                  schema.MentalModelHistoryEntrySerializer(many=True),
+                                  s.MentalModelHistoryEntrySerializer(many=True),
                                   description="Newest first"),
                               **errors(404)})
     def get(self, request: Request, bank_id: str, mental_model_id: str) -> Response:
         entries = selectors.mental_model_history(bank_id=bank_id, mental_model_id=mental_model_id)
-        return Response([s.render_history_entry(e) for e in entries])
+        return Response([s.MentalModelHistoryEntrySerializer.render(e) for e in entries])
 
 
 class MentalModelDryRun(APIView):
+    # The body takes no parameters (``DryRunRefreshRequestSerializer``): documented as none.
     @extend_schema(operation_id="dry_run_refresh_mental_model", request=None,
                    responses={200: schema.MentalModelDryRunRefreshResultSerializer,
                               **errors(400, 404, 502, 503, 504)})
     def post(self, request: Request, bank_id: str, mental_model_id: str) -> Response:
         if selectors.mental_model_exists(bank_id=bank_id, mental_model_id=mental_model_id):
-            s.parse_no_parameters(_body(request), call="dry-run-refresh")
+            s.DryRunRefreshRequestSerializer.parse(_body(request))
         preview = refresh_dry_run(bank_id=bank_id, mental_model_id=mental_model_id)
         return Response(render_preview(preview))

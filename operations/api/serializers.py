@@ -13,6 +13,7 @@ from typing import Any
 
 from rest_framework import serializers
 
+from hindsight.api.serializers import QuerySerializer
 from operations.models import STATUSES, SUPERSEDED_BY, TERMINAL_STATUSES, Operation
 from operations.selectors import OperationReport
 
@@ -123,7 +124,7 @@ def operation_not_found(operation_id: str) -> dict[str, Any]:
     return body
 
 
-class OperationsListQuery(serializers.Serializer):
+class OperationsListQuery(QuerySerializer):
     status = serializers.ChoiceField(choices=STATUSES, required=False, allow_null=True,
                                      allow_blank=True)
     type = serializers.CharField(required=False, allow_null=True, allow_blank=True,
@@ -135,5 +136,5 @@ class OperationsListQuery(serializers.Serializer):
     exclude_parents = serializers.BooleanField(required=False, default=False)
 
 
-class OperationGetQuery(serializers.Serializer):
+class OperationGetQuery(QuerySerializer):
     include_payload = serializers.BooleanField(required=False, default=False)

@@ -6,7 +6,6 @@ import uuid
 from typing import Any
 
 from drf_spectacular.utils import extend_schema
-from rest_framework.exceptions import ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -43,20 +42,11 @@ def _operation_uuid(operation_id: str) -> uuid.UUID:
         raise BadRequest(f"Invalid operation_id format: {operation_id}") from None
 
 
-def _query(serializer_class: type, request: Request) -> dict:
-    serializer = serializer_class(data=request.query_params)
-    if not serializer.is_valid():
-        exc = ValidationError(serializer.errors)
-        exc.root = "query"  # type: ignore[attr-defined]
-        raise exc
-    return dict(serializer.validated_data)
-
-
 class OperationsListView(APIView):
     @_doc("list_operations", response=schema.OperationsListResponseSerializer,
           params=schema.LIST_PARAMS, statuses=(404, 422))
     def get(self, request: Request, bank_id: str) -> Response:
-        query = _query(OperationsListQuery, request)
+        query = OperationsListQuery.parse(request.query_params)
         if not operations_bank_exists(bank_id=bank_id):
             raise NotFound(f"Bank '{bank_id}' not found")
         total, page = operations_list(
@@ -80,7 +70,7 @@ class OperationView(APIView):
           params=schema.GET_PARAMS, statuses=(400, 422))
     def get(self, request: Request, bank_id: str, operation_id: str) -> Response:
         op_uuid = _operation_uuid(operation_id)
-        query = _query(OperationGetQuery, request)
+        query = OperationGetQuery.parse(request.query_params)
         report = operation_report(bank_id=bank_id, operation_id=op_uuid)
         if report is None:
             return Response(operation_not_found(operation_id))

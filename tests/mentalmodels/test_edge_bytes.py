@@ -1,0 +1,1275 @@
+"""The HTTP edge's answers, byte for byte: malformed (and a few valid) requests to every
+mental-model and operations endpoint, compared with the literal bodies the hand-written parsers
+answered before the edge moved to DRF serializers (captured once from that code).
+
+Each body is compared as the raw response text, so the order of errors and of keys counts.
+Values that change from run to run (date-times, uuids) are replaced by placeholders first.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from typing import Any
+
+import pytest
+from rest_framework.test import APIClient
+
+from mentalmodels.models import MentalModelHistory
+from tests.factories import make_bank, make_mental_model, make_operation
+
+pytestmark = pytest.mark.django_db
+
+MM = "/v1/default/banks/mm-bank/mental-models"
+M1 = f"{MM}/m1"
+OPS = "/v1/default/banks/mm-bank/operations"
+UUID0 = "00000000-0000-0000-0000-000000000000"
+UUID1 = "11111111-1111-1111-1111-111111111111"
+
+_DATETIME = re.compile(r'"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)?"')
+_UUID = re.compile(r'"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"')
+# A raw body: sent as is (no JSON encoding), to test what is not a JSON object.
+RAW = object()
+
+
+_MS = re.compile(r'"duration_ms":\d+')
+_GENERATED_ID = re.compile(r'"mm-[0-9a-f]{32}"')
+
+
+def _normalized(text: str) -> str:
+    text = _GENERATED_ID.sub('"<generated id>"', _MS.sub('"duration_ms":"<ms>"', text))
+    return _UUID.sub('"<uuid>"', _DATETIME.sub('"<datetime>"', text))
+
+
+def _j(value: Any) -> str:
+    return json.dumps(value)
+
+
+# (id, method, path, body): body None sends none, a str is sent raw as application/json.
+CASES: list[tuple[str, str, str, Any]] = [
+    # --- create ----------------------------------------------------------------------------
+    ("create-empty-raw", "post", MM, ""),
+    ("create-null", "post", MM, "null"),
+    ("create-list", "post", MM, "[]"),
+    ("create-zero", "post", MM, "0"),
+    ("create-false", "post", MM, "false"),
+    ("create-string", "post", MM, '"s"'),
+    ("create-bad-json", "post", MM, "{"),
+    ("create-empty-object", "post", MM, "{}"),
+    ("create-types", "post", MM, _j({"name": 5, "source_query": []})),
+    ("create-blank", "post", MM, _j({"name": " ", "source_query": ""})),
+    ("create-nulls", "post", MM, _j({"name": None, "source_query": None})),
+    ("create-unknown", "post", MM, _j({"x": 1, "name": "a", "source_query": "q", "a": 2})),
+    ("create-combined", "post", MM, _j({
+        "x": 1, "id": "BAD ID", "trigger": 5, "max_tokens": "1", "tags": "a", "name": 5,
+        "y": 2,
+    })),
+    ("create-combined-2", "post", MM, _j({
+        "id": 5, "source_query": 3, "tags": [1], "max_tokens": 1.5,
+        "trigger": {"mode": "x", "zz": 1},
+    })),
+    ("create-tags-not-strings", "post", MM, _j({"name": "a", "source_query": "q", "tags": [1]})),
+    ("create-tags-dict", "post", MM, _j({"name": "a", "source_query": "q", "tags": {"a": 1}})),
+    ("create-tag-too-long", "post", MM,
+     _j({"name": "a", "source_query": "q", "tags": ["ok", "t" * 513, "u" * 600]})),
+    ("create-max-tokens-low", "post", MM,
+     _j({"name": "a", "source_query": "q", "max_tokens": 255})),
+    ("create-max-tokens-high", "post", MM,
+     _j({"name": "a", "source_query": "q", "max_tokens": 8193})),
+    ("create-max-tokens-bool", "post", MM,
+     _j({"name": "a", "source_query": "q", "max_tokens": True})),
+    ("create-max-tokens-float", "post", MM,
+     _j({"name": "a", "source_query": "q", "max_tokens": 256.0})),
+    ("create-max-tokens-zero", "post", MM,
+     _j({"name": "a", "source_query": "q", "max_tokens": 0})),
+    ("create-trigger-list", "post", MM, _j({"name": "a", "source_query": "q", "trigger": []})),
+    ("create-trigger-string", "post", MM,
+     _j({"name": "a", "source_query": "q", "trigger": "x"})),
+    ("create-trigger-unknown", "post", MM,
+     _j({"name": "a", "source_query": "q", "trigger": {"b": 1, "a": 2}})),
+    ("create-trigger-many", "post", MM, _j({"name": "a", "source_query": "q", "trigger": {
+        "budget": 5, "mode": 3, "refresh_cron": "bad", "fact_types": [],
+        "min_refresh_interval_seconds": -1, "keep_trace": "yes", "tags_match": "nope",
+        "exclude_mental_model_ids": "x", "recall_max_tokens": "1",
+    }})),
+    ("create-trigger-response-schema", "post", MM, _j({"name": "a", "source_query": "q",
+                                                        "trigger": {"response_schema": {
+                                                            "type": "array"}}})),
+    ("create-trigger-response-schema-props", "post", MM, _j({
+        "name": "a", "source_query": "q", "trigger": {"response_schema": {
+            "type": "object", "properties": {"a": {"type": "weird"}, "b": 5},
+            "required": ["c"]}}})),
+    ("create-trigger-tag-groups", "post", MM, _j({
+        "name": "a", "source_query": "q", "trigger": {"tag_groups": [{"x": 1}]}})),
+    ("create-trigger-fact-types", "post", MM, _j({
+        "name": "a", "source_query": "q", "trigger": {"fact_types": ["world", "bogus"]}})),
+    ("create-id-int", "post", MM, _j({"id": 5, "name": "a", "source_query": "q"})),
+    ("create-id-bad", "post", MM, _j({"id": "Bad_Id", "name": "a", "source_query": "q"})),
+    ("create-id-empty", "post", MM, _j({"id": "", "name": "a", "source_query": "q"})),
+    ("create-id-long", "post", MM, _j({"id": "a" * 65, "name": "a", "source_query": "q"})),
+    ("create-nul-name", "post", MM, _j({"name": "a\x00", "source_query": "q"})),
+    ("create-nul-many", "post", MM, _j({
+        "x\x00": 1, "name": "a\x00", "source_query": "b\x00", "tags": ["\x00", "x\x00"],
+        "trigger": {"k\x00": 1, "exclude_mental_model_ids": ["x\x00", "y\x00"],
+                    "response_schema": {"properties": {"p": {"d": "\x00"}}}},
+        "zz": [[{"q": "\x00"}]],
+    })),
+    ("create-nul-and-unknown", "post", MM, _j({"x": 1, "name": "a\x00", "source_query": 5})),
+    ("create-ok", "post", MM, _j({"id": "new-one", "name": "a", "source_query": "q",
+                                  "tags": None, "max_tokens": None, "trigger": None})),
+    ("create-ok-full", "post", MM, _j({"id": "new-two", "name": "a", "source_query": "q",
+                                       "tags": ["x"], "max_tokens": 256,
+                                       "trigger": {"mode": "delta"}})),
+    ("create-ok-id-null", "post", MM, _j({"id": None, "name": "a", "source_query": "q",
+                                          "tags": []})),
+    ("create-conflict", "post", MM, _j({"id": "m1", "name": "a", "source_query": "q"})),
+    ("create-unknown-bank", "post", "/v1/default/banks/nope/mental-models",
+     _j({"name": "a", "source_query": "q"})),
+    # --- update ----------------------------------------------------------------------------
+    ("patch-no-body", "patch", M1, None),
+    ("patch-empty-raw", "patch", M1, ""),
+    ("patch-null", "patch", M1, "null"),
+    ("patch-list", "patch", M1, "[]"),
+    ("patch-zero", "patch", M1, "0"),
+    ("patch-false", "patch", M1, "false"),
+    ("patch-string", "patch", M1, '""'),
+    ("patch-empty-object", "patch", M1, "{}"),
+    ("patch-bad-json", "patch", M1, '{"a":'),
+    ("patch-nulls", "patch", M1, _j({"name": None, "source_query": None, "tags": None,
+                                     "max_tokens": None, "trigger": None})),
+    ("patch-types", "patch", M1, _j({"name": 5, "source_query": False, "tags": [None],
+                                     "max_tokens": "x", "trigger": 1})),
+    ("patch-blank", "patch", M1, _j({"name": "", "source_query": "  "})),
+    ("patch-unknown", "patch", M1, _j({"id": "m2", "name": 5, "zz": 1})),
+    ("patch-max-tokens", "patch", M1, _j({"max_tokens": 100})),
+    ("patch-max-tokens-high", "patch", M1, _j({"max_tokens": 10000})),
+    ("patch-tag-too-long", "patch", M1, _j({"tags": ["t" * 513]})),
+    ("patch-trigger", "patch", M1, _j({"trigger": {"mode": "x", "refresh_cron": "* * *"}})),
+    ("patch-trigger-unknown", "patch", M1, _j({"trigger": {"nope": 1}})),
+    ("patch-trigger-null-key", "patch", M1, _j({"trigger": {"refresh_cron": None}})),
+    ("patch-nul", "patch", M1, _j({"tags": ["a", "b\x00"], "name": "\x00"})),
+    ("patch-ok", "patch", M1, _j({"name": "renamed", "tags": ["x", "y"], "max_tokens": 300,
+                                  "trigger": {"mode": "delta"}})),
+    ("patch-unknown-model", "patch", f"{MM}/nope", _j({"name": 5})),
+    # --- refresh ---------------------------------------------------------------------------
+    ("refresh-no-body", "post", f"{M1}/refresh", None),
+    ("refresh-empty-raw", "post", f"{M1}/refresh", ""),
+    ("refresh-null", "post", f"{M1}/refresh", "null"),
+    ("refresh-empty-object", "post", f"{M1}/refresh", "{}"),
+    ("refresh-list", "post", f"{M1}/refresh", "[]"),
+    ("refresh-zero", "post", f"{M1}/refresh", "0"),
+    ("refresh-string", "post", f"{M1}/refresh", '"full"'),
+    ("refresh-mode-delta", "post", f"{M1}/refresh", _j({"mode": "delta"})),
+    ("refresh-mode-int", "post", f"{M1}/refresh", _j({"mode": 5})),
+    ("refresh-mode-unknown", "post", f"{M1}/refresh", _j({"x": 1, "mode": "x", "y": 2})),
+    ("refresh-mode-null", "post", f"{M1}/refresh", _j({"mode": None})),
+    ("refresh-mode-full", "post", f"{M1}/refresh", _j({"mode": "full"})),
+    ("refresh-nul", "post", f"{M1}/refresh", _j({"mode": "\x00", "x\x00": 1})),
+    ("refresh-bad-json", "post", f"{M1}/refresh", "[1,"),
+    ("refresh-unknown-model", "post", f"{MM}/nope/refresh", _j({"mode": 5})),
+    # --- clear and dry run -----------------------------------------------------------------
+    *[
+        case
+        for action in ("clear", "dry-run-refresh")
+        for case in [
+            (f"{action}-empty-raw", "post", f"{M1}/{action}", ""),
+            (f"{action}-list", "post", f"{M1}/{action}", "[]"),
+            (f"{action}-five", "post", f"{M1}/{action}", "5"),
+            (f"{action}-string", "post", f"{M1}/{action}", '"x"'),
+            (f"{action}-params", "post", f"{M1}/{action}", _j({"b": 1, "a": None})),
+            (f"{action}-nul", "post", f"{M1}/{action}", _j({"a\x00": 1, "b": "\x00"})),
+            (f"{action}-bad-json", "post", f"{M1}/{action}", "{{"),
+            (f"{action}-unknown-model", "post", f"{MM}/nope/{action}", _j({"a": 1})),
+        ]
+    ],
+    ("clear-ok", "post", f"{M1}/clear", "{}"),
+    ("clear-ok-null", "post", f"{M1}/clear", "null"),
+    # --- reads -----------------------------------------------------------------------------
+    ("list-ok", "get", MM, None),
+    ("list-ok-content", "get", f"{MM}?detail=content&tags=t1&tags=&tags_match=all", None),
+    ("list-ok-full", "get", f"{MM}?detail=full&limit=1&offset=0&exclude_knowledge_pages=TRUE",
+     None),
+    ("list-ok-empty-values", "get", f"{MM}?detail=&limit=&offset=&tags_match=", None),
+    ("list-detail", "get", f"{MM}?detail=x", None),
+    ("list-limit-zero", "get", f"{MM}?limit=0", None),
+    ("list-limit-text", "get", f"{MM}?limit=abc", None),
+    ("list-limit-high", "get", f"{MM}?limit=1001", None),
+    ("list-limit-float", "get", f"{MM}?limit=1.5", None),
+    ("list-offset-negative", "get", f"{MM}?offset=-1", None),
+    ("list-offset-huge", "get", f"{MM}?offset=99999999999", None),
+    ("list-tags-nul", "get", f"{MM}?tags=a%00", None),
+    ("list-tags-match", "get", f"{MM}?tags_match=x", None),
+    ("list-ekp", "get", f"{MM}?exclude_knowledge_pages=maybe", None),
+    ("list-unknown-param", "get", f"{MM}?zzz=1", None),
+    ("list-combined", "get", f"{MM}?exclude_knowledge_pages=2&tags_match=none&offset=x"
+                             f"&limit=-5&detail=all&tags=%00", None),
+    ("list-unknown-bank", "get", "/v1/default/banks/nope/mental-models", None),
+    ("get-ok", "get", M1, None),
+    ("get-ok-metadata", "get", f"{M1}?detail=metadata", None),
+    ("get-ok-content", "get", f"{M1}?detail=content", None),
+    ("get-ok-empty-detail", "get", f"{M1}?detail=", None),
+    ("get-detail", "get", f"{M1}?detail=FULL", None),
+    ("get-unknown-model", "get", f"{MM}/nope", None),
+    ("history-ok", "get", f"{M1}/history", None),
+    ("delete-unknown-model", "delete", f"{MM}/nope", None),
+    # --- operations ------------------------------------------------------------------------
+    ("ops-list-ok", "get", OPS, None),
+    ("ops-list-ok-params", "get", f"{OPS}?status=pending&type=x&limit=5&offset=1"
+                                  "&exclude_parents=true", None),
+    ("ops-list-ok-empty", "get", f"{OPS}?status=&type=", None),
+    ("ops-list-status", "get", f"{OPS}?status=x", None),
+    ("ops-list-limit-zero", "get", f"{OPS}?limit=0", None),
+    ("ops-list-limit-text", "get", f"{OPS}?limit=a", None),
+    ("ops-list-limit-high", "get", f"{OPS}?limit=101", None),
+    ("ops-list-limit-empty", "get", f"{OPS}?limit=", None),
+    ("ops-list-offset", "get", f"{OPS}?offset=-1", None),
+    ("ops-list-offset-huge", "get", f"{OPS}?offset=99999999999", None),
+    ("ops-list-type-long", "get", f"{OPS}?type={'t' * 65}", None),
+    ("ops-list-exclude-parents", "get", f"{OPS}?exclude_parents=maybe", None),
+    ("ops-list-combined", "get", f"{OPS}?exclude_parents=x&offset=y&limit=z&type={'t' * 70}"
+                                 "&status=nope", None),
+    ("ops-list-unknown-bank", "get", "/v1/default/banks/nope/operations", None),
+    ("ops-list-unknown-bank-bad-query", "get", "/v1/default/banks/nope/operations?limit=0",
+     None),
+    ("ops-get-bad-uuid", "get", f"{OPS}/not-a-uuid", None),
+    ("ops-get-bad-uuid-bad-query", "get", f"{OPS}/not-a-uuid?include_payload=x", None),
+    ("ops-get-include-payload", "get", f"{OPS}/{UUID0}?include_payload=maybe", None),
+    ("ops-get-not-found", "get", f"{OPS}/{UUID0}?include_payload=true", None),
+    ("ops-get-ok", "get", f"{OPS}/{UUID1}?include_payload=1", None),
+    ("ops-get-ok-no-payload", "get", f"{OPS}/{UUID1}", None),
+    ("ops-cancel-bad-uuid", "delete", f"{OPS}/x", None),
+    ("ops-retry-bad-uuid", "post", f"{OPS}/x/retry", None),
+    ("ops-cancel-unknown", "delete", f"{OPS}/{UUID0}", None),
+]
+
+
+def _request(api: APIClient, method: str, path: str, body: Any) -> Any:
+    if body is None:
+        return getattr(api, method)(path)
+    return getattr(api, method)(path, data=body, content_type="application/json")
+
+
+EXPECTED: dict[str, tuple[int, str]] = {
+    'create-empty-raw': (
+        422,
+        '{"detail":[{"loc":["body","name"],"msg":"Field required","type":"missing"},{"loc":["'
+        'body","source_query"],"msg":"Field required","type":"missing"}]}'
+    ),
+    'create-null': (
+        422,
+        '{"detail":[{"loc":["body"],"msg":"the body must be a JSON object","type":"dict_type"'
+        '}]}'
+    ),
+    'create-list': (
+        422,
+        '{"detail":[{"loc":["body"],"msg":"the body must be a JSON object","type":"dict_type"'
+        '}]}'
+    ),
+    'create-zero': (
+        422,
+        '{"detail":[{"loc":["body"],"msg":"the body must be a JSON object","type":"dict_type"'
+        '}]}'
+    ),
+    'create-false': (
+        422,
+        '{"detail":[{"loc":["body"],"msg":"the body must be a JSON object","type":"dict_type"'
+        '}]}'
+    ),
+    'create-string': (
+        422,
+        '{"detail":[{"loc":["body"],"msg":"the body must be a JSON object","type":"dict_type"'
+        '}]}'
+    ),
+    'create-bad-json': (
+        422,
+        '{"detail":[{"loc":["body"],"msg":"invalid JSON: JSON parse error - Expecting propert'
+        'y name enclosed in double quotes: line 1 column 2 (char 1)","type":"json_invalid"}]}'
+    ),
+    'create-empty-object': (
+        422,
+        '{"detail":[{"loc":["body","name"],"msg":"Field required","type":"missing"},{"loc":["'
+        'body","source_query"],"msg":"Field required","type":"missing"}]}'
+    ),
+    'create-types': (
+        422,
+        '{"detail":[{"loc":["body","name"],"msg":"must be a string","type":"string_type"},{"l'
+        'oc":["body","source_query"],"msg":"must be a string","type":"string_type"}]}'
+    ),
+    'create-blank': (
+        422,
+        '{"detail":[{"loc":["body","name"],"msg":"must not be blank","type":"string_too_short'
+        '"},{"loc":["body","source_query"],"msg":"must not be blank","type":"string_too_short'
+        '"}]}'
+    ),
+    'create-nulls': (
+        422,
+        '{"detail":[{"loc":["body","name"],"msg":"Field required","type":"missing"},{"loc":["'
+        'body","source_query"],"msg":"Field required","type":"missing"}]}'
+    ),
+    'create-unknown': (
+        422,
+        '{"detail":[{"loc":["body","x"],"msg":"unknown field \'x\'; allowed: id, name, source_q'
+        'uery, tags, max_tokens, trigger","type":"extra_forbidden"},{"loc":["body","a"],"msg"'
+        ':"unknown field \'a\'; allowed: id, name, source_query, tags, max_tokens, trigger","ty'
+        'pe":"extra_forbidden"}]}'
+    ),
+    'create-combined': (
+        422,
+        '{"detail":[{"loc":["body","x"],"msg":"unknown field \'x\'; allowed: id, name, source_q'
+        'uery, tags, max_tokens, trigger","type":"extra_forbidden"},{"loc":["body","y"],"msg"'
+        ':"unknown field \'y\'; allowed: id, name, source_query, tags, max_tokens, trigger","ty'
+        'pe":"extra_forbidden"},{"loc":["body","name"],"msg":"must be a string","type":"strin'
+        'g_type"},{"loc":["body","source_query"],"msg":"Field required","type":"missing"},{"l'
+        'oc":["body","tags"],"msg":"must be a list of strings","type":"list_type"},{"loc":["b'
+        'ody","max_tokens"],"msg":"must be an integer","type":"int_type"},{"loc":["body","tri'
+        'gger"],"msg":"trigger must be a JSON object or null","type":"dict_type"},{"loc":["bo'
+        'dy","id"],"msg":"id must match ^[a-z0-9][a-z0-9-]{0,63}$: lowercase letters, digits '
+        'and hyphens, starting with a letter or digit, at most 64 characters","type":"string_'
+        'pattern_mismatch"}]}'
+    ),
+    'create-combined-2': (
+        422,
+        '{"detail":[{"loc":["body","name"],"msg":"Field required","type":"missing"},{"loc":["'
+        'body","source_query"],"msg":"must be a string","type":"string_type"},{"loc":["body",'
+        '"tags"],"msg":"must be a list of strings","type":"list_type"},{"loc":["body","max_to'
+        'kens"],"msg":"must be an integer","type":"int_type"},{"loc":["body","trigger","zz"],'
+        '"msg":"unknown trigger field \'zz\'; known fields: budget, mode, refresh_after_consoli'
+        'dation, refresh_cron, full_refresh_cron, min_refresh_interval_seconds, fact_types, e'
+        'xclude_mental_models, exclude_mental_model_ids, tags_match, tag_groups, include_chun'
+        'ks, recall_max_tokens, recall_chunks_max_tokens, reflect_search_observations_max_tok'
+        'ens, reflect_search_observations_include_entities, response_schema, keep_trace","typ'
+        'e":"extra_forbidden"},{"loc":["body","trigger","mode"],"msg":"must be \'full\' or \'del'
+        'ta\'; got \'x\'","type":"enum"},{"loc":["body","id"],"msg":"id must be a string","type"'
+        ':"string_pattern_mismatch"}]}'
+    ),
+    'create-tags-not-strings': (
+        422,
+        '{"detail":[{"loc":["body","tags"],"msg":"must be a list of strings","type":"list_typ'
+        'e"}]}'
+    ),
+    'create-tags-dict': (
+        422,
+        '{"detail":[{"loc":["body","tags"],"msg":"must be a list of strings","type":"list_typ'
+        'e"}]}'
+    ),
+    'create-tag-too-long': (
+        422,
+        '{"detail":[{"loc":["body","tags",1],"msg":"a tag has at most 512 characters","type":'
+        '"string_too_long"}]}'
+    ),
+    'create-max-tokens-low': (
+        422,
+        '{"detail":[{"loc":["body","max_tokens"],"msg":"Input should be greater than or equal'
+        ' to 256","type":"greater_than_equal"}]}'
+    ),
+    'create-max-tokens-high': (
+        422,
+        '{"detail":[{"loc":["body","max_tokens"],"msg":"Input should be less than or equal to'
+        ' 8192","type":"less_than_equal"}]}'
+    ),
+    'create-max-tokens-bool': (
+        422,
+        '{"detail":[{"loc":["body","max_tokens"],"msg":"must be an integer","type":"int_type"'
+        '}]}'
+    ),
+    'create-max-tokens-float': (
+        422,
+        '{"detail":[{"loc":["body","max_tokens"],"msg":"must be an integer","type":"int_type"'
+        '}]}'
+    ),
+    'create-max-tokens-zero': (
+        422,
+        '{"detail":[{"loc":["body","max_tokens"],"msg":"Input should be greater than or equal'
+        ' to 256","type":"greater_than_equal"}]}'
+    ),
+    'create-trigger-list': (
+        422,
+        '{"detail":[{"loc":["body","trigger"],"msg":"trigger must be a JSON object or null","'
+        'type":"dict_type"}]}'
+    ),
+    'create-trigger-string': (
+        422,
+        '{"detail":[{"loc":["body","trigger"],"msg":"trigger must be a JSON object or null","'
+        'type":"dict_type"}]}'
+    ),
+    'create-trigger-unknown': (
+        422,
+        '{"detail":[{"loc":["body","trigger","b"],"msg":"unknown trigger field \'b\'; known fie'
+        'lds: budget, mode, refresh_after_consolidation, refresh_cron, full_refresh_cron, min'
+        '_refresh_interval_seconds, fact_types, exclude_mental_models, exclude_mental_model_i'
+        'ds, tags_match, tag_groups, include_chunks, recall_max_tokens, recall_chunks_max_tok'
+        'ens, reflect_search_observations_max_tokens, reflect_search_observations_include_ent'
+        'ities, response_schema, keep_trace","type":"extra_forbidden"},{"loc":["body","trigge'
+        'r","a"],"msg":"unknown trigger field \'a\'; known fields: budget, mode, refresh_after_'
+        'consolidation, refresh_cron, full_refresh_cron, min_refresh_interval_seconds, fact_t'
+        'ypes, exclude_mental_models, exclude_mental_model_ids, tags_match, tag_groups, inclu'
+        'de_chunks, recall_max_tokens, recall_chunks_max_tokens, reflect_search_observations_'
+        'max_tokens, reflect_search_observations_include_entities, response_schema, keep_trac'
+        'e","type":"extra_forbidden"}]}'
+    ),
+    'create-trigger-many': (
+        422,
+        '{"detail":[{"loc":["body","trigger","budget"],"msg":"must be one of low, mid, high; '
+        'got 5","type":"enum"},{"loc":["body","trigger","mode"],"msg":"must be \'full\' or \'del'
+        'ta\'; got 3","type":"enum"},{"loc":["body","trigger","refresh_cron"],"msg":"refresh_c'
+        'ron must be a standard 5-field cron expression (minute hour day month weekday); got '
+        '1 fields","type":"value_error"},{"loc":["body","trigger","fact_types"],"msg":"must n'
+        'ot be empty: list at least one of world, experience, observation, or send null for a'
+        'll","type":"value_error"},{"loc":["body","trigger","min_refresh_interval_seconds"],"'
+        'msg":"must be an integer between 0 and 2147483647, or null","type":"value_error"},{"'
+        'loc":["body","trigger","keep_trace"],"msg":"must be a boolean","type":"bool_type"},{'
+        '"loc":["body","trigger","tags_match"],"msg":"must be one of any, all, any_strict, al'
+        'l_strict, exact; got \'nope\'","type":"literal_error"},{"loc":["body","trigger","exclu'
+        'de_mental_model_ids"],"msg":"must be a list of mental model ids or null","type":"lis'
+        't_type"},{"loc":["body","trigger","recall_max_tokens"],"msg":"must be an integer or '
+        'null","type":"int_type"}]}'
+    ),
+    'create-trigger-response-schema': (
+        422,
+        '{"detail":[{"loc":["body","trigger","response_schema"],"msg":"response_schema must b'
+        'e an object schema (its \\"type\\" must be \\"object\\")","type":"value_error"}]}'
+    ),
+    'create-trigger-response-schema-props': (
+        422,
+        '{"detail":[{"loc":["body","trigger","response_schema","properties","a"],"msg":"prope'
+        "rty type must be one of string, number, integer, boolean, array, object; got 'weird'"
+        '","type":"value_error"},{"loc":["body","trigger","response_schema","properties","b"]'
+        ',"msg":"a property must be a JSON object (a JSON Schema)","type":"value_error"},{"lo'
+        'c":["body","trigger","response_schema","required"],"msg":"required names properties '
+        'that do not exist: c","type":"value_error"}]}'
+    ),
+    'create-trigger-tag-groups': (
+        422,
+        '{"detail":[{"loc":["body","trigger","tag_groups",0,"x"],"msg":"unknown field(s) [\'x\''
+        '] in a tag group leaf (allowed: tags, match, resolve)","type":"extra_forbidden"}]}'
+    ),
+    'create-trigger-fact-types': (
+        422,
+        '{"detail":[{"loc":["body","trigger","fact_types"],"msg":"fact types must be among wo'
+        'rld, experience, observation; got [\'bogus\']","type":"enum"}]}'
+    ),
+    'create-id-int': (
+        422,
+        '{"detail":[{"loc":["body","id"],"msg":"id must be a string","type":"string_pattern_m'
+        'ismatch"}]}'
+    ),
+    'create-id-bad': (
+        422,
+        '{"detail":[{"loc":["body","id"],"msg":"id must match ^[a-z0-9][a-z0-9-]{0,63}$: lowe'
+        'rcase letters, digits and hyphens, starting with a letter or digit, at most 64 chara'
+        'cters","type":"string_pattern_mismatch"}]}'
+    ),
+    'create-id-empty': (
+        422,
+        '{"detail":[{"loc":["body","id"],"msg":"id must match ^[a-z0-9][a-z0-9-]{0,63}$: lowe'
+        'rcase letters, digits and hyphens, starting with a letter or digit, at most 64 chara'
+        'cters","type":"string_pattern_mismatch"}]}'
+    ),
+    'create-id-long': (
+        422,
+        '{"detail":[{"loc":["body","id"],"msg":"id must match ^[a-z0-9][a-z0-9-]{0,63}$: lowe'
+        'rcase letters, digits and hyphens, starting with a letter or digit, at most 64 chara'
+        'cters","type":"string_pattern_mismatch"}]}'
+    ),
+    'create-nul-name': (
+        422,
+        '{"detail":[{"loc":["body","name"],"msg":"Null characters are not allowed.","type":"n'
+        'ull_characters_not_allowed"}]}'
+    ),
+    'create-nul-many': (
+        422,
+        '{"detail":[{"loc":["body","x\\u0000"],"msg":"Null characters are not allowed.","type"'
+        ':"null_characters_not_allowed"},{"loc":["body","zz",0,0,"q"],"msg":"Null characters '
+        'are not allowed.","type":"null_characters_not_allowed"},{"loc":["body","trigger","k\\'
+        'u0000"],"msg":"Null characters are not allowed.","type":"null_characters_not_allowed'
+        '"},{"loc":["body","trigger","response_schema","properties","p","d"],"msg":"Null char'
+        'acters are not allowed.","type":"null_characters_not_allowed"},{"loc":["body","trigg'
+        'er","exclude_mental_model_ids",1],"msg":"Null characters are not allowed.","type":"n'
+        'ull_characters_not_allowed"},{"loc":["body","trigger","exclude_mental_model_ids",0],'
+        '"msg":"Null characters are not allowed.","type":"null_characters_not_allowed"},{"loc'
+        '":["body","tags",1],"msg":"Null characters are not allowed.","type":"null_characters'
+        '_not_allowed"},{"loc":["body","tags",0],"msg":"Null characters are not allowed.","ty'
+        'pe":"null_characters_not_allowed"},{"loc":["body","source_query"],"msg":"Null charac'
+        'ters are not allowed.","type":"null_characters_not_allowed"},{"loc":["body","name"],'
+        '"msg":"Null characters are not allowed.","type":"null_characters_not_allowed"}]}'
+    ),
+    'create-nul-and-unknown': (
+        422,
+        '{"detail":[{"loc":["body","name"],"msg":"Null characters are not allowed.","type":"n'
+        'ull_characters_not_allowed"}]}'
+    ),
+    'create-ok': (
+        200,
+        '{"mental_model_id":"new-one","operation_id":"<uuid>"}'
+    ),
+    'create-ok-full': (
+        200,
+        '{"mental_model_id":"new-two","operation_id":"<uuid>"}'
+    ),
+    'create-ok-id-null': (
+        200,
+        '{"mental_model_id":"<generated id>","operation_id":"<uuid>"}'
+    ),
+    'create-conflict': (
+        409,
+        '{"detail":"Mental model \'m1\' already exists in bank \'mm-bank\'"}'
+    ),
+    'create-unknown-bank': (
+        200,
+        '{"mental_model_id":"<generated id>","operation_id":"<uuid>"}'
+    ),
+    'patch-no-body': (
+        200,
+        '{"id":"m1","bank_id":"mm-bank","name":"One","source_query":"what?","content":"# doc"'
+        ',"tags":["t1"],"max_tokens":2048,"trigger":{"budget":null,"mode":"full","refresh_aft'
+        'er_consolidation":false,"refresh_cron":null,"full_refresh_cron":null,"min_refresh_in'
+        'terval_seconds":null,"fact_types":null,"exclude_mental_models":false,"exclude_mental'
+        '_model_ids":null,"tags_match":null,"tag_groups":null,"include_chunks":null,"recall_m'
+        'ax_tokens":null,"recall_chunks_max_tokens":null,"reflect_search_observations_max_tok'
+        'ens":null,"reflect_search_observations_include_entities":null,"response_schema":null'
+        ',"keep_trace":false},"last_refreshed_at":null,"last_memory_seen_at":null,"last_refre'
+        'sh_failed_at":null,"last_full_refreshed_at":null,"created_at":"<datetime>","is_knowl'
+        'edge_page":false,"reflect_response":{"text":"# doc"},"is_stale":false}'
+    ),
+    'patch-empty-raw': (
+        200,
+        '{"id":"m1","bank_id":"mm-bank","name":"One","source_query":"what?","content":"# doc"'
+        ',"tags":["t1"],"max_tokens":2048,"trigger":{"budget":null,"mode":"full","refresh_aft'
+        'er_consolidation":false,"refresh_cron":null,"full_refresh_cron":null,"min_refresh_in'
+        'terval_seconds":null,"fact_types":null,"exclude_mental_models":false,"exclude_mental'
+        '_model_ids":null,"tags_match":null,"tag_groups":null,"include_chunks":null,"recall_m'
+        'ax_tokens":null,"recall_chunks_max_tokens":null,"reflect_search_observations_max_tok'
+        'ens":null,"reflect_search_observations_include_entities":null,"response_schema":null'
+        ',"keep_trace":false},"last_refreshed_at":null,"last_memory_seen_at":null,"last_refre'
+        'sh_failed_at":null,"last_full_refreshed_at":null,"created_at":"<datetime>","is_knowl'
+        'edge_page":false,"reflect_response":{"text":"# doc"},"is_stale":false}'
+    ),
+    'patch-null': (
+        200,
+        '{"id":"m1","bank_id":"mm-bank","name":"One","source_query":"what?","content":"# doc"'
+        ',"tags":["t1"],"max_tokens":2048,"trigger":{"budget":null,"mode":"full","refresh_aft'
+        'er_consolidation":false,"refresh_cron":null,"full_refresh_cron":null,"min_refresh_in'
+        'terval_seconds":null,"fact_types":null,"exclude_mental_models":false,"exclude_mental'
+        '_model_ids":null,"tags_match":null,"tag_groups":null,"include_chunks":null,"recall_m'
+        'ax_tokens":null,"recall_chunks_max_tokens":null,"reflect_search_observations_max_tok'
+        'ens":null,"reflect_search_observations_include_entities":null,"response_schema":null'
+        ',"keep_trace":false},"last_refreshed_at":null,"last_memory_seen_at":null,"last_refre'
+        'sh_failed_at":null,"last_full_refreshed_at":null,"created_at":"<datetime>","is_knowl'
+        'edge_page":false,"reflect_response":{"text":"# doc"},"is_stale":false}'
+    ),
+    'patch-list': (
+        422,
+        '{"detail":[{"loc":["body"],"msg":"the body must be a JSON object","type":"dict_type"'
+        '}]}'
+    ),
+    'patch-zero': (
+        422,
+        '{"detail":[{"loc":["body"],"msg":"the body must be a JSON object","type":"dict_type"'
+        '}]}'
+    ),
+    'patch-false': (
+        422,
+        '{"detail":[{"loc":["body"],"msg":"the body must be a JSON object","type":"dict_type"'
+        '}]}'
+    ),
+    'patch-string': (
+        422,
+        '{"detail":[{"loc":["body"],"msg":"the body must be a JSON object","type":"dict_type"'
+        '}]}'
+    ),
+    'patch-empty-object': (
+        200,
+        '{"id":"m1","bank_id":"mm-bank","name":"One","source_query":"what?","content":"# doc"'
+        ',"tags":["t1"],"max_tokens":2048,"trigger":{"budget":null,"mode":"full","refresh_aft'
+        'er_consolidation":false,"refresh_cron":null,"full_refresh_cron":null,"min_refresh_in'
+        'terval_seconds":null,"fact_types":null,"exclude_mental_models":false,"exclude_mental'
+        '_model_ids":null,"tags_match":null,"tag_groups":null,"include_chunks":null,"recall_m'
+        'ax_tokens":null,"recall_chunks_max_tokens":null,"reflect_search_observations_max_tok'
+        'ens":null,"reflect_search_observations_include_entities":null,"response_schema":null'
+        ',"keep_trace":false},"last_refreshed_at":null,"last_memory_seen_at":null,"last_refre'
+        'sh_failed_at":null,"last_full_refreshed_at":null,"created_at":"<datetime>","is_knowl'
+        'edge_page":false,"reflect_response":{"text":"# doc"},"is_stale":false}'
+    ),
+    'patch-bad-json': (
+        422,
+        '{"detail":[{"loc":["body"],"msg":"invalid JSON: JSON parse error - Expecting value: '
+        'line 1 column 6 (char 5)","type":"json_invalid"}]}'
+    ),
+    'patch-nulls': (
+        200,
+        '{"id":"m1","bank_id":"mm-bank","name":"One","source_query":"what?","content":"# doc"'
+        ',"tags":["t1"],"max_tokens":2048,"trigger":{"budget":null,"mode":"full","refresh_aft'
+        'er_consolidation":false,"refresh_cron":null,"full_refresh_cron":null,"min_refresh_in'
+        'terval_seconds":null,"fact_types":null,"exclude_mental_models":false,"exclude_mental'
+        '_model_ids":null,"tags_match":null,"tag_groups":null,"include_chunks":null,"recall_m'
+        'ax_tokens":null,"recall_chunks_max_tokens":null,"reflect_search_observations_max_tok'
+        'ens":null,"reflect_search_observations_include_entities":null,"response_schema":null'
+        ',"keep_trace":false},"last_refreshed_at":null,"last_memory_seen_at":null,"last_refre'
+        'sh_failed_at":null,"last_full_refreshed_at":null,"created_at":"<datetime>","is_knowl'
+        'edge_page":false,"reflect_response":{"text":"# doc"},"is_stale":false}'
+    ),
+    'patch-types': (
+        422,
+        '{"detail":[{"loc":["body","name"],"msg":"must be a string","type":"string_type"},{"l'
+        'oc":["body","source_query"],"msg":"must be a string","type":"string_type"},{"loc":["'
+        'body","tags"],"msg":"must be a list of strings","type":"list_type"},{"loc":["body","'
+        'max_tokens"],"msg":"must be an integer","type":"int_type"},{"loc":["body","trigger"]'
+        ',"msg":"trigger must be a JSON object or null","type":"dict_type"}]}'
+    ),
+    'patch-blank': (
+        422,
+        '{"detail":[{"loc":["body","name"],"msg":"must not be blank","type":"string_too_short'
+        '"},{"loc":["body","source_query"],"msg":"must not be blank","type":"string_too_short'
+        '"}]}'
+    ),
+    'patch-unknown': (
+        422,
+        '{"detail":[{"loc":["body","id"],"msg":"unknown field \'id\'; allowed: name, source_que'
+        'ry, tags, max_tokens, trigger","type":"extra_forbidden"},{"loc":["body","zz"],"msg":'
+        '"unknown field \'zz\'; allowed: name, source_query, tags, max_tokens, trigger","type":'
+        '"extra_forbidden"},{"loc":["body","name"],"msg":"must be a string","type":"string_ty'
+        'pe"}]}'
+    ),
+    'patch-max-tokens': (
+        422,
+        '{"detail":[{"loc":["body","max_tokens"],"msg":"Input should be greater than or equal'
+        ' to 256","type":"greater_than_equal"}]}'
+    ),
+    'patch-max-tokens-high': (
+        422,
+        '{"detail":[{"loc":["body","max_tokens"],"msg":"Input should be less than or equal to'
+        ' 8192","type":"less_than_equal"}]}'
+    ),
+    'patch-tag-too-long': (
+        422,
+        '{"detail":[{"loc":["body","tags",0],"msg":"a tag has at most 512 characters","type":'
+        '"string_too_long"}]}'
+    ),
+    'patch-trigger': (
+        422,
+        '{"detail":[{"loc":["body","trigger","mode"],"msg":"must be \'full\' or \'delta\'; got \'x'
+        '\'","type":"enum"},{"loc":["body","trigger","refresh_cron"],"msg":"refresh_cron must '
+        'be a standard 5-field cron expression (minute hour day month weekday); got 3 fields"'
+        ',"type":"value_error"}]}'
+    ),
+    'patch-trigger-unknown': (
+        422,
+        '{"detail":[{"loc":["body","trigger","nope"],"msg":"unknown trigger field \'nope\'; kno'
+        'wn fields: budget, mode, refresh_after_consolidation, refresh_cron, full_refresh_cro'
+        'n, min_refresh_interval_seconds, fact_types, exclude_mental_models, exclude_mental_m'
+        'odel_ids, tags_match, tag_groups, include_chunks, recall_max_tokens, recall_chunks_m'
+        'ax_tokens, reflect_search_observations_max_tokens, reflect_search_observations_inclu'
+        'de_entities, response_schema, keep_trace","type":"extra_forbidden"}]}'
+    ),
+    'patch-trigger-null-key': (
+        200,
+        '{"id":"m1","bank_id":"mm-bank","name":"One","source_query":"what?","content":"# doc"'
+        ',"tags":["t1"],"max_tokens":2048,"trigger":{"budget":null,"mode":"full","refresh_aft'
+        'er_consolidation":false,"refresh_cron":null,"full_refresh_cron":null,"min_refresh_in'
+        'terval_seconds":null,"fact_types":null,"exclude_mental_models":false,"exclude_mental'
+        '_model_ids":null,"tags_match":null,"tag_groups":null,"include_chunks":null,"recall_m'
+        'ax_tokens":null,"recall_chunks_max_tokens":null,"reflect_search_observations_max_tok'
+        'ens":null,"reflect_search_observations_include_entities":null,"response_schema":null'
+        ',"keep_trace":false},"last_refreshed_at":null,"last_memory_seen_at":null,"last_refre'
+        'sh_failed_at":null,"last_full_refreshed_at":null,"created_at":"<datetime>","is_knowl'
+        'edge_page":false,"reflect_response":{"text":"# doc"},"is_stale":false}'
+    ),
+    'patch-nul': (
+        422,
+        '{"detail":[{"loc":["body","name"],"msg":"Null characters are not allowed.","type":"n'
+        'ull_characters_not_allowed"},{"loc":["body","tags",1],"msg":"Null characters are not'
+        ' allowed.","type":"null_characters_not_allowed"}]}'
+    ),
+    'patch-ok': (
+        200,
+        '{"id":"m1","bank_id":"mm-bank","name":"renamed","source_query":"what?","content":"# '
+        'doc","tags":["x","y"],"max_tokens":300,"trigger":{"budget":null,"mode":"delta","refr'
+        'esh_after_consolidation":false,"refresh_cron":null,"full_refresh_cron":null,"min_ref'
+        'resh_interval_seconds":null,"fact_types":null,"exclude_mental_models":false,"exclude'
+        '_mental_model_ids":null,"tags_match":null,"tag_groups":null,"include_chunks":null,"r'
+        'ecall_max_tokens":null,"recall_chunks_max_tokens":null,"reflect_search_observations_'
+        'max_tokens":null,"reflect_search_observations_include_entities":null,"response_schem'
+        'a":null,"keep_trace":false},"last_refreshed_at":null,"last_memory_seen_at":null,"las'
+        't_refresh_failed_at":null,"last_full_refreshed_at":null,"created_at":"<datetime>","i'
+        's_knowledge_page":false,"reflect_response":{"text":"# doc"},"is_stale":false}'
+    ),
+    'patch-unknown-model': (
+        404,
+        '{"detail":"Mental model \'nope\' not found"}'
+    ),
+    'refresh-no-body': (
+        200,
+        '{"operation_id":"<uuid>","status":"queued"}'
+    ),
+    'refresh-empty-raw': (
+        200,
+        '{"operation_id":"<uuid>","status":"queued"}'
+    ),
+    'refresh-null': (
+        200,
+        '{"operation_id":"<uuid>","status":"queued"}'
+    ),
+    'refresh-empty-object': (
+        200,
+        '{"operation_id":"<uuid>","status":"queued"}'
+    ),
+    'refresh-list': (
+        422,
+        '{"detail":[{"loc":["body"],"msg":"the body must be a JSON object","type":"dict_type"'
+        '}]}'
+    ),
+    'refresh-zero': (
+        422,
+        '{"detail":[{"loc":["body"],"msg":"the body must be a JSON object","type":"dict_type"'
+        '}]}'
+    ),
+    'refresh-string': (
+        422,
+        '{"detail":[{"loc":["body"],"msg":"the body must be a JSON object","type":"dict_type"'
+        '}]}'
+    ),
+    'refresh-mode-delta': (
+        422,
+        '{"detail":[{"loc":["body","mode"],"msg":"mode must be \'full\' or null; got \'delta\'","'
+        'type":"literal_error"}]}'
+    ),
+    'refresh-mode-int': (
+        422,
+        '{"detail":[{"loc":["body","mode"],"msg":"mode must be \'full\' or null; got 5","type":'
+        '"literal_error"}]}'
+    ),
+    'refresh-mode-unknown': (
+        422,
+        '{"detail":[{"loc":["body","x"],"msg":"unknown field \'x\'; allowed: mode","type":"extr'
+        'a_forbidden"},{"loc":["body","y"],"msg":"unknown field \'y\'; allowed: mode","type":"e'
+        'xtra_forbidden"},{"loc":["body","mode"],"msg":"mode must be \'full\' or null; got \'x\'"'
+        ',"type":"literal_error"}]}'
+    ),
+    'refresh-mode-null': (
+        200,
+        '{"operation_id":"<uuid>","status":"queued"}'
+    ),
+    'refresh-mode-full': (
+        200,
+        '{"operation_id":"<uuid>","status":"queued"}'
+    ),
+    'refresh-nul': (
+        422,
+        '{"detail":[{"loc":["body","x\\u0000"],"msg":"Null characters are not allowed.","type"'
+        ':"null_characters_not_allowed"},{"loc":["body","mode"],"msg":"Null characters are no'
+        't allowed.","type":"null_characters_not_allowed"}]}'
+    ),
+    'refresh-bad-json': (
+        422,
+        '{"detail":[{"loc":["body"],"msg":"invalid JSON: JSON parse error - Expecting value: '
+        'line 1 column 4 (char 3)","type":"json_invalid"}]}'
+    ),
+    'refresh-unknown-model': (
+        422,
+        '{"detail":[{"loc":["body","mode"],"msg":"mode must be \'full\' or null; got 5","type":'
+        '"literal_error"}]}'
+    ),
+    'clear-empty-raw': (
+        200,
+        '{"id":"m1","bank_id":"mm-bank","name":"One","source_query":"what?","content":"","tag'
+        's":["t1"],"max_tokens":2048,"trigger":{"budget":null,"mode":"full","refresh_after_co'
+        'nsolidation":false,"refresh_cron":null,"full_refresh_cron":null,"min_refresh_interva'
+        'l_seconds":null,"fact_types":null,"exclude_mental_models":false,"exclude_mental_mode'
+        'l_ids":null,"tags_match":null,"tag_groups":null,"include_chunks":null,"recall_max_to'
+        'kens":null,"recall_chunks_max_tokens":null,"reflect_search_observations_max_tokens":'
+        'null,"reflect_search_observations_include_entities":null,"response_schema":null,"kee'
+        'p_trace":false},"last_refreshed_at":null,"last_memory_seen_at":null,"last_refresh_fa'
+        'iled_at":null,"last_full_refreshed_at":null,"created_at":"<datetime>","is_knowledge_'
+        'page":false,"reflect_response":{"text":"# doc"},"is_stale":false}'
+    ),
+    'clear-list': (
+        422,
+        '{"detail":[{"loc":["body"],"msg":"the body must be a JSON object","type":"dict_type"'
+        '}]}'
+    ),
+    'clear-five': (
+        422,
+        '{"detail":[{"loc":["body"],"msg":"the body must be a JSON object","type":"dict_type"'
+        '}]}'
+    ),
+    'clear-string': (
+        422,
+        '{"detail":[{"loc":["body"],"msg":"the body must be a JSON object","type":"dict_type"'
+        '}]}'
+    ),
+    'clear-params': (
+        422,
+        '{"detail":[{"loc":["body","b"],"msg":"clear takes no parameters; unknown field \'b\' ('
+        'change the model with PATCH instead)","type":"extra_forbidden"},{"loc":["body","a"],'
+        '"msg":"clear takes no parameters; unknown field \'a\' (change the model with PATCH ins'
+        'tead)","type":"extra_forbidden"}]}'
+    ),
+    'clear-nul': (
+        422,
+        '{"detail":[{"loc":["body","a\\u0000"],"msg":"Null characters are not allowed.","type"'
+        ':"null_characters_not_allowed"},{"loc":["body","b"],"msg":"Null characters are not a'
+        'llowed.","type":"null_characters_not_allowed"}]}'
+    ),
+    'clear-bad-json': (
+        422,
+        '{"detail":[{"loc":["body"],"msg":"invalid JSON: JSON parse error - Expecting propert'
+        'y name enclosed in double quotes: line 1 column 2 (char 1)","type":"json_invalid"}]}'
+    ),
+    'clear-unknown-model': (
+        404,
+        '{"detail":"Mental model \'nope\' not found"}'
+    ),
+    'dry-run-refresh-empty-raw': (
+        200,
+        '{"mental_model_id":"m1","name":"One","requested_mode":"full","effective_mode":"full"'
+        ',"mode_fallback_reason":null,"outcome":"content_preserved_no_new_facts","would_persi'
+        'st":false,"scope":{"tags":["t1"],"tags_match":"all_strict","tag_groups":null,"fact_t'
+        'ypes":null,"exclude_mental_models":false,"exclude_mental_model_ids":["m1"]},"window"'
+        ':{"created_after":null,"created_before":"<datetime>","watermark":null},"facts":{"ret'
+        'rieved":{},"used":{}},"based_on":{},"current_content":"# doc","candidate_content":""'
+        ',"preview_content":"# doc","diff":"","delta_operations":null,"retraction":null,"trac'
+        'e":{"recorded_at":"<datetime>","effective_mode":"full","mode_fallback_reason":null,"'
+        'outcome":"content_preserved_no_new_facts","tool_calls":[],"llm_calls":[],"delta_oper'
+        'ations":null,"retraction":null,"usage":{"input_tokens":0,"output_tokens":0,"total_to'
+        'kens":0,"cached_tokens":0,"thoughts_tokens":0},"duration_ms":"<ms>","warnings":["Not'
+        "hing in this document's scope was readable, so the reflect loop was skipped and the "
+        'document left as it is. Check the resolved scope — tags, tag_groups and fact_types a'
+        'll narrow it — and whether the bank holds memories that match it."]},"usage":{"input'
+        '_tokens":0,"output_tokens":0,"total_tokens":0,"cached_tokens":0,"thoughts_tokens":0}'
+        ',"duration_ms":"<ms>","warnings":["Nothing in this document\'s scope was readable, so'
+        ' the reflect loop was skipped and the document left as it is. Check the resolved sco'
+        'pe — tags, tag_groups and fact_types all narrow it — and whether the bank holds memo'
+        'ries that match it."]}'
+    ),
+    'dry-run-refresh-list': (
+        422,
+        '{"detail":[{"loc":["body"],"msg":"the body must be a JSON object","type":"dict_type"'
+        '}]}'
+    ),
+    'dry-run-refresh-five': (
+        422,
+        '{"detail":[{"loc":["body"],"msg":"the body must be a JSON object","type":"dict_type"'
+        '}]}'
+    ),
+    'dry-run-refresh-string': (
+        422,
+        '{"detail":[{"loc":["body"],"msg":"the body must be a JSON object","type":"dict_type"'
+        '}]}'
+    ),
+    'dry-run-refresh-params': (
+        422,
+        '{"detail":[{"loc":["body","b"],"msg":"dry-run-refresh takes no parameters; unknown f'
+        'ield \'b\' (change the model with PATCH instead)","type":"extra_forbidden"},{"loc":["b'
+        'ody","a"],"msg":"dry-run-refresh takes no parameters; unknown field \'a\' (change the '
+        'model with PATCH instead)","type":"extra_forbidden"}]}'
+    ),
+    'dry-run-refresh-nul': (
+        422,
+        '{"detail":[{"loc":["body","a\\u0000"],"msg":"Null characters are not allowed.","type"'
+        ':"null_characters_not_allowed"},{"loc":["body","b"],"msg":"Null characters are not a'
+        'llowed.","type":"null_characters_not_allowed"}]}'
+    ),
+    'dry-run-refresh-bad-json': (
+        422,
+        '{"detail":[{"loc":["body"],"msg":"invalid JSON: JSON parse error - Expecting propert'
+        'y name enclosed in double quotes: line 1 column 2 (char 1)","type":"json_invalid"}]}'
+    ),
+    'dry-run-refresh-unknown-model': (
+        404,
+        '{"detail":"Mental model nope not found"}'
+    ),
+    'clear-ok': (
+        200,
+        '{"id":"m1","bank_id":"mm-bank","name":"One","source_query":"what?","content":"","tag'
+        's":["t1"],"max_tokens":2048,"trigger":{"budget":null,"mode":"full","refresh_after_co'
+        'nsolidation":false,"refresh_cron":null,"full_refresh_cron":null,"min_refresh_interva'
+        'l_seconds":null,"fact_types":null,"exclude_mental_models":false,"exclude_mental_mode'
+        'l_ids":null,"tags_match":null,"tag_groups":null,"include_chunks":null,"recall_max_to'
+        'kens":null,"recall_chunks_max_tokens":null,"reflect_search_observations_max_tokens":'
+        'null,"reflect_search_observations_include_entities":null,"response_schema":null,"kee'
+        'p_trace":false},"last_refreshed_at":null,"last_memory_seen_at":null,"last_refresh_fa'
+        'iled_at":null,"last_full_refreshed_at":null,"created_at":"<datetime>","is_knowledge_'
+        'page":false,"reflect_response":{"text":"# doc"},"is_stale":false}'
+    ),
+    'clear-ok-null': (
+        200,
+        '{"id":"m1","bank_id":"mm-bank","name":"One","source_query":"what?","content":"","tag'
+        's":["t1"],"max_tokens":2048,"trigger":{"budget":null,"mode":"full","refresh_after_co'
+        'nsolidation":false,"refresh_cron":null,"full_refresh_cron":null,"min_refresh_interva'
+        'l_seconds":null,"fact_types":null,"exclude_mental_models":false,"exclude_mental_mode'
+        'l_ids":null,"tags_match":null,"tag_groups":null,"include_chunks":null,"recall_max_to'
+        'kens":null,"recall_chunks_max_tokens":null,"reflect_search_observations_max_tokens":'
+        'null,"reflect_search_observations_include_entities":null,"response_schema":null,"kee'
+        'p_trace":false},"last_refreshed_at":null,"last_memory_seen_at":null,"last_refresh_fa'
+        'iled_at":null,"last_full_refreshed_at":null,"created_at":"<datetime>","is_knowledge_'
+        'page":false,"reflect_response":{"text":"# doc"},"is_stale":false}'
+    ),
+    'list-ok': (
+        200,
+        '{"items":[{"id":"m1","bank_id":"mm-bank","name":"One","source_query":null,"content":'
+        'null,"tags":["t1"],"max_tokens":null,"trigger":null,"last_refreshed_at":null,"last_m'
+        'emory_seen_at":null,"last_refresh_failed_at":null,"last_full_refreshed_at":null,"cre'
+        'ated_at":"<datetime>","is_knowledge_page":false,"reflect_response":null,"is_stale":f'
+        'alse}],"total":1,"limit":100,"offset":0}'
+    ),
+    'list-ok-content': (
+        200,
+        '{"items":[{"id":"m1","bank_id":"mm-bank","name":"One","source_query":"what?","conten'
+        't":"# doc","tags":["t1"],"max_tokens":2048,"trigger":{"budget":null,"mode":"full","r'
+        'efresh_after_consolidation":false,"refresh_cron":null,"full_refresh_cron":null,"min_'
+        'refresh_interval_seconds":null,"fact_types":null,"exclude_mental_models":false,"excl'
+        'ude_mental_model_ids":null,"tags_match":null,"tag_groups":null,"include_chunks":null'
+        ',"recall_max_tokens":null,"recall_chunks_max_tokens":null,"reflect_search_observatio'
+        'ns_max_tokens":null,"reflect_search_observations_include_entities":null,"response_sc'
+        'hema":null,"keep_trace":false},"last_refreshed_at":null,"last_memory_seen_at":null,"'
+        'last_refresh_failed_at":null,"last_full_refreshed_at":null,"created_at":"<datetime>"'
+        ',"is_knowledge_page":false,"reflect_response":null,"is_stale":false}],"total":1,"lim'
+        'it":100,"offset":0}'
+    ),
+    'list-ok-full': (
+        200,
+        '{"items":[{"id":"m1","bank_id":"mm-bank","name":"One","source_query":"what?","conten'
+        't":"# doc","tags":["t1"],"max_tokens":2048,"trigger":{"budget":null,"mode":"full","r'
+        'efresh_after_consolidation":false,"refresh_cron":null,"full_refresh_cron":null,"min_'
+        'refresh_interval_seconds":null,"fact_types":null,"exclude_mental_models":false,"excl'
+        'ude_mental_model_ids":null,"tags_match":null,"tag_groups":null,"include_chunks":null'
+        ',"recall_max_tokens":null,"recall_chunks_max_tokens":null,"reflect_search_observatio'
+        'ns_max_tokens":null,"reflect_search_observations_include_entities":null,"response_sc'
+        'hema":null,"keep_trace":false},"last_refreshed_at":null,"last_memory_seen_at":null,"'
+        'last_refresh_failed_at":null,"last_full_refreshed_at":null,"created_at":"<datetime>"'
+        ',"is_knowledge_page":false,"reflect_response":{"text":"# doc"},"is_stale":false}],"t'
+        'otal":1,"limit":1,"offset":0}'
+    ),
+    'list-ok-empty-values': (
+        200,
+        '{"items":[{"id":"m1","bank_id":"mm-bank","name":"One","source_query":null,"content":'
+        'null,"tags":["t1"],"max_tokens":null,"trigger":null,"last_refreshed_at":null,"last_m'
+        'emory_seen_at":null,"last_refresh_failed_at":null,"last_full_refreshed_at":null,"cre'
+        'ated_at":"<datetime>","is_knowledge_page":false,"reflect_response":null,"is_stale":f'
+        'alse}],"total":1,"limit":100,"offset":0}'
+    ),
+    'list-detail': (
+        422,
+        '{"detail":[{"loc":["query","detail"],"msg":"Input should be \'metadata\', \'content\' or'
+        ' \'full\'","type":"literal_error"}]}'
+    ),
+    'list-limit-zero': (
+        422,
+        '{"detail":[{"loc":["query","limit"],"msg":"Input should be between 1 and 1000","type'
+        '":"value_error"}]}'
+    ),
+    'list-limit-text': (
+        422,
+        '{"detail":[{"loc":["query","limit"],"msg":"Input should be a valid integer","type":"'
+        'int_parsing"}]}'
+    ),
+    'list-limit-high': (
+        422,
+        '{"detail":[{"loc":["query","limit"],"msg":"Input should be between 1 and 1000","type'
+        '":"value_error"}]}'
+    ),
+    'list-limit-float': (
+        422,
+        '{"detail":[{"loc":["query","limit"],"msg":"Input should be a valid integer","type":"'
+        'int_parsing"}]}'
+    ),
+    'list-offset-negative': (
+        422,
+        '{"detail":[{"loc":["query","offset"],"msg":"Input should be between 0 and 2147483647'
+        '","type":"value_error"}]}'
+    ),
+    'list-offset-huge': (
+        422,
+        '{"detail":[{"loc":["query","offset"],"msg":"Input should be between 0 and 2147483647'
+        '","type":"value_error"}]}'
+    ),
+    'list-tags-nul': (
+        422,
+        '{"detail":[{"loc":["query","tags"],"msg":"Null characters are not allowed.","type":"'
+        'null_characters_not_allowed"}]}'
+    ),
+    'list-tags-match': (
+        422,
+        '{"detail":[{"loc":["query","tags_match"],"msg":"Input should be \'any\', \'all\' or \'exa'
+        'ct\'","type":"literal_error"}]}'
+    ),
+    'list-ekp': (
+        422,
+        '{"detail":[{"loc":["query","exclude_knowledge_pages"],"msg":"Input should be a valid'
+        ' boolean","type":"bool_parsing"}]}'
+    ),
+    'list-unknown-param': (
+        200,
+        '{"items":[{"id":"m1","bank_id":"mm-bank","name":"One","source_query":null,"content":'
+        'null,"tags":["t1"],"max_tokens":null,"trigger":null,"last_refreshed_at":null,"last_m'
+        'emory_seen_at":null,"last_refresh_failed_at":null,"last_full_refreshed_at":null,"cre'
+        'ated_at":"<datetime>","is_knowledge_page":false,"reflect_response":null,"is_stale":f'
+        'alse}],"total":1,"limit":100,"offset":0}'
+    ),
+    'list-combined': (
+        422,
+        '{"detail":[{"loc":["query","detail"],"msg":"Input should be \'metadata\', \'content\' or'
+        ' \'full\'","type":"literal_error"},{"loc":["query","limit"],"msg":"Input should be bet'
+        'ween 1 and 1000","type":"value_error"},{"loc":["query","offset"],"msg":"Input should'
+        ' be a valid integer","type":"int_parsing"},{"loc":["query","tags"],"msg":"Null chara'
+        'cters are not allowed.","type":"null_characters_not_allowed"},{"loc":["query","tags_'
+        'match"],"msg":"Input should be \'any\', \'all\' or \'exact\'","type":"literal_error"},{"lo'
+        'c":["query","exclude_knowledge_pages"],"msg":"Input should be a valid boolean","type'
+        '":"bool_parsing"}]}'
+    ),
+    'list-unknown-bank': (
+        404,
+        '{"detail":"Bank \'nope\' not found"}'
+    ),
+    'get-ok': (
+        200,
+        '{"id":"m1","bank_id":"mm-bank","name":"One","source_query":"what?","content":"# doc"'
+        ',"tags":["t1"],"max_tokens":2048,"trigger":{"budget":null,"mode":"full","refresh_aft'
+        'er_consolidation":false,"refresh_cron":null,"full_refresh_cron":null,"min_refresh_in'
+        'terval_seconds":null,"fact_types":null,"exclude_mental_models":false,"exclude_mental'
+        '_model_ids":null,"tags_match":null,"tag_groups":null,"include_chunks":null,"recall_m'
+        'ax_tokens":null,"recall_chunks_max_tokens":null,"reflect_search_observations_max_tok'
+        'ens":null,"reflect_search_observations_include_entities":null,"response_schema":null'
+        ',"keep_trace":false},"last_refreshed_at":null,"last_memory_seen_at":null,"last_refre'
+        'sh_failed_at":null,"last_full_refreshed_at":null,"created_at":"<datetime>","is_knowl'
+        'edge_page":false,"reflect_response":{"text":"# doc"},"is_stale":false}'
+    ),
+    'get-ok-metadata': (
+        200,
+        '{"id":"m1","bank_id":"mm-bank","name":"One","source_query":null,"content":null,"tags'
+        '":["t1"],"max_tokens":null,"trigger":null,"last_refreshed_at":null,"last_memory_seen'
+        '_at":null,"last_refresh_failed_at":null,"last_full_refreshed_at":null,"created_at":"'
+        '<datetime>","is_knowledge_page":false,"reflect_response":null,"is_stale":false}'
+    ),
+    'get-ok-content': (
+        200,
+        '{"id":"m1","bank_id":"mm-bank","name":"One","source_query":"what?","content":"# doc"'
+        ',"tags":["t1"],"max_tokens":2048,"trigger":{"budget":null,"mode":"full","refresh_aft'
+        'er_consolidation":false,"refresh_cron":null,"full_refresh_cron":null,"min_refresh_in'
+        'terval_seconds":null,"fact_types":null,"exclude_mental_models":false,"exclude_mental'
+        '_model_ids":null,"tags_match":null,"tag_groups":null,"include_chunks":null,"recall_m'
+        'ax_tokens":null,"recall_chunks_max_tokens":null,"reflect_search_observations_max_tok'
+        'ens":null,"reflect_search_observations_include_entities":null,"response_schema":null'
+        ',"keep_trace":false},"last_refreshed_at":null,"last_memory_seen_at":null,"last_refre'
+        'sh_failed_at":null,"last_full_refreshed_at":null,"created_at":"<datetime>","is_knowl'
+        'edge_page":false,"reflect_response":null,"is_stale":false}'
+    ),
+    'get-ok-empty-detail': (
+        200,
+        '{"id":"m1","bank_id":"mm-bank","name":"One","source_query":"what?","content":"# doc"'
+        ',"tags":["t1"],"max_tokens":2048,"trigger":{"budget":null,"mode":"full","refresh_aft'
+        'er_consolidation":false,"refresh_cron":null,"full_refresh_cron":null,"min_refresh_in'
+        'terval_seconds":null,"fact_types":null,"exclude_mental_models":false,"exclude_mental'
+        '_model_ids":null,"tags_match":null,"tag_groups":null,"include_chunks":null,"recall_m'
+        'ax_tokens":null,"recall_chunks_max_tokens":null,"reflect_search_observations_max_tok'
+        'ens":null,"reflect_search_observations_include_entities":null,"response_schema":null'
+        ',"keep_trace":false},"last_refreshed_at":null,"last_memory_seen_at":null,"last_refre'
+        'sh_failed_at":null,"last_full_refreshed_at":null,"created_at":"<datetime>","is_knowl'
+        'edge_page":false,"reflect_response":{"text":"# doc"},"is_stale":false}'
+    ),
+    'get-detail': (
+        422,
+        '{"detail":[{"loc":["query","detail"],"msg":"Input should be \'metadata\', \'content\' or'
+        ' \'full\'","type":"literal_error"}]}'
+    ),
+    'get-unknown-model': (
+        404,
+        '{"detail":"Mental model \'nope\' not found"}'
+    ),
+    'history-ok': (
+        200,
+        '[{"previous_content":null,"changed_at":"<datetime>","kind":"failure","reason":"empty'
+        '_candidate","exception":"boom","operation_id":"<uuid>"},{"previous_content":"old","p'
+        'revious_reflect_response":{"text":"old"},"changed_at":"<datetime>","kind":"version"}'
+        ']'
+    ),
+    'delete-unknown-model': (
+        404,
+        '{"detail":"Mental model \'nope\' not found"}'
+    ),
+    'ops-list-ok': (
+        200,
+        '{"bank_id":"mm-bank","total":2,"limit":20,"offset":0,"operations":[{"id":"<uuid>","t'
+        'ask_type":"retain","operation_id":"<uuid>","operation_type":"retain","items_count":1'
+        ',"document_id":"d1","filename":null,"mental_model_id":null,"details":null,"created_a'
+        't":"<datetime>","updated_at":"<datetime>","status":"pending","error_message":null,"r'
+        'etry_count":0,"next_retry_at":null,"progress":null},{"id":"<uuid>","task_type":"refr'
+        'esh_mental_model","operation_id":"<uuid>","operation_type":"refresh_mental_model","i'
+        'tems_count":0,"document_id":null,"filename":null,"mental_model_id":"m1","details":{"'
+        'operation_type":"refresh_mental_model","outcome":"content_written","failure_reason":'
+        'null},"created_at":"<datetime>","updated_at":"<datetime>","status":"completed","erro'
+        'r_message":null,"retry_count":0,"next_retry_at":null,"progress":null}]}'
+    ),
+    'ops-list-ok-params': (
+        200,
+        '{"bank_id":"mm-bank","total":0,"limit":5,"offset":1,"operations":[]}'
+    ),
+    'ops-list-ok-empty': (
+        200,
+        '{"bank_id":"mm-bank","total":2,"limit":20,"offset":0,"operations":[{"id":"<uuid>","t'
+        'ask_type":"retain","operation_id":"<uuid>","operation_type":"retain","items_count":1'
+        ',"document_id":"d1","filename":null,"mental_model_id":null,"details":null,"created_a'
+        't":"<datetime>","updated_at":"<datetime>","status":"pending","error_message":null,"r'
+        'etry_count":0,"next_retry_at":null,"progress":null},{"id":"<uuid>","task_type":"refr'
+        'esh_mental_model","operation_id":"<uuid>","operation_type":"refresh_mental_model","i'
+        'tems_count":0,"document_id":null,"filename":null,"mental_model_id":"m1","details":{"'
+        'operation_type":"refresh_mental_model","outcome":"content_written","failure_reason":'
+        'null},"created_at":"<datetime>","updated_at":"<datetime>","status":"completed","erro'
+        'r_message":null,"retry_count":0,"next_retry_at":null,"progress":null}]}'
+    ),
+    'ops-list-status': (
+        422,
+        '{"detail":[{"loc":["query","status"],"msg":"\\"x\\" is not a valid choice.","type":"in'
+        'valid_choice"}]}'
+    ),
+    'ops-list-limit-zero': (
+        422,
+        '{"detail":[{"loc":["query","limit"],"msg":"Ensure this value is greater than or equa'
+        'l to 1.","type":"min_value"}]}'
+    ),
+    'ops-list-limit-text': (
+        422,
+        '{"detail":[{"loc":["query","limit"],"msg":"A valid integer is required.","type":"inv'
+        'alid"}]}'
+    ),
+    'ops-list-limit-high': (
+        422,
+        '{"detail":[{"loc":["query","limit"],"msg":"Ensure this value is less than or equal t'
+        'o 100.","type":"max_value"}]}'
+    ),
+    'ops-list-limit-empty': (
+        200,
+        '{"bank_id":"mm-bank","total":2,"limit":20,"offset":0,"operations":[{"id":"<uuid>","t'
+        'ask_type":"retain","operation_id":"<uuid>","operation_type":"retain","items_count":1'
+        ',"document_id":"d1","filename":null,"mental_model_id":null,"details":null,"created_a'
+        't":"<datetime>","updated_at":"<datetime>","status":"pending","error_message":null,"r'
+        'etry_count":0,"next_retry_at":null,"progress":null},{"id":"<uuid>","task_type":"refr'
+        'esh_mental_model","operation_id":"<uuid>","operation_type":"refresh_mental_model","i'
+        'tems_count":0,"document_id":null,"filename":null,"mental_model_id":"m1","details":{"'
+        'operation_type":"refresh_mental_model","outcome":"content_written","failure_reason":'
+        'null},"created_at":"<datetime>","updated_at":"<datetime>","status":"completed","erro'
+        'r_message":null,"retry_count":0,"next_retry_at":null,"progress":null}]}'
+    ),
+    'ops-list-offset': (
+        422,
+        '{"detail":[{"loc":["query","offset"],"msg":"Ensure this value is greater than or equ'
+        'al to 0.","type":"min_value"}]}'
+    ),
+    'ops-list-offset-huge': (
+        422,
+        '{"detail":[{"loc":["query","offset"],"msg":"Ensure this value is less than or equal '
+        'to 2147483647.","type":"max_value"}]}'
+    ),
+    'ops-list-type-long': (
+        422,
+        '{"detail":[{"loc":["query","type"],"msg":"Ensure this field has no more than 64 char'
+        'acters.","type":"max_length"}]}'
+    ),
+    'ops-list-exclude-parents': (
+        422,
+        '{"detail":[{"loc":["query","exclude_parents"],"msg":"Must be a valid boolean.","type'
+        '":"invalid"}]}'
+    ),
+    'ops-list-combined': (
+        422,
+        '{"detail":[{"loc":["query","status"],"msg":"\\"nope\\" is not a valid choice.","type":'
+        '"invalid_choice"},{"loc":["query","type"],"msg":"Ensure this field has no more than '
+        '64 characters.","type":"max_length"},{"loc":["query","limit"],"msg":"A valid integer'
+        ' is required.","type":"invalid"},{"loc":["query","offset"],"msg":"A valid integer is'
+        ' required.","type":"invalid"},{"loc":["query","exclude_parents"],"msg":"Must be a va'
+        'lid boolean.","type":"invalid"}]}'
+    ),
+    'ops-list-unknown-bank': (
+        404,
+        '{"detail":"Bank \'nope\' not found"}'
+    ),
+    'ops-list-unknown-bank-bad-query': (
+        422,
+        '{"detail":[{"loc":["query","limit"],"msg":"Ensure this value is greater than or equa'
+        'l to 1.","type":"min_value"}]}'
+    ),
+    'ops-get-bad-uuid': (
+        400,
+        '{"detail":"Invalid operation_id format: not-a-uuid"}'
+    ),
+    'ops-get-bad-uuid-bad-query': (
+        400,
+        '{"detail":"Invalid operation_id format: not-a-uuid"}'
+    ),
+    'ops-get-include-payload': (
+        422,
+        '{"detail":[{"loc":["query","include_payload"],"msg":"Must be a valid boolean.","type'
+        '":"invalid"}]}'
+    ),
+    'ops-get-not-found': (
+        200,
+        '{"operation_id":"<uuid>","status":"not_found","operation_type":null,"id":null,"task_'
+        'type":null,"mental_model_id":null,"created_at":null,"updated_at":null,"completed_at"'
+        ':null,"error_message":null,"retry_count":null,"next_retry_at":null,"progress":null,"'
+        'result_metadata":null,"details":null,"child_operations":null,"task_payload":null}'
+    ),
+    'ops-get-ok': (
+        200,
+        '{"operation_id":"<uuid>","status":"completed","operation_type":"refresh_mental_model'
+        '","id":"<uuid>","task_type":"refresh_mental_model","mental_model_id":"m1","created_a'
+        't":"<datetime>","updated_at":"<datetime>","completed_at":null,"error_message":null,"'
+        'retry_count":0,"next_retry_at":null,"progress":null,"result_metadata":{"k":1},"detai'
+        'ls":{"operation_type":"refresh_mental_model","outcome":"content_written","failure_re'
+        'ason":null},"child_operations":null,"task_payload":{}}'
+    ),
+    'ops-get-ok-no-payload': (
+        200,
+        '{"operation_id":"<uuid>","status":"completed","operation_type":"refresh_mental_model'
+        '","id":"<uuid>","task_type":"refresh_mental_model","mental_model_id":"m1","created_a'
+        't":"<datetime>","updated_at":"<datetime>","completed_at":null,"error_message":null,"'
+        'retry_count":0,"next_retry_at":null,"progress":null,"result_metadata":{"k":1},"detai'
+        'ls":{"operation_type":"refresh_mental_model","outcome":"content_written","failure_re'
+        'ason":null},"child_operations":null,"task_payload":null}'
+    ),
+    'ops-cancel-bad-uuid': (
+        400,
+        '{"detail":"Invalid operation_id format: x"}'
+    ),
+    'ops-retry-bad-uuid': (
+        400,
+        '{"detail":"Invalid operation_id format: x"}'
+    ),
+    'ops-cancel-unknown': (
+        404,
+        '{"detail":"Operation \'00000000-0000-0000-0000-000000000000\' not found"}'
+    ),
+}
+
+
+def test_every_case_has_an_expectation() -> None:
+    ids = [case[0] for case in CASES]
+    assert len(ids) == len(set(ids))
+    if not os.environ.get("EDGE_BYTES_CAPTURE"):
+        assert set(ids) == set(EXPECTED)
+
+
+@pytest.mark.parametrize(("case_id", "method", "path", "body"), CASES,
+                         ids=[case[0] for case in CASES])
+def test_edge_answers_byte_for_byte(case_id: str, method: str, path: str, body: Any) -> None:
+    make_bank("mm-bank", name="Mental model bank")
+    model = make_mental_model("mm-bank", "m1", name="One", source_query="what?", tags=["t1"],
+                              content="# doc", reflect_response={"text": "# doc"})
+    MentalModelHistory.objects.create(model=model, kind="version", previous_content="old",
+                                      previous_reflect_response={"text": "old"})
+    MentalModelHistory.objects.create(model=model, kind="failure", reason="empty_candidate",
+                                      exception="boom", operation_id=UUID0)
+    make_operation(bank_id="mm-bank", id=UUID1, mental_model_id="m1", status="completed",
+                   details={"outcome": "content_written", "failure_reason": None},
+                   result_metadata={"k": 1})
+    make_operation(bank_id="mm-bank", operation_type="retain", status="pending",
+                   payload={"items": [{"content": "x", "document_id": "d1"}]})
+    api = APIClient(raise_request_exception=False)
+    response = _request(api, method, path, body)
+    got = (response.status_code, _normalized(response.content.decode()))
+    capture = os.environ.get("EDGE_BYTES_CAPTURE")
+    if capture:
+        with open(capture, "a") as out:
+            out.write(json.dumps([case_id, *got]) + "\n")
+        return
+    assert got == EXPECTED[case_id]
