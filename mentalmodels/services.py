@@ -24,13 +24,10 @@ from hindsight.db import ClockTimestamp
 from hindsight.errors import Conflict, FieldError, NotFound
 from mentalmodels.models import MentalModel, MentalModelHistory
 from mentalmodels.triggers import trigger_normalize
+from operations.actions import operation_cancel
+from operations.leases import lease_bump
 from operations.models import PENDING, PROCESSING, Operation
-from operations.services import (
-    lease_bump,
-    operation_cancel,
-    operation_submit,
-    operations_cancel_parked,
-)
+from operations.queue import operation_submit, operations_cancel_parked
 
 REFRESH_OPERATION = "refresh_mental_model"
 ID_PATTERN = r"^[a-z0-9][a-z0-9-]{0,63}$"

@@ -20,7 +20,7 @@ OP-7 (a paused model gets no automatic refresh):
   model) go through the gate, which re-checks staleness in one batch.
 
 Manual refreshes never come here: they ignore the floor and release a parked refresh by folding
-into it (``operations.services.operation_submit``).
+into it (``operations.queue.operation_submit``).
 """
 
 from __future__ import annotations

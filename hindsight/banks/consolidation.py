@@ -43,7 +43,7 @@ from hindsight.db import ClockTimestamp
 from hindsight.embeddings import get_embedder
 from hindsight.llm import get_llm
 from operations.jobs import Job
-from operations.services import SubmitResult, operation_submit
+from operations.queue import SubmitResult, operation_submit
 
 log = logging.getLogger(__name__)
 

@@ -37,8 +37,9 @@ from hindsight.errors import (
     UpstreamFailed,
 )
 from hindsight.llm import Deadline, LLMTimeout
+from operations.leases import lease_bump
 from operations.models import CANCELLED, PENDING, PROCESSING, Operation
-from operations.services import lease_bump, operation_submit
+from operations.queue import operation_submit
 
 BANK_ID_MAX = 255
 DEFAULT_DISPOSITION = {"skepticism": 3, "literalism": 3, "empathy": 3}
