@@ -12,6 +12,7 @@ from django.conf import settings
 from hindsight import metrics
 from hindsight.banks.handlers import job_llm_accounting
 from mentalmodels.awaiting_llm import mental_model_await_llm, refresh_failed_for_missing_llm
+from mentalmodels.errors import RefreshInterrupted
 from mentalmodels.models import MentalModel
 from mentalmodels.pipeline import OPERATION_TYPE, RefreshFailed, refresh_run
 from mentalmodels.services import mental_model_record_failure
@@ -79,21 +80,27 @@ class RefreshMentalModelHandler:
         )
         if model is None:
             return
+        # An interrupted refresh is recorded under what interrupted it.
+        shown = exc.cause if isinstance(exc, RefreshInterrupted) else exc
         if refresh_failed_for_missing_llm(exc):
             # A configuration not made yet: recorded, not paused, caught up once there is one.
-            mental_model_await_llm(model_uid=model.uid, exception=f"{type(exc).__name__}: {exc}",
+            mental_model_await_llm(model_uid=model.uid,
+                                   exception=f"{type(shown).__name__}: {shown}",
                                    operation_id=job.operation.id)
             return
         if isinstance(exc, RefreshFailed):
             reason, trace = exc.failure_reason, exc.trace
+        elif isinstance(exc, RefreshInterrupted):
+            # Timeouts enforced by the engine or the task, and bugs: no finer reason to give;
+            # the trace so far came with it.
+            reason, trace = "unexpected_error", exc.trace
         else:
-            # Timeouts enforced by the engine, lost workers and bugs: no finer reason to give.
-            # The pipeline attached the trace so far (a lost worker leaves none).
-            reason, trace = "unexpected_error", getattr(exc, "refresh_trace", None)
+            # A lost worker: no trace.
+            reason, trace = "unexpected_error", None
         mental_model_record_failure(
             model_uid=model.uid,
             reason=reason,
-            exception=f"{type(exc).__name__}: {exc}",
+            exception=f"{type(shown).__name__}: {shown}",
             operation_id=job.operation.id,
             final=final,
             trace=trace,

@@ -52,7 +52,7 @@ from hindsight.tagscope import scope_sql
 from mentalmodels.awaiting_llm import llm_missing_message
 from mentalmodels.delta import ANSWER_SCHEMA, DeltaResult, apply_operations
 from mentalmodels.document import Document, document_for, render, render_json, split
-from mentalmodels.errors import REFRESH_OPERATION, DryRunFailed, RefreshFailed
+from mentalmodels.errors import REFRESH_OPERATION, DryRunFailed, RefreshFailed, RefreshInterrupted
 from mentalmodels.models import MentalModel
 from mentalmodels.reflect import RetrievalError, mm_search, reflect_run
 from mentalmodels.reflect.mm_search import content_hash, embedding_text
@@ -727,17 +727,17 @@ def refresh_run(
     except Exception as exc:
         # Cut short from outside (the engine's wall-timeout backstop, the task's soft limit) or
         # a bug: no finer reason than unexpected_error, but what the attempt did so far is still
-        # its record (RF-11). The handler stores it as a RefreshFailed's trace.
+        # its record (RF-11), carried to the handler on a RefreshInterrupted.
         error = f"{type(exc).__name__}: {exc}"
         clock.warnings.append(error)
         try:
-            exc.refresh_trace = build_trace(  # type: ignore[attr-defined]
+            so_far: dict[str, Any] | None = build_trace(
                 clock.plan, clock, outcome="refresh_failed_error",
                 failure_reason="unexpected_error", error=error,
             )
-        except Exception:  # an exception type without attributes: no trace, the failure stands
-            pass
-        raise
+        except Exception:  # no trace: the failure stands
+            so_far = None
+        raise RefreshInterrupted(exc, trace=so_far) from exc
     return Report(plan=plan, outcome=decided, trace=trace, usage=dict(clock.usage),
                   duration_ms=clock.elapsed_ms(), warnings=list(clock.warnings),
                   tool_outputs=clock.tool_outputs)

@@ -38,7 +38,13 @@ from redis.exceptions import LockError
 
 from hindsight import metrics
 from operations import dispatch, registry
-from operations.errors import FenceLost, OperationFailure, WallTimeout, WorkerLost
+from operations.errors import (
+    AttemptInterrupted,
+    FenceLost,
+    OperationFailure,
+    WallTimeout,
+    WorkerLost,
+)
 from operations.hooks import call_hook
 from operations.jobs import Job
 from operations.leases import (
@@ -197,7 +203,8 @@ def _run_handler(handler: Any, job: Job) -> str:
             call_hook(handler, "on_cancelled", job)
         return "superseded"
     except Exception as exc:
-        if isinstance(exc, WallTimeout) and not connection.in_atomic_block:
+        cause = exc.cause if isinstance(exc, AttemptInterrupted) else exc
+        if isinstance(cause, WallTimeout) and not connection.in_atomic_block:
             # The alarm may have interrupted a query mid-flight: start from a clean connection.
             connection.close()
         _drop_broken_connection()
