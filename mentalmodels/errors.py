@@ -12,9 +12,8 @@ from __future__ import annotations
 from typing import Any
 
 from hindsight.errors import DomainError
+from mentalmodels.refresh_types import MentalModelOperationType
 from operations.errors import AttemptInterrupted, OperationFailure
-
-REFRESH_OPERATION = "refresh_mental_model"
 
 
 class RefreshFailed(OperationFailure):
@@ -35,7 +34,7 @@ class RefreshFailed(OperationFailure):
             message,
             retryable=retryable,
             details={
-                "operation_type": REFRESH_OPERATION,
+                "operation_type": MentalModelOperationType.REFRESH,
                 "outcome": outcome,
                 "failure_reason": failure_reason,
             },

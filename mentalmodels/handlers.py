@@ -14,7 +14,8 @@ from hindsight.banks.handlers import job_llm_accounting
 from mentalmodels.awaiting_llm import mental_model_await_llm, refresh_failed_for_missing_llm
 from mentalmodels.errors import RefreshInterrupted
 from mentalmodels.models import MentalModel
-from mentalmodels.pipeline import OPERATION_TYPE, RefreshFailed, refresh_run
+from mentalmodels.pipeline import RefreshFailed, refresh_run
+from mentalmodels.refresh_types import MentalModelOperationType, RefreshFailureReason, RefreshOutcome
 from mentalmodels.services import mental_model_record_failure
 from operations.errors import FenceLost, OperationFailure
 
@@ -23,7 +24,7 @@ if TYPE_CHECKING:
 
 
 class RefreshMentalModelHandler:
-    operation_type = OPERATION_TYPE
+    operation_type = MentalModelOperationType.REFRESH
 
     @property
     def wall_timeout_seconds(self) -> float:
@@ -34,9 +35,9 @@ class RefreshMentalModelHandler:
     def run(self, job: Job) -> None:
         # What an attempt cut short from outside (wall timeout, crash) reports on the operation.
         job.details = {
-            "operation_type": OPERATION_TYPE,
-            "outcome": "refresh_failed_error",
-            "failure_reason": "unexpected_error",
+            "operation_type": MentalModelOperationType.REFRESH,
+            "outcome": RefreshOutcome.REFRESH_FAILED_ERROR,
+            "failure_reason": RefreshFailureReason.UNEXPECTED_ERROR,
         }
         mental_model_id = job.operation.mental_model_id
         if mental_model_id is None:  # not one of ours: no retry will give it a model
@@ -63,7 +64,7 @@ class RefreshMentalModelHandler:
                 _observe(started, "superseded", requested_mode)
                 raise
             except Exception:
-                _observe(started, "refresh_failed_error", requested_mode)
+                _observe(started, RefreshOutcome.REFRESH_FAILED_ERROR, requested_mode)
                 raise
         _observe(started, report.outcome.outcome, report.plan.effective_mode)
 
@@ -93,10 +94,10 @@ class RefreshMentalModelHandler:
         elif isinstance(exc, RefreshInterrupted):
             # Timeouts enforced by the engine or the task, and bugs: no finer reason to give;
             # the trace so far came with it.
-            reason, trace = "unexpected_error", exc.trace
+            reason, trace = RefreshFailureReason.UNEXPECTED_ERROR, exc.trace
         else:
             # A lost worker: no trace.
-            reason, trace = "unexpected_error", None
+            reason, trace = RefreshFailureReason.UNEXPECTED_ERROR, None
         mental_model_record_failure(
             model_uid=model.uid,
             reason=reason,

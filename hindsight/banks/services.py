@@ -22,6 +22,7 @@ from hindsight.banks import bankconfig
 from hindsight.banks.consolidation import consolidation_submit
 from hindsight.banks.extraction import ExtractedFact, facts_extract_many, uses_llm
 from hindsight.banks.models import Bank, MemoryUnit
+from hindsight.banks.operation_types import BankOperationType
 from hindsight.banks.retaintypes import RetainItem, RetainResult, Usage
 from hindsight.banks.selectors import bank_disposition, bank_mission
 from hindsight.banks.serializers import parse_datetime_value
@@ -363,8 +364,6 @@ def consolidation_request(*, bank_id: str) -> tuple[str, bool]:
 
 # --- async retain: an operation whose handler is ``hindsight.banks.handlers.RetainHandler`` ---
 
-RETAIN_OPERATION = "retain"
-
 
 def retain_submit_async(
     *,
@@ -382,7 +381,7 @@ def retain_submit_async(
         bank_ensure(bank_id=bank_id)
         result = operation_submit(
             bank_id=bank_id,
-            operation_type=RETAIN_OPERATION,
+            operation_type=BankOperationType.RETAIN,
             payload={
                 "items": [item.to_json() for item in items],
                 "document_tags": list(document_tags or []),

@@ -22,20 +22,15 @@ from hindsight.banks.schema import (
     query_tags,
 )
 from hindsight.tagscope import TAGS_MATCH_MODES
+from mentalmodels.api.operation_details import REFRESH_OUTCOMES
 from mentalmodels.api.serializers import DETAILS, LIST_LIMIT_MAX, MAX_TOKENS_RANGE, OFFSET_MAX
 from mentalmodels.models import HISTORY_KINDS
+from mentalmodels.refresh_types import ModeFallbackReason, RefreshMode
 from mentalmodels.selectors import LIST_TAGS_MATCH
 from mentalmodels.triggers import BUDGETS, FACT_TYPES
-from operations.api.schema import REFRESH_OUTCOMES
 
-REFRESH_MODES = ("full", "delta")
-MODE_FALLBACK_REASONS = (
-    "no_baseline_content",
-    "source_query_changed",
-    "structured_doc_unreadable",
-    "delta_ops_failed",
-    "delta_ops_all_skipped",
-)
+REFRESH_MODES = tuple(m.value for m in RefreshMode)
+MODE_FALLBACK_REASONS = tuple(r.value for r in ModeFallbackReason)
 # A dry run never reaches the failure outcomes of a persisted refresh (structured output, error).
 DRY_RUN_OUTCOMES = REFRESH_OUTCOMES[:5]
 
