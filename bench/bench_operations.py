@@ -99,7 +99,7 @@ def _wait_completed(op_ids: list[uuid.UUID], timeout: float) -> None:
 
 def bench_latency(n: int) -> dict[str, float]:
     from operations.models import Operation
-    from operations.services import operation_submit
+    from operations.queue import operation_submit
 
     latencies = []
     for i in range(n):
@@ -120,7 +120,7 @@ def bench_throughput(jobs: int, wait: float, workers: int) -> dict[str, float]:
     from django.db.models import Max, Min
 
     from operations.models import Operation
-    from operations.services import operation_submit
+    from operations.queue import operation_submit
 
     tag = uuid.uuid4().hex[:6]
     ids = [

@@ -103,13 +103,9 @@ def claim_latency(database_url: str, sizes: list[int], claims: int) -> list[dict
     from django.test.utils import CaptureQueriesContext
 
     from hindsight.banks.services import bank_ensure
-    from operations.services import (
-        next_pending_of_key,
-        operation_claim,
-        operation_submit,
-        operations_recover,
-        operations_release_due,
-    )
+    from operations.leases import next_pending_of_key, operation_claim
+    from operations.queue import operation_submit, operations_release_due
+    from operations.recovery import operations_recover
 
     for b in range(10):
         bank_ensure(bank_id=f"queue-{b}")

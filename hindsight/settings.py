@@ -141,9 +141,9 @@ SPECTACULAR_SETTINGS = {
         "TagsMatch": "hindsight.tagscope.TAGS_MATCH_MODES",
         "RefreshMode": "mentalmodels.api.schema.REFRESH_MODES",
         "ModeFallbackReason": "mentalmodels.api.schema.MODE_FALLBACK_REASONS",
-        "RefreshOutcome": "operations.api.schema.REFRESH_OUTCOMES",
+        "RefreshOutcome": "mentalmodels.api.operation_details.REFRESH_OUTCOMES",
         "DryRunRefreshOutcome": "mentalmodels.api.schema.DRY_RUN_OUTCOMES",
-        "RefreshFailureReason": "operations.api.schema.REFRESH_FAILURE_REASONS",
+        "RefreshFailureReason": "mentalmodels.api.operation_details.REFRESH_FAILURE_REASONS",
         "OperationStatus": "operations.api.schema.OPERATION_STATUSES",
     },
 }

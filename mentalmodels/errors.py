@@ -1,8 +1,10 @@
 """The mental-model app's own failures: a refused refresh, and what the dry run answers for it.
 
 ``RefreshFailed`` is an ``OperationFailure`` (the engine records it as a failed attempt) that
-carries the client's ``details`` and the attempt's trace. The dry run's failures are domain
-errors whose class picks the HTTP status (``hindsight.api.errors`` maps them by class).
+carries the client's ``details`` and the attempt's trace; ``RefreshInterrupted`` carries the
+trace of a refresh cut short from outside or by a bug, around the exception that did it. The
+dry run's failures are domain errors whose class picks the HTTP status (``hindsight.api.errors``
+maps them by class).
 """
 
 from __future__ import annotations
@@ -10,9 +12,8 @@ from __future__ import annotations
 from typing import Any
 
 from hindsight.errors import DomainError
-from operations.errors import OperationFailure
-
-REFRESH_OPERATION = "refresh_mental_model"
+from mentalmodels.refresh_types import MentalModelOperationType
+from operations.errors import AttemptInterrupted, OperationFailure
 
 
 class RefreshFailed(OperationFailure):
@@ -33,7 +34,7 @@ class RefreshFailed(OperationFailure):
             message,
             retryable=retryable,
             details={
-                "operation_type": REFRESH_OPERATION,
+                "operation_type": MentalModelOperationType.REFRESH,
                 "outcome": outcome,
                 "failure_reason": failure_reason,
             },
@@ -44,6 +45,17 @@ class RefreshFailed(OperationFailure):
         self.trace = trace
         # The refresh ran out of its wall time (HINDSIGHT_API_REFLECT_WALL_TIMEOUT).
         self.timed_out = timed_out
+
+
+class RefreshInterrupted(AttemptInterrupted):
+    """A refresh cut short by ``cause`` (the engine's wall-timeout backstop, the task's soft
+    time limit, a bug): no finer reason than ``unexpected_error``, and the trace of what the
+    attempt did so far (RF-11; None if it could not be built). The engine records it as it
+    would ``cause``; the history entry names ``cause``."""
+
+    def __init__(self, cause: Exception, *, trace: dict[str, Any] | None):
+        super().__init__(cause)
+        self.trace = trace
 
 
 class DryRunFailed(DomainError):

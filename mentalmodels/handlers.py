@@ -12,8 +12,10 @@ from django.conf import settings
 from hindsight import metrics
 from hindsight.banks.handlers import job_llm_accounting
 from mentalmodels.awaiting_llm import mental_model_await_llm, refresh_failed_for_missing_llm
+from mentalmodels.errors import RefreshInterrupted
 from mentalmodels.models import MentalModel
-from mentalmodels.pipeline import OPERATION_TYPE, RefreshFailed, refresh_run
+from mentalmodels.pipeline import RefreshFailed, refresh_run
+from mentalmodels.refresh_types import MentalModelOperationType, RefreshFailureReason, RefreshOutcome
 from mentalmodels.services import mental_model_record_failure
 from operations.errors import FenceLost, OperationFailure
 
@@ -22,7 +24,7 @@ if TYPE_CHECKING:
 
 
 class RefreshMentalModelHandler:
-    operation_type = OPERATION_TYPE
+    operation_type = MentalModelOperationType.REFRESH
 
     @property
     def wall_timeout_seconds(self) -> float:
@@ -33,9 +35,9 @@ class RefreshMentalModelHandler:
     def run(self, job: Job) -> None:
         # What an attempt cut short from outside (wall timeout, crash) reports on the operation.
         job.details = {
-            "operation_type": OPERATION_TYPE,
-            "outcome": "refresh_failed_error",
-            "failure_reason": "unexpected_error",
+            "operation_type": MentalModelOperationType.REFRESH,
+            "outcome": RefreshOutcome.REFRESH_FAILED_ERROR,
+            "failure_reason": RefreshFailureReason.UNEXPECTED_ERROR,
         }
         mental_model_id = job.operation.mental_model_id
         if mental_model_id is None:  # not one of ours: no retry will give it a model
@@ -62,7 +64,7 @@ class RefreshMentalModelHandler:
                 _observe(started, "superseded", requested_mode)
                 raise
             except Exception:
-                _observe(started, "refresh_failed_error", requested_mode)
+                _observe(started, RefreshOutcome.REFRESH_FAILED_ERROR, requested_mode)
                 raise
         _observe(started, report.outcome.outcome, report.plan.effective_mode)
 
@@ -79,21 +81,27 @@ class RefreshMentalModelHandler:
         )
         if model is None:
             return
+        # An interrupted refresh is recorded under what interrupted it.
+        shown = exc.cause if isinstance(exc, RefreshInterrupted) else exc
         if refresh_failed_for_missing_llm(exc):
             # A configuration not made yet: recorded, not paused, caught up once there is one.
-            mental_model_await_llm(model_uid=model.uid, exception=f"{type(exc).__name__}: {exc}",
+            mental_model_await_llm(model_uid=model.uid,
+                                   exception=f"{type(shown).__name__}: {shown}",
                                    operation_id=job.operation.id)
             return
         if isinstance(exc, RefreshFailed):
             reason, trace = exc.failure_reason, exc.trace
+        elif isinstance(exc, RefreshInterrupted):
+            # Timeouts enforced by the engine or the task, and bugs: no finer reason to give;
+            # the trace so far came with it.
+            reason, trace = RefreshFailureReason.UNEXPECTED_ERROR, exc.trace
         else:
-            # Timeouts enforced by the engine, lost workers and bugs: no finer reason to give.
-            # The pipeline attached the trace so far (a lost worker leaves none).
-            reason, trace = "unexpected_error", getattr(exc, "refresh_trace", None)
+            # A lost worker: no trace.
+            reason, trace = RefreshFailureReason.UNEXPECTED_ERROR, None
         mental_model_record_failure(
             model_uid=model.uid,
             reason=reason,
-            exception=f"{type(exc).__name__}: {exc}",
+            exception=f"{type(shown).__name__}: {shown}",
             operation_id=job.operation.id,
             final=final,
             trace=trace,

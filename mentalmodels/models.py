@@ -20,7 +20,16 @@ from pgvector.django import VectorField
 from hindsight.banks.models import Bank
 from hindsight.db import ClockTimestamp
 
-HISTORY_KINDS = ("version", "failure")
+
+class HistoryKind(models.TextChoices):
+    """A history entry: a stored version of the content, or a failed refresh (each label is its
+    value)."""
+
+    VERSION = "version", "version"
+    FAILURE = "failure", "failure"
+
+
+HISTORY_KINDS: tuple[str, ...] = tuple(HistoryKind.values)
 
 
 class MentalModel(models.Model):
@@ -96,7 +105,7 @@ class MentalModel(models.Model):
 
 class MentalModelHistory(models.Model):
     model = models.ForeignKey(MentalModel, on_delete=models.CASCADE, related_name="history")
-    kind = models.CharField(max_length=16, choices=[(k, k) for k in HISTORY_KINDS])
+    kind = models.CharField(max_length=16, choices=HistoryKind.choices)
     changed_at = models.DateTimeField(db_default=ClockTimestamp())
     # Version entries: the content before the change ("" for the first refresh).
     previous_content = models.TextField(null=True, blank=True)

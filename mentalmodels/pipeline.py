@@ -52,11 +52,19 @@ from hindsight.tagscope import scope_sql
 from mentalmodels.awaiting_llm import llm_missing_message
 from mentalmodels.delta import ANSWER_SCHEMA, DeltaResult, apply_operations
 from mentalmodels.document import Document, document_for, render, render_json, split
-from mentalmodels.errors import REFRESH_OPERATION, DryRunFailed, RefreshFailed
+from mentalmodels.errors import DryRunFailed, RefreshFailed, RefreshInterrupted
 from mentalmodels.models import MentalModel
 from mentalmodels.reflect import RetrievalError, mm_search, reflect_run
 from mentalmodels.reflect.mm_search import content_hash, embedding_text
-from mentalmodels.refresh_types import Outcome, Plan, Preview, Report
+from mentalmodels.refresh_types import (
+    MentalModelOperationType,
+    ModeFallbackReason,
+    Outcome,
+    Plan,
+    Preview,
+    RefreshMode,
+    Report,
+)
 from mentalmodels.services import history_record_version
 from mentalmodels.staleness import model_scope, stale_flags
 from mentalmodels.trace import RefreshClock, bounded_ops, build_trace
@@ -65,7 +73,6 @@ from operations.errors import FenceLost
 if TYPE_CHECKING:
     from operations.jobs import Job
 
-OPERATION_TYPE = REFRESH_OPERATION
 BASED_ON_KEYS = ("world", "experience", "opinion", "observation", "mental-models", "directives")
 NOTHING_READABLE = (
     "Nothing in this document's scope was readable, so the reflect loop was skipped and the "
@@ -84,16 +91,17 @@ NOTHING_CITED = (
 
 def _plan(model: MentalModel, *, mode: str | None) -> Plan:
     trigger = model.trigger or {}
-    requested = "full" if mode == "full" else (trigger.get("mode") or "full")
+    full = RefreshMode.FULL
+    requested = full if mode == full else (trigger.get("mode") or full)
     effective, fallback = requested, None
-    if requested == "delta":
+    if requested == RefreshMode.DELTA:
         if not (model.content or "").strip():
-            effective, fallback = "full", "no_baseline_content"
+            effective, fallback = full, ModeFallbackReason.NO_BASELINE_CONTENT
         elif (
             model.last_refresh_source_query is not None
             and model.last_refresh_source_query != model.source_query
         ):
-            effective, fallback = "full", "source_query_changed"
+            effective, fallback = full, ModeFallbackReason.SOURCE_QUERY_CHANGED
     exclude_ids = list(dict.fromkeys([*(trigger.get("exclude_mental_model_ids") or []),
                                       model.mental_model_id]))
     return Plan(
@@ -533,7 +541,8 @@ def _based_on_counts(based_on: dict[str, list[Any]]) -> dict[str, int]:
 def _persist(plan: Plan, decided: Outcome, trace: dict[str, Any], job: Job | None) -> None:
     content_changes = decided.content != (plan.model.content or "")
     embedding = _embed(plan.model, decided.content) if content_changes else {}
-    details = {"operation_type": OPERATION_TYPE, "outcome": decided.outcome, "failure_reason": None}
+    details = {"operation_type": MentalModelOperationType.REFRESH, "outcome": decided.outcome,
+               "failure_reason": None}
     metadata = {
         "name": plan.model.name,
         "mental_model_id": plan.model.mental_model_id,
@@ -727,17 +736,17 @@ def refresh_run(
     except Exception as exc:
         # Cut short from outside (the engine's wall-timeout backstop, the task's soft limit) or
         # a bug: no finer reason than unexpected_error, but what the attempt did so far is still
-        # its record (RF-11). The handler stores it as a RefreshFailed's trace.
+        # its record (RF-11), carried to the handler on a RefreshInterrupted.
         error = f"{type(exc).__name__}: {exc}"
         clock.warnings.append(error)
         try:
-            exc.refresh_trace = build_trace(  # type: ignore[attr-defined]
+            so_far: dict[str, Any] | None = build_trace(
                 clock.plan, clock, outcome="refresh_failed_error",
                 failure_reason="unexpected_error", error=error,
             )
-        except Exception:  # an exception type without attributes: no trace, the failure stands
-            pass
-        raise
+        except Exception:  # no trace: the failure stands
+            so_far = None
+        raise RefreshInterrupted(exc, trace=so_far) from exc
     return Report(plan=plan, outcome=decided, trace=trace, usage=dict(clock.usage),
                   duration_ms=clock.elapsed_ms(), warnings=list(clock.warnings),
                   tool_outputs=clock.tool_outputs)

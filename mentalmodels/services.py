@@ -22,17 +22,14 @@ from django.db.models import Subquery
 from hindsight.banks.services import bank_ensure
 from hindsight.db import ClockTimestamp
 from hindsight.errors import Conflict, FieldError, NotFound
-from mentalmodels.models import MentalModel, MentalModelHistory
+from mentalmodels.models import HistoryKind, MentalModel, MentalModelHistory
+from mentalmodels.refresh_types import MentalModelOperationType
 from mentalmodels.triggers import trigger_normalize
+from operations.actions import operation_cancel
+from operations.leases import lease_bump
 from operations.models import PENDING, PROCESSING, Operation
-from operations.services import (
-    lease_bump,
-    operation_cancel,
-    operation_submit,
-    operations_cancel_parked,
-)
+from operations.queue import operation_submit, operations_cancel_parked
 
-REFRESH_OPERATION = "refresh_mental_model"
 ID_PATTERN = r"^[a-z0-9][a-z0-9-]{0,63}$"
 _ID_RE = re.compile(ID_PATTERN)
 # The keys of a PATCH that change what a refresh reads or asks: editing one while a refresh
@@ -85,7 +82,7 @@ def mental_model_refresh_submit(
     """Queue a refresh of ``model`` (or join the one already queued); returns the operation."""
     result = operation_submit(
         bank_id=model.bank_id,
-        operation_type=REFRESH_OPERATION,
+        operation_type=MentalModelOperationType.REFRESH,
         dedupe_key=refresh_dedupe_key(bank_id=model.bank_id, mental_model_id=model.mental_model_id),
         mental_model_id=model.mental_model_id,
         automatic=automatic,
@@ -302,13 +299,13 @@ def history_record_version(
         return None
     entry = MentalModelHistory.objects.create(
         model=model,
-        kind="version",
+        kind=HistoryKind.VERSION,
         previous_content=previous_content,
         previous_reflect_response=slim_reflect_response(previous_reflect_response),
         reason=reason,
         operation_id=operation_id,
     )
-    _history_trim(model_uid=model.uid, kind="version")
+    _history_trim(model_uid=model.uid, kind=HistoryKind.VERSION)
     return entry
 
 
@@ -327,12 +324,12 @@ def history_record_failure(
             return None
         entry = MentalModelHistory.objects.create(
             model_id=model_uid,
-            kind="failure",
+            kind=HistoryKind.FAILURE,
             reason=reason,
             exception=exception[:4000],
             operation_id=operation_id,
         )
-        _history_trim(model_uid=model_uid, kind="failure")
+        _history_trim(model_uid=model_uid, kind=HistoryKind.FAILURE)
     return entry
 
 

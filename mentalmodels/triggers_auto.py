@@ -20,7 +20,7 @@ OP-7 (a paused model gets no automatic refresh):
   model) go through the gate, which re-checks staleness in one batch.
 
 Manual refreshes never come here: they ignore the floor and release a parked refresh by folding
-into it (``operations.services.operation_submit``).
+into it (``operations.queue.operation_submit``).
 """
 
 from __future__ import annotations
@@ -44,6 +44,7 @@ from hindsight.tagscope import matches
 from mentalmodels.models import MentalModel
 from mentalmodels.services import mental_model_refresh_submit
 from mentalmodels.staleness import model_scope, stale_flags
+from operations.models import PENDING
 
 log = logging.getLogger(__name__)
 
@@ -139,7 +140,7 @@ def _submit_unless_paused(
         operation = mental_model_refresh_submit(
             model=model, mode=mode, automatic=True, not_before=not_before
         )
-    parked = operation.status == "pending" and operation.next_retry_at is not None
+    parked = operation.status == PENDING and operation.next_retry_at is not None
     return (PARKED if parked else QUEUED), operation
 
 

@@ -2,8 +2,8 @@
 
 Operations: status, type, model, attempts, ``next_retry_at`` (a parked one says so in red),
 error; filters by status, parked, type and bank; actions cancel, retry, release, each a
-compare-and-set service of ``operations.services``. No add, edit or delete: rows are written by
-the engine, and a row removed under a running job would lose its record.
+compare-and-set service (``operations.actions``, ``operations.queue``). No add, edit or delete:
+rows are written by the engine, and a row removed under a running job would lose its record.
 
 Leases: read-only and never deletable — a deleted lease restarts its fence at 1, so a fence an
 old job still holds could match again and let a superseded write through.
@@ -22,8 +22,9 @@ from django.utils.safestring import mark_safe
 
 from hindsight.db import ClockTimestamp
 from hindsight.errors import DomainError
+from operations.actions import operation_cancel, operation_retry
 from operations.models import PENDING, Lease, Operation
-from operations.services import operation_cancel, operation_release, operation_retry
+from operations.queue import operation_release
 
 
 class ParkedFilter(admin.SimpleListFilter):

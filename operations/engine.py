@@ -11,7 +11,7 @@ Order matters and is deliberate:
 4. heartbeat thread: extends the lock's TTL and stamps ``heartbeat_at`` (and, if recovery took
    the operation back meanwhile, releases the lock and sends the retry);
 5. ``handler.run(job)`` under the wall timeout; completion is fenced (``Job.finishing``);
-6. failure → retry / follower merge / failed (``services._fail_locked``), then the handler's
+6. failure → retry / follower merge / failed (``operations.leases``), then the handler's
    hooks; superseded (``FenceLost``, or a failure after the key's fence moved on) →
    ``cancelled``, not an attempt;
 7. release the lock, **then** dispatch the key's next due pending operation.
@@ -38,24 +38,28 @@ from redis.exceptions import LockError
 
 from hindsight import metrics
 from operations import dispatch, registry
-from operations.errors import FenceLost, OperationFailure, WallTimeout, WorkerLost
+from operations.errors import (
+    AttemptInterrupted,
+    FenceLost,
+    OperationFailure,
+    WallTimeout,
+    WorkerLost,
+)
 from operations.hooks import call_hook
 from operations.jobs import Job
-from operations.locks import key_lock, key_lock_break, lock_token
-from operations.models import PENDING, PROCESSING, Operation, is_own_key, lease_key_for
-from operations.services import (
+from operations.leases import (
     BUSY,
     FailureRecord,
-    RecoveryReport,
     next_pending_of_key,
     operation_claim,
     operation_heartbeat,
     operation_record_failure,
-    operation_recover_lost,
     operation_supersede,
-    operations_recover,
-    operations_release_due,
 )
+from operations.locks import key_lock, key_lock_break, lock_token
+from operations.models import PENDING, PROCESSING, Operation, is_own_key, lease_key_for
+from operations.queue import operations_release_due
+from operations.recovery import RecoveryReport, operation_recover_lost, operations_recover
 
 log = logging.getLogger(__name__)
 
@@ -199,7 +203,8 @@ def _run_handler(handler: Any, job: Job) -> str:
             call_hook(handler, "on_cancelled", job)
         return "superseded"
     except Exception as exc:
-        if isinstance(exc, WallTimeout) and not connection.in_atomic_block:
+        cause = exc.cause if isinstance(exc, AttemptInterrupted) else exc
+        if isinstance(cause, WallTimeout) and not connection.in_atomic_block:
             # The alarm may have interrupted a query mid-flight: start from a clean connection.
             connection.close()
         _drop_broken_connection()
@@ -300,7 +305,7 @@ def operation_worker_lost(*, operation_id: str, holder: str, cause: str) -> Fail
 
     Frees the key's Redis lock if the dead process still holds it (else the retry's message
     would meet it and wait out the TTL), then recovers the operation at once through the normal
-    path (``services.operation_recover_lost``: attempt counted, fence bumped, merge rule) and
+    path (``recovery.operation_recover_lost``: attempt counted, fence bumped, merge rule) and
     runs the handler's after-commit hook. Never raises: what fails here the sweep catches.
     """
     try:

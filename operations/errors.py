@@ -38,5 +38,25 @@ class WallTimeout(OperationFailure):
     """The handler ran past its wall timeout: a failed (retryable) attempt."""
 
 
+class AttemptInterrupted(OperationFailure):
+    """An attempt cut short by ``cause`` (a timeout, a soft time limit, a bug), raised again by
+    a handler that adds what it knows about the attempt (a subclass's own attributes).
+
+    Recorded exactly as ``cause`` would be: its message (an ``OperationFailure``'s own, else
+    ``"<type>: <text>"``), whether it may be retried, its ``details`` and ``result_metadata``;
+    the engine looks at ``cause`` where it tells causes apart (its wall timeout).
+    """
+
+    def __init__(self, cause: Exception):
+        failure = cause if isinstance(cause, OperationFailure) else None
+        super().__init__(
+            failure.message if failure else f"{type(cause).__name__}: {cause}",
+            retryable=failure.retryable if failure else True,
+            details=failure.details if failure else None,
+            result_metadata=failure.result_metadata if failure else None,
+        )
+        self.cause = cause
+
+
 class WorkerLost(OperationFailure):
     """Recovery found the operation's worker silent past the heartbeat threshold."""

@@ -17,13 +17,25 @@ from django.utils import timezone
 
 from hindsight.db import ClockTimestamp
 
-PENDING = "pending"
-PROCESSING = "processing"
-COMPLETED = "completed"
-FAILED = "failed"
-CANCELLED = "cancelled"
-STATUSES = (PENDING, PROCESSING, COMPLETED, FAILED, CANCELLED)
-TERMINAL_STATUSES = (COMPLETED, FAILED, CANCELLED)
+
+class OperationStatus(models.TextChoices):
+    """Where an operation stands (the wire's ``status``; each label is its value)."""
+
+    PENDING = "pending", "pending"
+    PROCESSING = "processing", "processing"
+    COMPLETED = "completed", "completed"
+    FAILED = "failed", "failed"
+    CANCELLED = "cancelled", "cancelled"
+
+
+# Short names for the members, as the engine's code reads them.
+PENDING = OperationStatus.PENDING
+PROCESSING = OperationStatus.PROCESSING
+COMPLETED = OperationStatus.COMPLETED
+FAILED = OperationStatus.FAILED
+CANCELLED = OperationStatus.CANCELLED
+STATUSES: tuple[str, ...] = tuple(OperationStatus.values)
+TERMINAL_STATUSES: tuple[str, ...] = (COMPLETED, FAILED, CANCELLED)
 
 # ``result_metadata`` key of an operation whose work another operation of its key carries (a
 # failed or lost attempt merged into the follower, a retry folded into the pending one). Reads
@@ -53,7 +65,7 @@ class Operation(models.Model):
     # Not a foreign key: the operation outlives a deleted model (it ends ``cancelled``).
     mental_model_id = models.CharField(max_length=255, null=True, blank=True)
     status = models.CharField(
-        max_length=16, choices=[(s, s) for s in STATUSES], default=PENDING
+        max_length=16, choices=OperationStatus.choices, default=OperationStatus.PENDING
     )
     automatic = models.BooleanField(default=False)
     payload = models.JSONField(default=dict, blank=True)

@@ -15,9 +15,9 @@ A handler is an object (or a class, instantiated once) with:
   that records the attempt — for a running job's failure, a sweep's recovery and a worker's
   fast recovery alike — so the operation's new state and the handler's writes commit together:
   a worker killed in between leaves both or neither. ``final`` is True when no retry follows.
-  Lock order (``operations.services``): the key's lease is already locked; the hook locks its
+  Lock order (``operations.leases``): the key's lease is already locked; the hook locks its
   own rows next, and may cancel operations of the key only through
-  ``operations.services.operations_cancel_parked``; the engine locks the operation rows after
+  ``operations.queue.operations_cancel_parked``; the engine locks the operation rows after
   it. Runs in a savepoint: if it raises, its writes are rolled back (logged) and the attempt is
   still recorded. No network I/O in it.
 - optional ``on_attempt_failed(job, exc, *, final: bool)`` — called after the failed attempt

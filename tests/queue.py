@@ -27,5 +27,5 @@ def sent(monkeypatch: pytest.MonkeyPatch) -> list[str]:
         return True
 
     monkeypatch.setattr("operations.dispatch.operation_send", record)
-    monkeypatch.setattr("operations.services.operation_send_on_commit", record)
+    monkeypatch.setattr("operations.dispatch.operation_send_on_commit", record)
     return published

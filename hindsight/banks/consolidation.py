@@ -38,16 +38,16 @@ from pgvector.django import CosineDistance
 
 from hindsight.banks.hooks import ConsolidationCompleted, consolidation_completed_notify
 from hindsight.banks.models import MemoryUnit
+from hindsight.banks.operation_types import BankOperationType
 from hindsight.banks.writeclock import hold_bank_write_lock
 from hindsight.db import ClockTimestamp
 from hindsight.embeddings import get_embedder
 from hindsight.llm import get_llm
 from operations.jobs import Job
-from operations.services import SubmitResult, operation_submit
+from operations.queue import SubmitResult, operation_submit
 
 log = logging.getLogger(__name__)
 
-CONSOLIDATION_OPERATION = "consolidation"
 SOURCE_FACT_TYPES = ("world", "experience")
 # Existing observations of a tag set shown to the LLM with a round's facts (nearest first).
 OBSERVATIONS_SHOWN = 12
@@ -120,7 +120,7 @@ def consolidation_submit(*, bank_id: str, automatic: bool = True) -> SubmitResul
     """
     return operation_submit(
         bank_id=bank_id,
-        operation_type=CONSOLIDATION_OPERATION,
+        operation_type=BankOperationType.CONSOLIDATION,
         dedupe_key=consolidation_key(bank_id),
         automatic=automatic,
     )

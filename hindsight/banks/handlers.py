@@ -20,14 +20,11 @@ from contextlib import contextmanager
 from django.db import transaction
 
 from hindsight import metrics
-from hindsight.banks.consolidation import (
-    CONSOLIDATION_OPERATION,
-    Touched,
-    consolidation_run,
-)
+from hindsight.banks.consolidation import Touched, consolidation_run
 from hindsight.banks.hooks import ConsolidationCompleted, consolidation_completed_notify
+from hindsight.banks.operation_types import BankOperationType
 from hindsight.banks.retaintypes import RetainItem
-from hindsight.banks.services import RETAIN_OPERATION, memories_retain
+from hindsight.banks.services import memories_retain
 from hindsight.errors import DomainError, LLMNotConfigured, Unavailable, UpstreamFailed
 from hindsight.llm.context import LLMTally, llm_context
 from operations.errors import OperationFailure
@@ -53,7 +50,7 @@ def job_llm_accounting(job: Job) -> Iterator[LLMTally]:
 
 
 class RetainHandler:
-    operation_type = RETAIN_OPERATION
+    operation_type = BankOperationType.RETAIN
 
     def run(self, job: Job) -> None:
         try:
@@ -78,7 +75,7 @@ class RetainHandler:
 
 
 class ConsolidationHandler:
-    operation_type = CONSOLIDATION_OPERATION
+    operation_type = BankOperationType.CONSOLIDATION
 
     def run(self, job: Job) -> None:
         with job_llm_accounting(job):

@@ -13,11 +13,11 @@ from django.db import connection
 from django.db.models import Count, Max, Q
 
 from hindsight.banks import bankconfig
-from hindsight.banks.consolidation import CONSOLIDATION_OPERATION
 from hindsight.banks.models import Bank, MemoryUnit
+from hindsight.banks.operation_types import BankOperationType
 from hindsight.errors import NotFound
 from hindsight.tagscope import TagScope, scope_sql
-from operations.models import COMPLETED, FAILED, Operation
+from operations.models import COMPLETED, FAILED, PENDING, PROCESSING, Operation
 from operations.selectors import operation_counts
 
 
@@ -134,9 +134,9 @@ def bank_stats(*, bank_id: str) -> dict[str, Any]:
         "links_by_link_type": {},
         "links_by_fact_type": {},
         "links_breakdown": {},
-        "pending_operations": operations_by_status.get("pending", 0)
-        + operations_by_status.get("processing", 0),
-        "failed_operations": operations_by_status.get("failed", 0),
+        "pending_operations": operations_by_status.get(PENDING, 0)
+        + operations_by_status.get(PROCESSING, 0),
+        "failed_operations": operations_by_status.get(FAILED, 0),
         "operations_by_status": operations_by_status,
         "last_consolidated_at": aggregates["last_consolidated_at"],
         "last_memory_write_at": bank_last_memory_write_at(bank_id=bank_id),
@@ -153,7 +153,7 @@ def consolidation_failed_at(*, bank_id: str) -> datetime | None:
     ``failed_consolidation``); the next consolidation (a retain, ``POST …/consolidate``) takes
     them up again."""
     last = (
-        Operation.objects.filter(bank_id=bank_id, operation_type=CONSOLIDATION_OPERATION,
+        Operation.objects.filter(bank_id=bank_id, operation_type=BankOperationType.CONSOLIDATION,
                                  status__in=(COMPLETED, FAILED))
         .order_by("-completed_at", "-id")
         .values_list("status", "completed_at")

@@ -22,6 +22,7 @@ from hindsight.banks import bankconfig
 from hindsight.banks.consolidation import consolidation_submit
 from hindsight.banks.extraction import ExtractedFact, facts_extract_many, uses_llm
 from hindsight.banks.models import Bank, MemoryUnit
+from hindsight.banks.operation_types import BankOperationType
 from hindsight.banks.retaintypes import RetainItem, RetainResult, Usage
 from hindsight.banks.selectors import bank_disposition, bank_mission
 from hindsight.banks.serializers import parse_datetime_value
@@ -37,8 +38,9 @@ from hindsight.errors import (
     UpstreamFailed,
 )
 from hindsight.llm import Deadline, LLMTimeout
+from operations.leases import lease_bump
 from operations.models import CANCELLED, PENDING, PROCESSING, Operation
-from operations.services import lease_bump, operation_submit
+from operations.queue import operation_submit
 
 BANK_ID_MAX = 255
 DEFAULT_DISPOSITION = {"skepticism": 3, "literalism": 3, "empathy": 3}
@@ -362,8 +364,6 @@ def consolidation_request(*, bank_id: str) -> tuple[str, bool]:
 
 # --- async retain: an operation whose handler is ``hindsight.banks.handlers.RetainHandler`` ---
 
-RETAIN_OPERATION = "retain"
-
 
 def retain_submit_async(
     *,
@@ -381,7 +381,7 @@ def retain_submit_async(
         bank_ensure(bank_id=bank_id)
         result = operation_submit(
             bank_id=bank_id,
-            operation_type=RETAIN_OPERATION,
+            operation_type=BankOperationType.RETAIN,
             payload={
                 "items": [item.to_json() for item in items],
                 "document_tags": list(document_tags or []),

@@ -22,6 +22,7 @@ from hindsight.banks.schema import (
     query_tags,
 )
 from hindsight.tagscope import TAGS_MATCH_MODES
+from mentalmodels.api.operation_details import REFRESH_OUTCOMES
 from mentalmodels.api.serializers import (
     DETAILS,
     LIST_LIMIT_MAX,
@@ -29,16 +30,10 @@ from mentalmodels.api.serializers import (
     REFRESH_MODES,
     TagGroupsField,
 )
+from mentalmodels.refresh_types import ModeFallbackReason
 from mentalmodels.selectors import LIST_TAGS_MATCH
-from operations.api.schema import REFRESH_OUTCOMES
 
-MODE_FALLBACK_REASONS = (
-    "no_baseline_content",
-    "source_query_changed",
-    "structured_doc_unreadable",
-    "delta_ops_failed",
-    "delta_ops_all_skipped",
-)
+MODE_FALLBACK_REASONS = tuple(r.value for r in ModeFallbackReason)
 # A dry run never reaches the failure outcomes of a persisted refresh (structured output, error).
 DRY_RUN_OUTCOMES = REFRESH_OUTCOMES[:5]
 

@@ -33,6 +33,7 @@ from hindsight.api.serializers import (
 )
 from hindsight.tagscope import MAX_TAG_LENGTH, TAGS_MATCH_MODES
 from mentalmodels.models import HISTORY_KINDS, MentalModel, MentalModelHistory
+from mentalmodels.refresh_types import RefreshMode
 from mentalmodels.selectors import LIST_TAGS_MATCH
 from mentalmodels.services import mental_model_id_problem
 from mentalmodels.triggers import BUDGETS, FACT_TYPES, trigger_fill, trigger_normalize
@@ -42,7 +43,7 @@ MAX_TOKENS_RANGE = (256, 8192)
 LIST_LIMIT_MAX = 1000
 # Offsets past PostgreSQL's bigint are a database error; no page is that far anyway.
 OFFSET_MAX = 2**31 - 1
-REFRESH_MODES = ("full", "delta")
+REFRESH_MODES = tuple(m.value for m in RefreshMode)
 NUL_MSG = "Null characters are not allowed."
 CREATE_FIELDS = ("id", "name", "source_query", "tags", "max_tokens", "trigger")
 UPDATE_FIELDS = ("name", "source_query", "tags", "max_tokens", "trigger")

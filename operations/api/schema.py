@@ -1,45 +1,37 @@
 """OpenAPI documentation of the operations API: upstream's operation shapes and their enums.
 
 Schema-only: ``operations.api.serializers`` renders the bodies; these serializers describe them.
-The refresh outcome and failure-reason enums are upstream 1.1.0's
-(``RefreshMentalModelOperationDetails``); a test compares them with the upstream document.
+``details`` is documented by the serializer its operation type registered
+(``operations.api.details``; a refresh's: ``mentalmodels.api.operation_details``).
 """
 
 from __future__ import annotations
 
+from typing import Any
+
+from drf_spectacular.extensions import OpenApiSerializerFieldExtension
 from drf_spectacular.utils import OpenApiParameter
 from rest_framework import serializers
 
 from hindsight.api.schema import query_bool, query_int
+from operations.api.details import details_serializer
 from operations.models import STATUSES
 
 OPERATION_STATUSES = (*STATUSES, "not_found")
-REFRESH_OUTCOMES = (
-    "content_written",
-    "content_unchanged",
-    "content_preserved_no_new_facts",
-    "refresh_failed_empty_candidate",
-    "refresh_failed_delta_not_applied",
-    "refresh_failed_structured_output",
-    "refresh_failed_error",
-)
-REFRESH_FAILURE_REASONS = (
-    "empty_candidate",
-    "structured_doc_unreadable",
-    "delta_ops_failed",
-    "delta_ops_all_skipped",
-    "delta_not_applied",
-    "structured_output_failed",
-    "retrieval_failed",
-    "no_answer",
-    "unexpected_error",
-)
 
 
-class RefreshMentalModelOperationDetailsSerializer(serializers.Serializer):
-    operation_type = serializers.ChoiceField(choices=("refresh_mental_model",))
-    outcome = serializers.ChoiceField(choices=REFRESH_OUTCOMES)
-    failure_reason = serializers.ChoiceField(choices=REFRESH_FAILURE_REASONS, allow_null=True)
+class OperationDetailsField(serializers.DictField):
+    """An operation's typed ``details``: documented by the registered shape's serializer."""
+
+
+class OperationDetailsFieldExtension(OpenApiSerializerFieldExtension):
+    target_class = OperationDetailsField
+
+    def map_serializer_field(self, auto_schema: Any, direction: Any) -> Any:
+        serializer = details_serializer()
+        if serializer is None:
+            return {"type": "object", "additionalProperties": True}
+        return auto_schema.resolve_serializer(serializer, direction).ref
 
 
 class OperationResponseSerializer(serializers.Serializer):
@@ -51,7 +43,7 @@ class OperationResponseSerializer(serializers.Serializer):
     document_id = serializers.CharField(allow_null=True)
     filename = serializers.CharField(allow_null=True)
     mental_model_id = serializers.CharField(allow_null=True)
-    details = RefreshMentalModelOperationDetailsSerializer(allow_null=True)
+    details = OperationDetailsField(allow_null=True)
     created_at = serializers.DateTimeField()
     updated_at = serializers.DateTimeField(allow_null=True)
     status = serializers.ChoiceField(choices=STATUSES)
@@ -84,7 +76,7 @@ class OperationStatusResponseSerializer(serializers.Serializer):
     next_retry_at = serializers.DateTimeField(allow_null=True)
     progress = serializers.DictField(allow_null=True)
     result_metadata = serializers.DictField(allow_null=True)
-    details = RefreshMentalModelOperationDetailsSerializer(allow_null=True)
+    details = OperationDetailsField(allow_null=True)
     child_operations = serializers.ListField(child=serializers.DictField(), allow_null=True)
     task_payload = serializers.DictField(allow_null=True)
 

@@ -14,10 +14,9 @@ from typing import Any
 from rest_framework import serializers
 
 from hindsight.api.serializers import QuerySerializer
+from operations.api.details import details_shape
 from operations.models import STATUSES, SUPERSEDED_BY, TERMINAL_STATUSES, Operation
 from operations.selectors import OperationReport
-
-REFRESH_TYPE = "refresh_mental_model"
 
 
 def _iso(value: datetime | None) -> str | None:
@@ -25,21 +24,16 @@ def _iso(value: datetime | None) -> str | None:
 
 
 def _details(op: Operation) -> dict[str, Any] | None:
-    # Typed details exist for refreshes only, and only once an outcome is known; anything else
-    # would fail the client's enum validation. Upstream: null while the operation is in flight —
-    # a pending retry included (its last failure is in ``error_message``).
+    # Typed details exist for the operation types that registered a shape (a refresh's), and
+    # only in the shape's terms. Upstream: null while the operation is in flight — a pending
+    # retry included (its last failure is in ``error_message``).
     details = op.details
-    if op.operation_type != REFRESH_TYPE or not isinstance(details, dict):
+    shape = details_shape(op.operation_type)
+    if shape is None or not isinstance(details, dict):
         return None
     if op.status not in TERMINAL_STATUSES:
         return None
-    if not details.get("outcome"):
-        return None
-    return {
-        "operation_type": REFRESH_TYPE,
-        "outcome": details["outcome"],
-        "failure_reason": details.get("failure_reason"),
-    }
+    return shape.render(details)
 
 
 def _items(op: Operation) -> list[dict[str, Any]]:

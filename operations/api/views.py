@@ -12,6 +12,7 @@ from rest_framework.views import APIView
 
 from hindsight.api.schema import errors as api_errors
 from hindsight.errors import BadRequest, NotFound
+from operations.actions import operation_cancel, operation_delete, operation_retry
 from operations.api import schema
 from operations.api.serializers import (
     OperationGetQuery,
@@ -21,7 +22,6 @@ from operations.api.serializers import (
     operation_status,
 )
 from operations.selectors import operation_report, operations_bank_exists, operations_list
-from operations.services import operation_cancel, operation_delete, operation_retry
 
 
 def _doc(operation_id: str, *, response: Any, params: Any = (),

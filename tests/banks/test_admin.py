@@ -9,7 +9,7 @@ from django.test import Client
 from hindsight.banks.models import Bank, MemoryUnit
 from mentalmodels.models import MentalModel
 from operations.models import Lease, Operation
-from operations.services import operation_submit
+from operations.queue import operation_submit
 
 pytestmark = pytest.mark.django_db
 
@@ -58,7 +58,7 @@ def test_bank_edits_are_refused(admin_client: Client) -> None:
 def test_bank_delete_goes_through_bank_delete_fencing_its_jobs_first(
     admin_client: Client, monkeypatch
 ) -> None:
-    monkeypatch.setattr("operations.services.operation_send_on_commit", lambda **kw: True)
+    monkeypatch.setattr("operations.dispatch.operation_send_on_commit", lambda **kw: True)
     bank = Bank.objects.create(id="adm")
     MemoryUnit.objects.create(bank=bank, text="fact")
     MentalModel.objects.create(bank=bank, mental_model_id="m", name="M", source_query="q")

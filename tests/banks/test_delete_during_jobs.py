@@ -14,8 +14,9 @@ from hindsight.banks.models import Bank, MemoryUnit
 from hindsight.banks.services import bank_delete
 from mentalmodels.models import MentalModel
 from operations.jobs import Job
+from operations.leases import operation_claim
 from operations.models import Operation
-from operations.services import operation_claim, operation_submit
+from operations.queue import operation_submit
 from tests.factories import make_memory, make_mental_model
 from tests.fakes.llm_server import Reply
 from tests.mentalmodels.test_refresh_worker import answering, hold_first_request

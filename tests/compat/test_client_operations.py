@@ -11,7 +11,7 @@ from hindsight_client import Hindsight
 from hindsight_client.hindsight_client import _run_async
 
 from hindsight.banks.models import MemoryUnit
-from operations.services import operation_submit
+from operations.queue import operation_submit
 from operations.testing_handlers import TEST_JOB
 from tests.workers import wait_until
 

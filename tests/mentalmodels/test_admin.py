@@ -9,8 +9,8 @@ import pytest
 
 from mentalmodels.models import MentalModel, MentalModelHistory
 from mentalmodels.services import mental_model_refresh_request, refresh_dedupe_key
+from operations.leases import operation_claim
 from operations.models import CANCELLED, PENDING, PROCESSING, Lease, Operation
-from operations.services import operation_claim
 from tests.factories import make_memory, make_mental_model
 
 pytestmark = pytest.mark.django_db
@@ -128,7 +128,7 @@ def test_edit_with_an_invalid_cron_is_a_field_error_and_leaves_the_row_alone(adm
 def test_edit_of_the_source_query_while_a_refresh_runs_bumps_its_fence_and_queues_a_follow_up(
     admin_client, bank, monkeypatch
 ):
-    monkeypatch.setattr("operations.services.operation_send_on_commit", lambda **kw: True)
+    monkeypatch.setattr("operations.dispatch.operation_send_on_commit", lambda **kw: True)
     model = make_mental_model(bank, "team", source_query="old query")
     op = mental_model_refresh_request(bank_id=bank.id, mental_model_id="team")
     claimed = operation_claim(operation_id=op.id, holder="test")
@@ -147,7 +147,7 @@ def test_edit_of_the_source_query_while_a_refresh_runs_bumps_its_fence_and_queue
 
 
 def test_edit_of_the_name_only_leaves_a_running_refresh_alone(admin_client, bank, monkeypatch):
-    monkeypatch.setattr("operations.services.operation_send_on_commit", lambda **kw: True)
+    monkeypatch.setattr("operations.dispatch.operation_send_on_commit", lambda **kw: True)
     model = make_mental_model(bank, "team")
     op = mental_model_refresh_request(bank_id=bank.id, mental_model_id="team")
     operation_claim(operation_id=op.id, holder="test")
@@ -178,7 +178,7 @@ def test_the_change_form_shows_the_stored_trigger_with_every_key(admin_client, b
 def test_delete_goes_through_the_service_bumping_the_fence_and_cancelling_queued_refreshes(
     admin_client, bank, monkeypatch
 ):
-    monkeypatch.setattr("operations.services.operation_send_on_commit", lambda **kw: True)
+    monkeypatch.setattr("operations.dispatch.operation_send_on_commit", lambda **kw: True)
     model = make_mental_model(bank, "team")
     queued = mental_model_refresh_request(bank_id=bank.id, mental_model_id="team")
     key = refresh_dedupe_key(bank_id=bank.id, mental_model_id="team")
@@ -190,7 +190,7 @@ def test_delete_goes_through_the_service_bumping_the_fence_and_cancelling_queued
 
 
 def test_bulk_delete_action_goes_through_the_service(admin_client, bank, monkeypatch):
-    monkeypatch.setattr("operations.services.operation_send_on_commit", lambda **kw: True)
+    monkeypatch.setattr("operations.dispatch.operation_send_on_commit", lambda **kw: True)
     a, b = make_mental_model(bank, "a"), make_mental_model(bank, "b")
     queued = mental_model_refresh_request(bank_id=bank.id, mental_model_id="a")
     admin_client.post(LIST, {"action": "delete_selected", "_selected_action": [a.uid, b.uid],
@@ -268,7 +268,7 @@ def test_diff_page_of_a_failure_entry_is_not_found(admin_client, bank):
 
 
 def test_refresh_refresh_full_and_clear_actions(admin_client, bank, monkeypatch):
-    monkeypatch.setattr("operations.services.operation_send_on_commit", lambda **kw: True)
+    monkeypatch.setattr("operations.dispatch.operation_send_on_commit", lambda **kw: True)
     model = make_mental_model(bank, "m", content="doc")
     admin_client.post(LIST, {"action": "refresh", "_selected_action": [model.uid]})
     assert Operation.objects.filter(mental_model_id="m", status=PENDING).count() == 1
@@ -283,7 +283,7 @@ def test_refresh_refresh_full_and_clear_actions(admin_client, bank, monkeypatch)
 
 def test_refresh_action_releases_a_parked_refresh(admin_client, bank, monkeypatch):
     sent: list = []
-    monkeypatch.setattr("operations.services.operation_send_on_commit",
+    monkeypatch.setattr("operations.dispatch.operation_send_on_commit",
                         lambda **kw: sent.append(kw["operation_id"]) or True)
     model = make_mental_model(bank, "m")
     parked = Operation.objects.create(
@@ -298,7 +298,7 @@ def test_refresh_action_releases_a_parked_refresh(admin_client, bank, monkeypatc
 
 
 def test_resume_action_refreshes_only_paused_models(admin_client, bank, monkeypatch):
-    monkeypatch.setattr("operations.services.operation_send_on_commit", lambda **kw: True)
+    monkeypatch.setattr("operations.dispatch.operation_send_on_commit", lambda **kw: True)
     memory = make_memory(bank, "fact")
     paused = make_mental_model(bank, "paused", last_refresh_failed_at=memory.updated_at)
     running = make_mental_model(bank, "fine")

@@ -173,7 +173,7 @@ def test_a_worker_lost_on_the_final_attempt_pauses_the_model_once(bank, env, sen
     from django.utils import timezone
 
     from operations import engine
-    from operations.services import operation_claim
+    from operations.leases import operation_claim
 
     settings.HINDSIGHT = dataclasses.replace(
         settings.HINDSIGHT, worker_max_retries=0, recovery_threshold_seconds=30
@@ -236,7 +236,7 @@ def test_a_failure_transaction_that_does_not_commit_leaves_no_pause_and_no_entry
     def die(*args, **kwargs):
         raise _Killed  # after the handler's bookkeeping, before the operation's row is written
 
-    monkeypatch.setattr("operations.services._fail_locked", die)
+    monkeypatch.setattr("operations.leases._fail_locked", die)
     with pytest.raises(_Killed):
         operation_execute(operation_id=str(op.id), holder="t")
 
@@ -250,7 +250,7 @@ def test_a_worker_lost_on_the_final_attempt_is_paused_by_the_fast_path_in_one_tr
     bank, env, sent, settings
 ):
     from operations import engine
-    from operations.services import operation_claim
+    from operations.leases import operation_claim
 
     settings.HINDSIGHT = dataclasses.replace(settings.HINDSIGHT, worker_max_retries=0)
     model = make_mental_model(bank, "m", content="kept")

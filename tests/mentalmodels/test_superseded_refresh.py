@@ -23,8 +23,8 @@ from mentalmodels.services import (
 )
 from operations.engine import _run_handler
 from operations.jobs import Job
+from operations.leases import operation_claim
 from operations.models import CANCELLED, PENDING, Operation
-from operations.services import operation_claim
 from tests.factories import make_memory, make_mental_model
 from tests.fakes.llm_server import Reply
 

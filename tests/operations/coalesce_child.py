@@ -24,7 +24,7 @@ def main() -> None:
     django.setup()
     from django.db import connection
 
-    from operations.services import operation_submit
+    from operations.queue import operation_submit
 
     ids: list[str] = []
     errors: list[str] = []

@@ -8,7 +8,7 @@ from django.db import connection
 
 from hindsight.banks.services import bank_ensure
 from operations.models import Operation
-from operations.services import operation_submit
+from operations.queue import operation_submit
 from operations.testing_handlers import TEST_JOB
 
 

@@ -8,7 +8,7 @@ from django.test import Client
 
 from hindsight.banks.models import Bank
 from operations.models import CANCELLED, FAILED, PENDING, Lease, Operation
-from operations.services import operation_submit
+from operations.queue import operation_submit
 
 pytestmark = pytest.mark.django_db
 
@@ -18,7 +18,7 @@ LIST = "/admin/operations/operation/"
 @pytest.fixture
 def sent(monkeypatch) -> list:
     published: list = []
-    monkeypatch.setattr("operations.services.operation_send_on_commit",
+    monkeypatch.setattr("operations.dispatch.operation_send_on_commit",
                         lambda **kw: published.append(kw["operation_id"]) or True)
     return published
 

@@ -11,7 +11,7 @@ import pytest
 from hindsight.banks.models import Bank
 from operations import dispatch
 from operations.models import PROCESSING, Operation
-from operations.services import operation_submit
+from operations.queue import operation_submit
 from operations.tasks import run_operation
 from tests.factories import make_bank, make_operation
 

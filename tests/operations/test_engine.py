@@ -14,12 +14,14 @@ from django.utils import timezone
 
 from hindsight.banks.models import Bank
 from operations import engine, registry
+from operations.actions import operation_cancel
 from operations.engine import operation_execute, recover
 from operations.errors import FenceLost, OperationFailure
 from operations.hooks import call_on_cancelled
 from operations.jobs import Job
+from operations.leases import operation_claim
 from operations.models import CANCELLED, COMPLETED, FAILED, PENDING, Operation
-from operations.services import operation_cancel, operation_claim, operation_submit
+from operations.queue import operation_submit
 from tests.factories import make_bank
 
 pytestmark = pytest.mark.django_db

@@ -19,16 +19,11 @@ from hindsight.banks.models import Bank
 from operations import engine, registry
 from operations.engine import _Heartbeat, operation_execute
 from operations.jobs import Job
+from operations.leases import operation_claim, operation_heartbeat, operation_record_failure
 from operations.locks import key_lock
 from operations.models import COMPLETED, FAILED, PENDING, Lease, Operation
-from operations.services import (
-    operation_claim,
-    operation_heartbeat,
-    operation_record_failure,
-    operation_submit,
-    operations_recover,
-    operations_release_due,
-)
+from operations.queue import operation_submit, operations_release_due
+from operations.recovery import operations_recover
 
 KEY = "fp:key"
 WAIT = 10.0

@@ -9,8 +9,9 @@ from django.db import connection, transaction
 from hindsight.banks.models import Bank
 from operations.errors import FenceLost
 from operations.jobs import Job
+from operations.leases import lease_bump, operation_claim
 from operations.models import CANCELLED, COMPLETED, PROCESSING, Lease, Operation
-from operations.services import lease_bump, operation_claim, operation_submit
+from operations.queue import operation_submit
 from tests.factories import make_bank
 
 pytestmark = pytest.mark.django_db

@@ -18,14 +18,10 @@ from django.db import connection, transaction
 
 from hindsight.banks.models import Bank
 from operations.jobs import Job
+from operations.leases import operation_claim, operation_heartbeat, operation_record_failure
 from operations.models import COMPLETED, FAILED, PENDING, PROCESSING, Lease, Operation
-from operations.services import (
-    operation_claim,
-    operation_heartbeat,
-    operation_record_failure,
-    operation_submit,
-    operations_recover,
-)
+from operations.queue import operation_submit
+from operations.recovery import operations_recover
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -12,21 +12,16 @@ from django.db import IntegrityError, connection, transaction
 
 from hindsight.banks.models import Bank
 from hindsight.errors import Conflict
+from operations.actions import operation_cancel, operation_delete, operation_retry
+from operations.leases import BUSY, backoff_seconds, operation_claim, operation_record_failure
 from operations.models import CANCELLED, FAILED, PENDING, PROCESSING, Lease, Operation
-from operations.services import (
-    BUSY,
-    backoff_seconds,
-    operation_cancel,
-    operation_claim,
-    operation_delete,
-    operation_record_failure,
+from operations.queue import (
     operation_release,
-    operation_retry,
     operation_submit,
     operations_cancel_parked,
-    operations_recover,
     operations_release_due,
 )
+from operations.recovery import operations_recover
 
 pytestmark = pytest.mark.django_db
 

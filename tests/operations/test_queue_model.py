@@ -13,17 +13,12 @@ from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
 from hindsight.banks.models import Bank
+from operations.actions import operation_cancel
 from operations.jobs import Job
+from operations.leases import BUSY, operation_claim, operation_record_failure
 from operations.models import CANCELLED, COMPLETED, FAILED, PENDING, PROCESSING, Operation
-from operations.services import (
-    BUSY,
-    operation_cancel,
-    operation_claim,
-    operation_record_failure,
-    operation_release,
-    operation_submit,
-    operations_recover,
-)
+from operations.queue import operation_release, operation_submit
+from operations.recovery import operations_recover
 
 KEYS = ("k1", "k2")
 MAX_RETRIES = 1

@@ -11,8 +11,8 @@ from hindsight.banks.models import MemoryUnit
 from operations.engine import operation_execute
 from operations.errors import FenceLost
 from operations.jobs import Job
+from operations.leases import lease_bump, operation_claim
 from operations.models import COMPLETED, FAILED, PENDING, Operation
-from operations.services import lease_bump, operation_claim
 
 pytestmark = pytest.mark.django_db
 

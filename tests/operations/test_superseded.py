@@ -12,16 +12,13 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from hindsight.banks.models import Bank
+from operations.actions import operation_retry
 from operations.jobs import Job
+from operations.leases import operation_claim, operation_record_failure
 from operations.models import COMPLETED, FAILED, PENDING, PROCESSING, Operation
+from operations.queue import operation_submit
+from operations.recovery import operations_recover
 from operations.selectors import operation_counts, operation_report, operations_list
-from operations.services import (
-    operation_claim,
-    operation_record_failure,
-    operation_retry,
-    operation_submit,
-    operations_recover,
-)
 
 pytestmark = pytest.mark.django_db
 
@@ -33,7 +30,7 @@ URL = f"/v1/default/banks/{BANK}/operations"
 @pytest.fixture
 def bank(monkeypatch, settings) -> Bank:
     monkeypatch.setattr("operations.dispatch.operation_send", lambda **kw: True)
-    monkeypatch.setattr("operations.services.operation_send_on_commit", lambda **kw: None)
+    monkeypatch.setattr("operations.dispatch.operation_send_on_commit", lambda **kw: None)
     settings.HINDSIGHT = dataclasses.replace(settings.HINDSIGHT, worker_max_retries=3,
                                              worker_retry_backoff_seconds=0.0)
     return Bank.objects.create(id=BANK)

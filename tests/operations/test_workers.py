@@ -92,7 +92,7 @@ def test_heartbeat_keeps_the_lock_alive_past_its_ttl(worker_factory, settings) -
 
 
 def test_job_whose_lease_was_taken_over_is_refused_at_write_time(worker_factory) -> None:
-    from operations.services import lease_bump
+    from operations.leases import lease_bump
     from tests.operations.helpers import effects
 
     worker_factory()
@@ -140,7 +140,7 @@ def test_parked_job_runs_after_its_time_and_a_released_one_at_once(
 
     from django.db import connection
 
-    from operations.services import operation_release, operation_submit
+    from operations.queue import operation_release, operation_submit
     from operations.testing_handlers import TEST_JOB
 
     worker_factory()
@@ -197,8 +197,8 @@ def test_real_celery_beat_releases_a_parked_job_through_the_declared_schedule(
 
     from django.db import connection
 
+    from operations.queue import operation_submit
     from operations.schedules import ensure_beat_schedules
-    from operations.services import operation_submit
     from operations.testing_handlers import TEST_JOB
 
     ensure_beat_schedules()  # the rows now carry this test's 0.5 s → 1 s interval
