@@ -152,6 +152,9 @@ def mental_model_update(
     current = MentalModel.objects.filter(bank_id=bank_id, mental_model_id=mental_model_id).first()
     if current is None:
         raise NotFound(f"Mental model '{mental_model_id}' not found")
+    # Running when the edit arrived: it may finish (and write the old configuration) while
+    # this waits for the lease below, and still needs the follow-up.
+    running_at_arrival = _refresh_running(key=key)
     new_tags = list(dict.fromkeys(tags)) if tags is not None else None
     scope_edit = (
         (source_query is not None and source_query != current.source_query)
@@ -184,7 +187,7 @@ def mental_model_update(
         if changed:
             model.updated_at = ClockTimestamp()
             model.save(update_fields=[*changed, "updated_at"])
-        if scope_edit and _refresh_running(key=key):
+        if scope_edit and (running_at_arrival or _refresh_running(key=key)):
             mental_model_refresh_submit(model=model)
     model.refresh_from_db()
     return model
@@ -219,6 +222,7 @@ def mental_model_clear(*, bank_id: str, mental_model_id: str) -> MentalModel:
     """
     key = refresh_dedupe_key(bank_id=bank_id, mental_model_id=mental_model_id)
     _require_exists(bank_id=bank_id, mental_model_id=mental_model_id)
+    running_at_arrival = _refresh_running(key=key)  # see mental_model_update
     with transaction.atomic():
         # Lease before rows (a finishing refresh's lock order); a refresh that runs now can no
         # longer write, and one claimed after this commits reads the cleared model.
@@ -242,7 +246,7 @@ def mental_model_clear(*, bank_id: str, mental_model_id: str) -> MentalModel:
                 "updated_at",
             ]
         )
-        if _refresh_running(key=key):
+        if running_at_arrival or _refresh_running(key=key):
             mental_model_refresh_submit(model=model)
     model.refresh_from_db()
     return model

@@ -12,6 +12,7 @@ import dataclasses
 
 import pytest
 
+from mentalmodels import services
 from mentalmodels.handlers import RefreshMentalModelHandler
 from mentalmodels.models import MentalModel, MentalModelHistory
 from mentalmodels.services import (
@@ -83,3 +84,33 @@ def test_a_refresh_whose_model_was_deleted_and_that_fails_ends_cancelled_at_once
     assert _run_handler(RefreshMentalModelHandler(), job) == "superseded"
     ended = Operation.objects.get(id=job.id)
     assert ended.status == CANCELLED and ended.retry_count == 0
+
+
+# --- an edit racing the end of a refresh ------------------------------------------------------
+
+
+@pytest.mark.parametrize("edit", ["patch", "clear"])
+def test_an_edit_that_arrives_while_a_refresh_runs_queues_one_even_if_it_finishes_first(
+    bank, monkeypatch, edit
+):
+    """The refresh commits its write (old configuration) while the edit waits for the lease:
+    the edit still arrived while it ran, so one refresh is queued behind it (MM-10)."""
+    monkeypatch.setattr("operations.dispatch.operation_send_on_commit", lambda **kw: True)
+    make_mental_model(bank, "team", content="old document")
+    op = mental_model_refresh_request(bank_id=bank.id, mental_model_id="team")
+    operation_claim(operation_id=op.id, holder="test")
+    key = refresh_dedupe_key(bank_id=bank.id, mental_model_id="team")
+
+    real_bump = services.lease_bump
+
+    def refresh_finishes_first(*, key: str) -> int:
+        Operation.objects.filter(id=op.id).update(status="completed")
+        return real_bump(key=key)
+
+    monkeypatch.setattr(services, "lease_bump", refresh_finishes_first)
+    if edit == "patch":
+        mental_model_update(bank_id=bank.id, mental_model_id="team", source_query="a new question")
+    else:
+        mental_model_clear(bank_id=bank.id, mental_model_id="team")
+
+    assert Operation.objects.filter(dedupe_key=key, status=PENDING).count() == 1
