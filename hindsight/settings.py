@@ -144,7 +144,7 @@ SPECTACULAR_SETTINGS = {
         "RefreshOutcome": "mentalmodels.api.operation_details.REFRESH_OUTCOMES",
         "DryRunRefreshOutcome": "mentalmodels.api.schema.DRY_RUN_OUTCOMES",
         "RefreshFailureReason": "mentalmodels.api.operation_details.REFRESH_FAILURE_REASONS",
-        "OperationStatus": "operations.api.schema.OPERATION_STATUSES",
+        "OperationStatus": "operations.api.serializers.OPERATION_STATUSES",
     },
 }
 
