@@ -14,7 +14,7 @@ from hindsight.api.schema import errors
 from mentalmodels import selectors, services
 from mentalmodels.api import schema
 from mentalmodels.api import serializers as s
-from mentalmodels.api.preview import render_preview
+from mentalmodels.api.preview import MentalModelDryRunRefreshResultSerializer
 from mentalmodels.models import MentalModel
 from mentalmodels.pipeline import refresh_dry_run
 from mentalmodels.staleness import stale_flags
@@ -135,10 +135,10 @@ class MentalModelHistoryView(APIView):
 class MentalModelDryRun(APIView):
     # The body takes no parameters (``DryRunRefreshRequestSerializer``): documented as none.
     @extend_schema(operation_id="dry_run_refresh_mental_model", request=None,
-                   responses={200: schema.MentalModelDryRunRefreshResultSerializer,
+                   responses={200: MentalModelDryRunRefreshResultSerializer,
                               **errors(400, 404, 502, 503, 504)})
     def post(self, request: Request, bank_id: str, mental_model_id: str) -> Response:
         if selectors.mental_model_exists(bank_id=bank_id, mental_model_id=mental_model_id):
             s.DryRunRefreshRequestSerializer.parse(_body(request))
         preview = refresh_dry_run(bank_id=bank_id, mental_model_id=mental_model_id)
-        return Response(render_preview(preview))
+        return Response(MentalModelDryRunRefreshResultSerializer.render(preview))
