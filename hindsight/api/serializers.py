@@ -43,7 +43,8 @@ class InputSerializer(serializers.Serializer):
         return serializer.validated_data
 
 
-# Query parameters: problems are located at ``["query", name]``.
+# Query parameters: problems are located at ``["query", name]``. The same fields document the
+# parameters (``hindsight.api.schema.query_parameters``).
 class QuerySerializer(InputSerializer):
     location: ClassVar[str] = "query"
 

@@ -2,7 +2,8 @@
 ``OperationStatusResponse``, ``OperationsListResponse`` and the action answers): one serializer
 per response, which declares its shape (for the OpenAPI document) and renders it (``render``),
 building the dict directly in the declared order. A test holds the rendered keys to the
-declared fields. The query strings are parsed by the query serializers at the end.
+declared fields. The query strings are parsed by the query serializers at the end, which also
+document them (``hindsight.api.schema.query_parameters``).
 
 Rendered from an ``OperationReport``: who the operation is (id, type, model, payload, created)
 comes from its own row; where its work stands (status, error, retries, times, details, result)
@@ -237,15 +238,20 @@ class OperationActionResponseSerializer(serializers.Serializer):
 
 class OperationsListQuery(QuerySerializer):
     status = serializers.ChoiceField(choices=STATUSES, required=False, allow_null=True,
-                                     allow_blank=True)
-    type = serializers.CharField(required=False, allow_null=True, allow_blank=True,
-                                 max_length=64)
+                                     allow_blank=True, help_text="Only operations in this status")
+    type = serializers.CharField(
+        required=False, allow_null=True, allow_blank=True, max_length=64,
+        help_text="Only operations of this type (e.g. refresh_mental_model)",
+    )
     limit = serializers.IntegerField(required=False, default=20, min_value=1, max_value=100)
     # Past PostgreSQL's bigint an OFFSET is a database error; no page is that far anyway.
     offset = serializers.IntegerField(required=False, default=0, min_value=0,
                                       max_value=2**31 - 1)
-    exclude_parents = serializers.BooleanField(required=False, default=False)
+    exclude_parents = serializers.BooleanField(
+        required=False, default=False, help_text="Accepted for upstream's clients; no effect here"
+    )
 
 
 class OperationGetQuery(QuerySerializer):
-    include_payload = serializers.BooleanField(required=False, default=False)
+    include_payload = serializers.BooleanField(required=False, default=False,
+                                               help_text="Include the submitted task payload")

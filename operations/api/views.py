@@ -11,9 +11,9 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from hindsight.api.schema import errors as api_errors
+from hindsight.api.schema import query_parameters
 from hindsight.errors import BadRequest, NotFound
 from operations.actions import operation_cancel, operation_delete, operation_retry
-from operations.api import schema
 from operations.api.serializers import (
     OperationActionResponseSerializer,
     OperationGetQuery,
@@ -45,7 +45,7 @@ def _operation_uuid(operation_id: str) -> uuid.UUID:
 
 class OperationsListView(APIView):
     @_doc("list_operations", response=OperationsListResponseSerializer,
-          params=schema.LIST_PARAMS, statuses=(404, 422))
+          params=query_parameters(OperationsListQuery), statuses=(404, 422))
     def get(self, request: Request, bank_id: str) -> Response:
         query = OperationsListQuery.parse(request.query_params)
         if not operations_bank_exists(bank_id=bank_id):
@@ -64,7 +64,7 @@ class OperationsListView(APIView):
 
 class OperationView(APIView):
     @_doc("get_operation_status", response=OperationStatusResponseSerializer,
-          params=schema.GET_PARAMS, statuses=(400, 422))
+          params=query_parameters(OperationGetQuery), statuses=(400, 422))
     def get(self, request: Request, bank_id: str, operation_id: str) -> Response:
         op_uuid = _operation_uuid(operation_id)
         query = OperationGetQuery.parse(request.query_params)
