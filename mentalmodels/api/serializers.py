@@ -32,7 +32,7 @@ from hindsight.api.serializers import (
     WireTypedField,
 )
 from hindsight.tagscope import MAX_TAG_LENGTH, TAGS_MATCH_MODES
-from mentalmodels.models import HISTORY_KINDS, MentalModel, MentalModelHistory
+from mentalmodels.models import HISTORY_KINDS, HistoryKind, MentalModel, MentalModelHistory
 from mentalmodels.refresh_types import RefreshMode
 from mentalmodels.selectors import LIST_TAGS_MATCH
 from mentalmodels.services import mental_model_id_problem
@@ -516,11 +516,11 @@ class MentalModelHistoryEntrySerializer(serializers.Serializer):
     def render(entry: MentalModelHistory) -> dict[str, Any]:
         """The declared fields in their order; a failure leaves out the versions-only field, a
         version the failures-only ones."""
-        if entry.kind == "failure":
+        if entry.kind == HistoryKind.FAILURE:
             return {
                 "previous_content": None,
                 "changed_at": iso(entry.changed_at),
-                "kind": "failure",
+                "kind": HistoryKind.FAILURE,
                 "reason": entry.reason,
                 "exception": entry.exception,
                 "operation_id": str(entry.operation_id) if entry.operation_id else None,
@@ -529,5 +529,5 @@ class MentalModelHistoryEntrySerializer(serializers.Serializer):
             "previous_content": entry.previous_content,
             "previous_reflect_response": entry.previous_reflect_response,
             "changed_at": iso(entry.changed_at),
-            "kind": "version",
+            "kind": HistoryKind.VERSION,
         }
