@@ -139,12 +139,12 @@ SPECTACULAR_SETTINGS = {
     "ENUM_NAME_OVERRIDES": {
         "Budget": "mentalmodels.triggers.BUDGETS",
         "TagsMatch": "hindsight.tagscope.TAGS_MATCH_MODES",
-        "RefreshMode": "mentalmodels.api.schema.REFRESH_MODES",
-        "ModeFallbackReason": "mentalmodels.api.schema.MODE_FALLBACK_REASONS",
+        "RefreshMode": "mentalmodels.api.serializers.REFRESH_MODES",
+        "ModeFallbackReason": "mentalmodels.api.preview.MODE_FALLBACK_REASONS",
         "RefreshOutcome": "mentalmodels.api.operation_details.REFRESH_OUTCOMES",
-        "DryRunRefreshOutcome": "mentalmodels.api.schema.DRY_RUN_OUTCOMES",
+        "DryRunRefreshOutcome": "mentalmodels.api.preview.DRY_RUN_OUTCOMES",
         "RefreshFailureReason": "mentalmodels.api.operation_details.REFRESH_FAILURE_REASONS",
-        "OperationStatus": "operations.api.schema.OPERATION_STATUSES",
+        "OperationStatus": "operations.api.serializers.OPERATION_STATUSES",
     },
 }
 

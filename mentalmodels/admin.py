@@ -33,7 +33,7 @@ from django.utils.safestring import SafeString, mark_safe
 from hindsight.errors import DomainError
 from mentalmodels import services
 from mentalmodels.admin_forms import MentalModelAddForm, MentalModelChangeForm
-from mentalmodels.models import MentalModel, MentalModelHistory
+from mentalmodels.models import HistoryKind, MentalModel, MentalModelHistory
 from mentalmodels.pipeline import refresh_dry_run
 from mentalmodels.refresh_types import Preview
 from mentalmodels.staleness import stale_flags
@@ -191,13 +191,13 @@ class HistoryInline(admin.TabularInline):
 
     @admin.display(description="kind")
     def entry(self, entry: MentalModelHistory) -> str:
-        if entry.kind == "failure":
+        if entry.kind == HistoryKind.FAILURE:
             return mark_safe('<strong class="history-failure" style="color:#ba2121">failure</strong>')
         return mark_safe('<span class="history-version">version</span>')
 
     @admin.display(description="detail")
     def detail(self, entry: MentalModelHistory) -> str:
-        if entry.kind == "failure":
+        if entry.kind == HistoryKind.FAILURE:
             return format_html("<code>{}</code>", (entry.exception or "")[:500])
         url = reverse("admin:mentalmodels_mentalmodel_diff", args=[entry.model_id, entry.id])
         size = len(entry.previous_content or "")
@@ -397,8 +397,8 @@ class MentalModelAdmin(admin.ModelAdmin):
         model = get_object_or_404(MentalModel.objects.defer("embedding"), uid=uid)
         if not self.has_view_permission(request, model):
             raise PermissionDenied
-        entry = get_object_or_404(MentalModelHistory, id=entry_id, model_id=uid, kind="version")
-        versions = MentalModelHistory.objects.filter(model_id=uid, kind="version").order_by(
+        entry = get_object_or_404(MentalModelHistory, id=entry_id, model_id=uid, kind=HistoryKind.VERSION)
+        versions = MentalModelHistory.objects.filter(model_id=uid, kind=HistoryKind.VERSION).order_by(
             "-changed_at", "-id")
         context = {
             **self.admin_site.each_context(request),

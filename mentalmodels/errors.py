@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from hindsight.errors import DomainError
-from mentalmodels.refresh_types import MentalModelOperationType
+from mentalmodels.refresh_types import MentalModelOperationType, RefreshFailureReason
 from operations.errors import AttemptInterrupted, OperationFailure
 
 
@@ -67,7 +67,7 @@ class DryRunFailed(DomainError):
     def for_refusal(cls, exc: RefreshFailed) -> DryRunFailed:
         """The same statuses reflect answers with: a lookup that failed, a timeout, the rest."""
         kind: type[DryRunFailed] = cls
-        if exc.failure_reason == "retrieval_failed":
+        if exc.failure_reason == RefreshFailureReason.RETRIEVAL_FAILED:
             kind = DryRunRetrievalFailed
         elif exc.timed_out:
             kind = DryRunTimedOut

@@ -62,7 +62,9 @@ from mentalmodels.refresh_types import (
     Outcome,
     Plan,
     Preview,
+    RefreshFailureReason,
     RefreshMode,
+    RefreshOutcome,
     Report,
 )
 from mentalmodels.services import history_record_version
@@ -111,7 +113,7 @@ def _plan(model: MentalModel, *, mode: str | None) -> Plan:
         mode_fallback_reason=fallback,
         scope=model_scope(model),
         cutoff=writeclock.take_cutoff(model.bank_id),
-        window_after=model.last_memory_seen_at if effective == "delta" else None,
+        window_after=model.last_memory_seen_at if effective == RefreshMode.DELTA else None,
         exclude_mental_models=bool(trigger.get("exclude_mental_models")),
         exclude_ids=exclude_ids,
         budget=trigger.get("budget") or "mid",
@@ -140,7 +142,7 @@ def _newest_in_scope(plan: Plan, *, after: datetime | None) -> datetime | None:
 
 
 def _sibling_in_reach(plan: Plan) -> bool:
-    if plan.exclude_mental_models or plan.effective_mode != "full":
+    if plan.exclude_mental_models or plan.effective_mode != RefreshMode.FULL:
         return False
 
     return (
@@ -181,20 +183,21 @@ def _gather(plan: Plan, clock: RefreshClock) -> Any:
             ),
         )
     except RetrievalError as exc:
-        raise _fail(f"retrieval failed: {exc}", outcome="refresh_failed_error",
-                    reason="retrieval_failed") from exc
+        raise _fail(f"retrieval failed: {exc}", outcome=RefreshOutcome.REFRESH_FAILED_ERROR,
+                    reason=RefreshFailureReason.RETRIEVAL_FAILED) from exc
     except LLMTimeout as exc:
         raise _fail(
             f"refresh exceeded HINDSIGHT_API_REFLECT_WALL_TIMEOUT "
             f"({clock.limit:g} s) waiting for the LLM: {exc}",
-            outcome="refresh_failed_error", reason="unexpected_error", timed_out=True,
+            outcome=RefreshOutcome.REFRESH_FAILED_ERROR,
+            reason=RefreshFailureReason.UNEXPECTED_ERROR, timed_out=True,
         ) from exc
     except LLMNotConfigured as exc:
-        raise _fail(llm_missing_message(exc), outcome="refresh_failed_error",
-                    reason="unexpected_error", retryable=False) from exc
+        raise _fail(llm_missing_message(exc), outcome=RefreshOutcome.REFRESH_FAILED_ERROR,
+                    reason=RefreshFailureReason.UNEXPECTED_ERROR, retryable=False) from exc
     except LLMError as exc:
-        raise _fail(f"LLM error: {type(exc).__name__}: {exc}", outcome="refresh_failed_error",
-                    reason="unexpected_error") from exc
+        raise _fail(f"LLM error: {type(exc).__name__}: {exc}", outcome=RefreshOutcome.REFRESH_FAILED_ERROR,
+                    reason=RefreshFailureReason.UNEXPECTED_ERROR) from exc
     clock.add_usage(result.usage)
     clock.llm_calls.extend(result.llm_calls)
     clock.tool_calls.extend(result.tool_calls)
@@ -203,8 +206,8 @@ def _gather(plan: Plan, clock: RefreshClock) -> Any:
     try:
         clock.check()
     except TimeoutError as exc:
-        raise _fail(str(exc), outcome="refresh_failed_error", reason="unexpected_error",
-                    timed_out=True) from exc
+        raise _fail(str(exc), outcome=RefreshOutcome.REFRESH_FAILED_ERROR,
+                    reason=RefreshFailureReason.UNEXPECTED_ERROR, timed_out=True) from exc
     return result
 
 
@@ -226,17 +229,19 @@ def _decide(plan: Plan, result: Any, watermark: datetime | None) -> Outcome:
     if not candidate:
         raise _fail(
             "the reflect loop produced an empty answer; the document was left as it is",
-            outcome="refresh_failed_empty_candidate", reason="empty_candidate",
+            outcome=RefreshOutcome.REFRESH_FAILED_EMPTY_CANDIDATE,
+            reason=RefreshFailureReason.EMPTY_CANDIDATE,
         )
     if not cited:
         # RF-3: nothing relevant is an answer, but not one that may replace a document.
         return Outcome(
-            outcome="content_preserved_no_new_facts", content=current, candidate=candidate,
+            outcome=RefreshOutcome.CONTENT_PRESERVED_NO_NEW_FACTS, content=current, candidate=candidate,
             watermark=watermark, based_on=based_on, mental_models=[],
             reflected=True, facts_retrieved=dict(retrieved), facts_used=dict(used),
         )
     return Outcome(
-        outcome="content_unchanged" if candidate == current else "content_written",
+        outcome=RefreshOutcome.CONTENT_UNCHANGED if candidate == current
+        else RefreshOutcome.CONTENT_WRITTEN,
         content=candidate, candidate=candidate, watermark=watermark, based_on=based_on,
         mental_models=list(result.mental_models_used or []), reflected=True,
         facts_retrieved=dict(retrieved), facts_used=dict(used),
@@ -362,7 +367,7 @@ def _record(clock: RefreshClock, result: DeltaResult, attempt: int) -> None:
 
 def _delta_fail(message: str, reason: str) -> RefreshFailed:
     return _fail(f"{message}; the document, its structure and the window were left as they are",
-                 outcome="refresh_failed_delta_not_applied", reason=reason)
+                 outcome=RefreshOutcome.REFRESH_FAILED_DELTA_NOT_APPLIED, reason=reason)
 
 
 def _delta(plan: Plan, decided: Outcome, clock: RefreshClock) -> Outcome:
@@ -382,14 +387,15 @@ def _delta(plan: Plan, decided: Outcome, clock: RefreshClock) -> Outcome:
             operations = None
         except LLMTimeout as exc:
             raise _fail(f"refresh exceeded HINDSIGHT_API_REFLECT_WALL_TIMEOUT ({clock.limit:g} s) "
-                        f"waiting for the delta operations: {exc}", outcome="refresh_failed_error",
-                        reason="unexpected_error", timed_out=True) from exc
+                        f"waiting for the delta operations: {exc}",
+                        outcome=RefreshOutcome.REFRESH_FAILED_ERROR,
+                        reason=RefreshFailureReason.UNEXPECTED_ERROR, timed_out=True) from exc
         except LLMError as exc:
             raise _delta_fail(f"the delta operations call failed: {type(exc).__name__}: {exc}",
-                              "delta_ops_failed") from exc
+                              RefreshFailureReason.DELTA_OPS_FAILED) from exc
         except TimeoutError as exc:
-            raise _fail(str(exc), outcome="refresh_failed_error", reason="unexpected_error",
-                        timed_out=True) from exc
+            raise _fail(str(exc), outcome=RefreshOutcome.REFRESH_FAILED_ERROR,
+                        reason=RefreshFailureReason.UNEXPECTED_ERROR, timed_out=True) from exc
         if operations is not None:
             result = apply_operations(doc, operations)
             _record(clock, result, attempt)
@@ -398,11 +404,12 @@ def _delta(plan: Plan, decided: Outcome, clock: RefreshClock) -> Outcome:
         if attempt == 2:
             if operations is None:
                 raise _delta_fail(f"the delta operations answer could not be read on the retry: {error}",
-                                  "structured_doc_unreadable")
+                                  RefreshFailureReason.STRUCTURED_DOC_UNREADABLE)
             assert result is not None
             raise _delta_fail(
                 f"every delta operation was dropped, twice (last: "
-                f"{'; '.join(d['reason'] for d in result.skipped[:5])})", "delta_ops_all_skipped")
+                f"{'; '.join(d['reason'] for d in result.skipped[:5])})",
+                RefreshFailureReason.DELTA_OPS_ALL_SKIPPED)
         # Ask once more (DL-4), showing the answer, what was wrong with it and the real ids.
         if operations is None:
             answer_text, retry = "(unreadable)", _retry_message(doc=doc, result=None, error=error)
@@ -418,12 +425,14 @@ def _delta(plan: Plan, decided: Outcome, clock: RefreshClock) -> Outcome:
             "delta_operations.skipped for what did not make it into the document")
     merged = render(result.document)
     if not merged.strip():
-        raise _delta_fail("the delta operations would leave the document empty", "delta_not_applied")
+        raise _delta_fail("the delta operations would leave the document empty",
+                          RefreshFailureReason.DELTA_NOT_APPLIED)
     current = model.content or ""
     previous = (model.reflect_response or {}).get("based_on")
     return replace(
         decided,
-        outcome="content_unchanged" if merged == current else "content_written",
+        outcome=RefreshOutcome.CONTENT_UNCHANGED if merged == current
+        else RefreshOutcome.CONTENT_WRITTEN,
         content=merged,
         document=result.document.as_json(),
         based_on=_accumulate(previous, decided.based_on),
@@ -505,8 +514,8 @@ def _extract(plan: Plan, decided: Outcome, clock: RefreshClock) -> None:
     except (LLMError, TimeoutError) as exc:
         failure = f"structured output could not be produced: {type(exc).__name__}: {exc}"
     if failure:
-        raise _fail(failure, outcome="refresh_failed_structured_output",
-                    reason="structured_output_failed")
+        raise _fail(failure, outcome=RefreshOutcome.REFRESH_FAILED_STRUCTURED_OUTPUT,
+                    reason=RefreshFailureReason.STRUCTURED_OUTPUT_FAILED)
     decided.structured_output = answer.data
     decided.structured_extracted = True
 
@@ -568,7 +577,8 @@ def _persist(plan: Plan, decided: Outcome, trace: dict[str, Any], job: Job | Non
                   "reflect_response", "updated_at"]
         model.last_refreshed_at = ClockTimestamp()
         model.last_refresh_failed_at = None
-        if decided.outcome in ("content_written", "content_unchanged") or not (
+        if decided.outcome in (RefreshOutcome.CONTENT_WRITTEN,
+                               RefreshOutcome.CONTENT_UNCHANGED) or not (
             model.content or ""
         ).strip():
             # The query this document now answers (DL-5 compares against it). A refresh that
@@ -576,13 +586,14 @@ def _persist(plan: Plan, decided: Outcome, trace: dict[str, Any], job: Job | Non
             # fall back to full for it.
             model.last_refresh_source_query = plan.model.source_query
         model.updated_at = ClockTimestamp()
-        if plan.effective_mode == "full":
+        if plan.effective_mode == RefreshMode.FULL:
             model.last_full_refreshed_at = ClockTimestamp()
             fields.append("last_full_refreshed_at")
         if decided.watermark is not None:
             model.last_memory_seen_at = decided.watermark
             fields.append("last_memory_seen_at")
-        if decided.reflected and decided.outcome in ("content_written", "content_unchanged"):
+        if decided.reflected and decided.outcome in (RefreshOutcome.CONTENT_WRITTEN,
+                                                     RefreshOutcome.CONTENT_UNCHANGED):
             response: dict[str, Any] = {
                 "text": decided.content,
                 "outcome": decided.outcome,
@@ -643,8 +654,8 @@ def _retrieval(step: str) -> Iterator[None]:
     try:
         yield
     except DatabaseError as exc:
-        raise _fail(f"retrieval failed ({step}): {exc}", outcome="refresh_failed_error",
-                    reason="retrieval_failed") from exc
+        raise _fail(f"retrieval failed ({step}): {exc}", outcome=RefreshOutcome.REFRESH_FAILED_ERROR,
+                    reason=RefreshFailureReason.RETRIEVAL_FAILED) from exc
 
 
 def _run(
@@ -664,12 +675,12 @@ def _run(
         )
     watermark = newest if newest is not None else model.last_memory_seen_at
     preserved = Outcome(
-        outcome="content_preserved_no_new_facts", content=model.content or "",
+        outcome=RefreshOutcome.CONTENT_PRESERVED_NO_NEW_FACTS, content=model.content or "",
         candidate="", watermark=watermark, based_on={}, mental_models=[],
     )
     # An automatic run that asks for mode full is a due full_refresh_cron: a periodic rebuild
     # runs regardless of staleness (OP-5); every other automatic run re-checks it (OP-1).
-    if automatic and mode != "full":
+    if automatic and mode != RefreshMode.FULL:
         with _retrieval("re-checking staleness"):
             stale = stale_flags([model])[model.uid]
         if not stale:
@@ -687,9 +698,9 @@ def _run(
             return plan, preserved
     result = _gather(plan, clock)
     decided = _decide(plan, result, watermark)
-    if decided.outcome == "content_preserved_no_new_facts":
+    if decided.outcome == RefreshOutcome.CONTENT_PRESERVED_NO_NEW_FACTS:
         clock.warnings.append(NOTHING_CITED)
-    elif plan.effective_mode == "delta":
+    elif plan.effective_mode == RefreshMode.DELTA:
         decided = _delta(plan, decided, clock)
     else:
         # A full refresh stores its answer split, so the next delta refresh can edit it.
@@ -741,8 +752,8 @@ def refresh_run(
         clock.warnings.append(error)
         try:
             so_far: dict[str, Any] | None = build_trace(
-                clock.plan, clock, outcome="refresh_failed_error",
-                failure_reason="unexpected_error", error=error,
+                clock.plan, clock, outcome=RefreshOutcome.REFRESH_FAILED_ERROR,
+                failure_reason=RefreshFailureReason.UNEXPECTED_ERROR, error=error,
             )
         except Exception:  # no trace: the failure stands
             so_far = None
@@ -752,7 +763,9 @@ def refresh_run(
                   tool_outputs=clock.tool_outputs)
 
 
-_DELTA_ANSWERS = ("delta_ops_all_skipped", "structured_doc_unreadable", "delta_not_applied")
+_DELTA_ANSWERS = (RefreshFailureReason.DELTA_OPS_ALL_SKIPPED,
+                  RefreshFailureReason.STRUCTURED_DOC_UNREADABLE,
+                  RefreshFailureReason.DELTA_NOT_APPLIED)
 
 
 def refresh_dry_run(*, bank_id: str, mental_model_id: str) -> Preview:

@@ -111,7 +111,8 @@ class Report:
 @dataclass
 class Preview:
     """What a dry run found: the refresh it would make, nothing written
-    (``mentalmodels.api.preview.render_preview`` gives its wire shape)."""
+    (``mentalmodels.api.preview.MentalModelDryRunRefreshResultSerializer`` renders its wire
+    shape)."""
 
     model: MentalModel
     plan: Plan

@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 
+from mentalmodels.refresh_types import RefreshMode
+
 if TYPE_CHECKING:
     from mentalmodels.refresh_types import Plan
 
@@ -111,7 +113,7 @@ def build_trace(
         tool_calls.append(entry)
     trace: dict[str, Any] = {
         "recorded_at": iso_z(datetime.now(UTC)),
-        "effective_mode": plan.effective_mode if plan else "full",
+        "effective_mode": plan.effective_mode if plan else RefreshMode.FULL,
         "mode_fallback_reason": plan.mode_fallback_reason if plan else None,
         "outcome": outcome,
         "tool_calls": tool_calls,

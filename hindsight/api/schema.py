@@ -14,6 +14,7 @@ from drf_spectacular.plumbing import build_basic_type
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema_field
 from rest_framework import serializers
+from rest_framework.fields import empty
 
 _STATUS_TEXT = {
     400: "Bad request (or the LLM is not configured)",
@@ -91,6 +92,40 @@ class ClosedObjectExtension(OpenApiSerializerExtension):
 
 
 # --- query parameters, as the OpenAPI document declares them ---------------------------------
+
+
+def _query_type(field: serializers.Field) -> dict[str, Any]:
+    if isinstance(field, serializers.BooleanField):
+        return {"type": "boolean"}
+    if isinstance(field, serializers.IntegerField):
+        return dict(build_basic_type(OpenApiTypes.INT) or {})
+    if isinstance(field, serializers.ListField):
+        return {"type": "array", "items": _query_type(field.child)}
+    return {"type": "string"}
+
+
+def query_parameters(serializer_class: type[serializers.Serializer]) -> list[OpenApiParameter]:
+    """The query parameters a query serializer parses, documented from its fields: the JSON type
+    of the field's DRF class, its choices (without the blank or null a query string cannot
+    tell from a parameter left out), default, bounds, length and help text. A list is the
+    parameter repeated (``explode``)."""
+    parameters = []
+    for name, field in serializer_class().fields.items():
+        schema = _query_type(field)
+        if isinstance(field, serializers.ChoiceField):
+            schema["enum"] = [value for value in field.choices if value not in ("", None)]
+        if field.default is not empty and not callable(field.default):
+            schema["default"] = field.default
+        for attribute, keyword in (("min_value", "minimum"), ("max_value", "maximum"),
+                                   ("max_length", "maxLength")):
+            bound = getattr(field, attribute, None)
+            if bound is not None and not isinstance(field, serializers.ListField):
+                schema[keyword] = bound
+        parameters.append(OpenApiParameter(
+            name, schema, OpenApiParameter.QUERY, description=str(field.help_text or ""),
+            explode=True if isinstance(field, serializers.ListField) else None,
+        ))
+    return parameters
 
 
 def query_int(name: str, default: int, *, minimum: int = 0, maximum: int | None = None,

@@ -43,7 +43,8 @@ class InputSerializer(serializers.Serializer):
         return serializer.validated_data
 
 
-# Query parameters: problems are located at ``["query", name]``.
+# Query parameters: problems are located at ``["query", name]``. The same fields document the
+# parameters (``hindsight.api.schema.query_parameters``).
 class QuerySerializer(InputSerializer):
     location: ClassVar[str] = "query"
 
@@ -54,19 +55,28 @@ class ClosedSerializer(serializers.Serializer):
     pass
 
 
-# Unknown keys are one 422 naming them, before any field is checked (the banks' requests).
+# Unknown keys are one 422 naming them, before any field is checked (the banks' requests). An
+# app may word the problem its own way (``unknown_field_message``, ``unknown_field_code``) and
+# list the keys in its order (``unknown_fields``).
 class StrictSerializer(ClosedSerializer):
+    unknown_field_code: ClassVar[str] = "extra_forbidden"
+
+    def unknown_fields(self, data: Mapping[str, Any]) -> list[str]:
+        """The keys sent that the serializer does not declare, in the order sent."""
+        return [key for key in data if key not in self.fields]
+
+    def unknown_field_message(self, key: str) -> str:
+        return (f"unknown field {key!r}: this server does not accept it "
+                f"(allowed: {', '.join(sorted(self.fields))})")
+
     def to_internal_value(self, data: Any) -> Any:
         if isinstance(data, dict):
-            unknown = [key for key in data if key not in self.fields]
+            unknown = self.unknown_fields(data)
             if unknown:
                 raise ValidationError(
                     {
-                        key: [ErrorDetail(
-                            f"unknown field {key!r}: this server does not accept it "
-                            f"(allowed: {', '.join(sorted(self.fields))})",
-                            code="extra_forbidden",
-                        )]
+                        key: [ErrorDetail(self.unknown_field_message(key),
+                                          code=self.unknown_field_code)]
                         for key in unknown
                     }
                 )

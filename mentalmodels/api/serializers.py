@@ -32,13 +32,15 @@ from hindsight.api.serializers import (
     WireTypedField,
 )
 from hindsight.tagscope import MAX_TAG_LENGTH, TAGS_MATCH_MODES
-from mentalmodels.models import HISTORY_KINDS, MentalModel, MentalModelHistory
+from mentalmodels.models import HISTORY_KINDS, HistoryKind, MentalModel, MentalModelHistory
 from mentalmodels.refresh_types import RefreshMode
 from mentalmodels.selectors import LIST_TAGS_MATCH
 from mentalmodels.services import mental_model_id_problem
 from mentalmodels.triggers import BUDGETS, FACT_TYPES, trigger_fill, trigger_normalize
 
 DETAILS = ("metadata", "content", "full")
+DETAIL_HELP = ("'metadata' (names, tags, staleness), 'content' (adds content and config), "
+               "'full' (adds reflect_response)")
 MAX_TOKENS_RANGE = (256, 8192)
 LIST_LIMIT_MAX = 1000
 # Offsets past PostgreSQL's bigint are a database error; no page is that far anyway.
@@ -301,6 +303,9 @@ class DryRunRefreshRequestSerializer(_NoParametersRequest):
 
 
 # --- query strings -----------------------------------------------------------------------------
+#
+# Each field is also the DRF field of its JSON type (choice, integer, list, boolean), so the
+# query serializers document their parameters (``hindsight.api.schema.query_parameters``).
 
 
 class _QueryField(WireTypedField):
@@ -311,8 +316,11 @@ class _QueryField(WireTypedField):
         return empty if raw is None or raw == "" else raw
 
 
-class DetailField(_QueryField):
+class DetailField(_QueryField, serializers.ChoiceField):
     default_error_messages = {"literal_error": "Input should be 'metadata', 'content' or 'full'"}
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(choices=DETAILS, help_text=DETAIL_HELP, **kwargs)
 
     def to_internal_value(self, data: Any) -> str:
         if data not in DETAILS:
@@ -320,30 +328,29 @@ class DetailField(_QueryField):
         return data
 
 
-class QueryIntField(_QueryField):
+class QueryIntField(_QueryField, serializers.IntegerField):
     default_error_messages = {
         "int_parsing": "Input should be a valid integer",
         "value_error": "Input should be {bound}",
     }
 
-    def __init__(self, *, low: int, high: int | None = None, **kwargs: Any) -> None:
-        self.low, self.high = low, high
-        super().__init__(**kwargs)
-
     def to_internal_value(self, data: Any) -> int:
+        low, high = self.min_value, self.max_value
         try:
             value = int(data)
         except ValueError:
             self.fail("int_parsing")
-        if value < self.low or (self.high is not None and value > self.high):
-            bound = (f"between {self.low} and {self.high}" if self.high is not None
-                     else f"at least {self.low}")
+        if (low is not None and value < low) or (high is not None and value > high):
+            bound = f"between {low} and {high}" if high is not None else f"at least {low}"
             self.fail("value_error", bound=bound)
         return value
 
 
-class QueryTagsField(WireTypedField):
+class QueryTagsField(WireTypedField, serializers.ListField):
     default_error_messages = {"null_characters_not_allowed": NUL_MSG}
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(child=serializers.CharField(), **kwargs)
 
     def get_value(self, dictionary: Any) -> Any:
         return [t for t in dictionary.getlist(self.field_name) if t != ""]
@@ -354,8 +361,11 @@ class QueryTagsField(WireTypedField):
         return data
 
 
-class TagsMatchField(_QueryField):
+class TagsMatchField(_QueryField, serializers.ChoiceField):
     default_error_messages = {"literal_error": "Input should be 'any', 'all' or 'exact'"}
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(choices=LIST_TAGS_MATCH, **kwargs)
 
     def to_internal_value(self, data: Any) -> str:
         if data not in LIST_TAGS_MATCH:
@@ -363,7 +373,7 @@ class TagsMatchField(_QueryField):
         return data
 
 
-class QueryBoolField(WireTypedField):
+class QueryBoolField(WireTypedField, serializers.BooleanField):
     """Accepted and checked (``true``/``false``/``1``/``0``), sent empty too."""
 
     default_error_messages = {"bool_parsing": "Input should be a valid boolean"}
@@ -388,12 +398,15 @@ class MentalModelListQuerySerializer(QuerySerializer):
     """``GET …/mental-models``: every problem in one 422, in this order."""
 
     detail = DetailField(required=False, default="metadata")
-    limit = QueryIntField(low=1, high=LIST_LIMIT_MAX, required=False, default=100)
-    offset = QueryIntField(low=0, high=OFFSET_MAX, required=False, default=0)
-    tags = QueryTagsField(required=False)
-    tags_match = TagsMatchField(required=False, default="any")
-    # Accepted for upstream's clients; this service has no knowledge pages.
-    exclude_knowledge_pages = QueryBoolField(required=False)
+    limit = QueryIntField(min_value=1, max_value=LIST_LIMIT_MAX, required=False, default=100)
+    offset = QueryIntField(min_value=0, max_value=OFFSET_MAX, required=False, default=0)
+    tags = QueryTagsField(required=False,
+                          help_text="Filter by tags (repeat the parameter for several)")
+    tags_match = TagsMatchField(required=False, default="any", help_text="How to match tags")
+    exclude_knowledge_pages = QueryBoolField(
+        required=False, default=False,
+        help_text="Accepted for upstream's clients; this service has no knowledge pages",
+    )
 
 
 # --- responses -----------------------------------------------------------------------------------
@@ -503,11 +516,11 @@ class MentalModelHistoryEntrySerializer(serializers.Serializer):
     def render(entry: MentalModelHistory) -> dict[str, Any]:
         """The declared fields in their order; a failure leaves out the versions-only field, a
         version the failures-only ones."""
-        if entry.kind == "failure":
+        if entry.kind == HistoryKind.FAILURE:
             return {
                 "previous_content": None,
                 "changed_at": iso(entry.changed_at),
-                "kind": "failure",
+                "kind": HistoryKind.FAILURE,
                 "reason": entry.reason,
                 "exception": entry.exception,
                 "operation_id": str(entry.operation_id) if entry.operation_id else None,
@@ -516,5 +529,5 @@ class MentalModelHistoryEntrySerializer(serializers.Serializer):
             "previous_content": entry.previous_content,
             "previous_reflect_response": entry.previous_reflect_response,
             "changed_at": iso(entry.changed_at),
-            "kind": "version",
+            "kind": HistoryKind.VERSION,
         }

@@ -10,11 +10,10 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from hindsight.api.schema import errors
+from hindsight.api.schema import errors, query_parameters
 from mentalmodels import selectors, services
-from mentalmodels.api import schema
 from mentalmodels.api import serializers as s
-from mentalmodels.api.preview import render_preview
+from mentalmodels.api.preview import MentalModelDryRunRefreshResultSerializer
 from mentalmodels.models import MentalModel
 from mentalmodels.pipeline import refresh_dry_run
 from mentalmodels.staleness import stale_flags
@@ -34,7 +33,8 @@ def _full(model: MentalModel) -> dict[str, Any]:
 
 
 class MentalModelCollection(APIView):
-    @extend_schema(operation_id="list_mental_models", parameters=schema.LIST_PARAMS,
+    @extend_schema(operation_id="list_mental_models",
+                   parameters=query_parameters(s.MentalModelListQuerySerializer),
                    responses={200: s.MentalModelListResponseSerializer, **errors(404, 422)})
     def get(self, request: Request, bank_id: str) -> Response:
         query = s.MentalModelListQuerySerializer.parse(request.query_params)
@@ -67,7 +67,8 @@ class MentalModelCollection(APIView):
 
 
 class MentalModelItem(APIView):
-    @extend_schema(operation_id="get_mental_model", parameters=schema.GET_PARAMS,
+    @extend_schema(operation_id="get_mental_model",
+                   parameters=query_parameters(s.MentalModelQuerySerializer),
                    responses={200: s.MentalModelResponseSerializer, **errors(404, 422)})
     def get(self, request: Request, bank_id: str, mental_model_id: str) -> Response:
         detail = s.MentalModelQuerySerializer.parse(request.query_params)["detail"]
@@ -135,10 +136,10 @@ class MentalModelHistoryView(APIView):
 class MentalModelDryRun(APIView):
     # The body takes no parameters (``DryRunRefreshRequestSerializer``): documented as none.
     @extend_schema(operation_id="dry_run_refresh_mental_model", request=None,
-                   responses={200: schema.MentalModelDryRunRefreshResultSerializer,
+                   responses={200: MentalModelDryRunRefreshResultSerializer,
                               **errors(400, 404, 502, 503, 504)})
     def post(self, request: Request, bank_id: str, mental_model_id: str) -> Response:
         if selectors.mental_model_exists(bank_id=bank_id, mental_model_id=mental_model_id):
             s.DryRunRefreshRequestSerializer.parse(_body(request))
         preview = refresh_dry_run(bank_id=bank_id, mental_model_id=mental_model_id)
-        return Response(render_preview(preview))
+        return Response(MentalModelDryRunRefreshResultSerializer.render(preview))

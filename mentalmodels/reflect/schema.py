@@ -17,7 +17,8 @@ from hindsight.banks.schema import TokenUsageSerializer
 
 
 class ReflectStrictSerializerExtension(ClosedObjectExtension):
-    target_class = "mentalmodels.reflect.serializers.StrictSerializer"
+    target_class = "mentalmodels.reflect.serializers.ReflectStrictSerializer"
+    priority = 1  # over ClosedObjectExtension, which matches these serializers too
     component_names: ClassVar[dict[str, str]] = {
         "mentalmodels.reflect.serializers.IncludeSerializer": "ReflectIncludeOptions",
         "mentalmodels.reflect.serializers.FactsIncludeSerializer": "FactsIncludeOptions",

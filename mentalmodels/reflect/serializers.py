@@ -9,10 +9,12 @@ Accepted but without effect here: ``apply_all_directives`` (this service has no 
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, ClassVar
 
 from rest_framework import serializers
 
+from hindsight.api.serializers import StrictSerializer
 from hindsight.errors import FieldErrors
 from hindsight.tagscope import TagScope
 from mentalmodels.reflect.result import ReflectResult
@@ -21,29 +23,27 @@ from mentalmodels.triggers import response_schema_problems
 MEMORY_BUCKETS = ("world", "experience", "opinion", "observation")
 
 
-class StrictSerializer(serializers.Serializer):
-    """A serializer that refuses keys it does not declare, naming them."""
+# hindsight.api's strict serializer in reflect's wording (its answers, kept byte for byte): the
+# unknown keys sorted, each naming the accepted ones in declaration order.
+class ReflectStrictSerializer(StrictSerializer):
+    unknown_field_code: ClassVar[str] = "invalid"
 
-    def to_internal_value(self, data: Any) -> Any:
-        if isinstance(data, dict):
-            unknown = sorted(set(data) - set(self.fields))
-            if unknown:
-                raise serializers.ValidationError(
-                    {key: [f"unknown field '{key}'; accepted: {', '.join(self.fields)}"]
-                     for key in unknown}
-                )
-        return super().to_internal_value(data)
+    def unknown_fields(self, data: Mapping[str, Any]) -> list[str]:
+        return sorted(set(data) - set(self.fields))
+
+    def unknown_field_message(self, key: str) -> str:
+        return f"unknown field '{key}'; accepted: {', '.join(self.fields)}"
 
 
-class FactsIncludeSerializer(StrictSerializer):
+class FactsIncludeSerializer(ReflectStrictSerializer):
     pass
 
 
-class ToolCallsIncludeSerializer(StrictSerializer):
+class ToolCallsIncludeSerializer(ReflectStrictSerializer):
     output = serializers.BooleanField(required=False, default=True)
 
 
-class IncludeSerializer(StrictSerializer):
+class IncludeSerializer(ReflectStrictSerializer):
     facts = FactsIncludeSerializer(required=False, allow_null=True, default=None)
     tool_calls = ToolCallsIncludeSerializer(required=False, allow_null=True, default=None)
 
@@ -67,7 +67,7 @@ class StrictCharField(serializers.CharField):
         return super().to_internal_value(data)
 
 
-class ReflectRequestSerializer(StrictSerializer):
+class ReflectRequestSerializer(ReflectStrictSerializer):
     query = StrictCharField(trim_whitespace=False)
     budget = serializers.ChoiceField(choices=("low", "mid", "high"), default="low")
     context = StrictCharField(  # type: ignore[assignment]  # a wire field named like Field.context

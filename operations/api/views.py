@@ -11,22 +11,23 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from hindsight.api.schema import errors as api_errors
+from hindsight.api.schema import query_parameters
 from hindsight.errors import BadRequest, NotFound
 from operations.actions import operation_cancel, operation_delete, operation_retry
-from operations.api import schema
 from operations.api.serializers import (
+    OperationActionResponseSerializer,
     OperationGetQuery,
     OperationsListQuery,
-    operation_list_item,
-    operation_not_found,
-    operation_status,
+    OperationsListResponseSerializer,
+    OperationStatusResponseSerializer,
 )
 from operations.selectors import operation_report, operations_bank_exists, operations_list
 
 
 def _doc(operation_id: str, *, response: Any, params: Any = (),
          statuses: tuple[int, ...] = ()) -> Any:
-    """OpenAPI metadata with upstream's operation ids (shapes: ``operations.api.schema``)."""
+    """OpenAPI metadata with upstream's operation ids: the response serializer that renders the
+    answer documents it."""
     return extend_schema(
         operation_id=operation_id,
         request=None,
@@ -43,8 +44,8 @@ def _operation_uuid(operation_id: str) -> uuid.UUID:
 
 
 class OperationsListView(APIView):
-    @_doc("list_operations", response=schema.OperationsListResponseSerializer,
-          params=schema.LIST_PARAMS, statuses=(404, 422))
+    @_doc("list_operations", response=OperationsListResponseSerializer,
+          params=query_parameters(OperationsListQuery), statuses=(404, 422))
     def get(self, request: Request, bank_id: str) -> Response:
         query = OperationsListQuery.parse(request.query_params)
         if not operations_bank_exists(bank_id=bank_id):
@@ -56,48 +57,48 @@ class OperationsListView(APIView):
             limit=query["limit"],
             offset=query["offset"],
         )
-        return Response({
-            "bank_id": bank_id,
-            "total": total,
-            "limit": query["limit"],
-            "offset": query["offset"],
-            "operations": [operation_list_item(report) for report in page],
-        })
+        return Response(OperationsListResponseSerializer.render(
+            bank_id, page, total=total, limit=query["limit"], offset=query["offset"]
+        ))
 
 
 class OperationView(APIView):
-    @_doc("get_operation_status", response=schema.OperationStatusResponseSerializer,
-          params=schema.GET_PARAMS, statuses=(400, 422))
+    @_doc("get_operation_status", response=OperationStatusResponseSerializer,
+          params=query_parameters(OperationGetQuery), statuses=(400, 422))
     def get(self, request: Request, bank_id: str, operation_id: str) -> Response:
         op_uuid = _operation_uuid(operation_id)
         query = OperationGetQuery.parse(request.query_params)
         report = operation_report(bank_id=bank_id, operation_id=op_uuid)
         if report is None:
-            return Response(operation_not_found(operation_id))
-        return Response(operation_status(report, include_payload=query["include_payload"]))
+            return Response(OperationStatusResponseSerializer.render_not_found(operation_id))
+        return Response(OperationStatusResponseSerializer.render(
+            report, include_payload=query["include_payload"]
+        ))
 
-    @_doc("cancel_operation", response=schema.OperationActionResponseSerializer,
+    @_doc("cancel_operation", response=OperationActionResponseSerializer,
           statuses=(400, 404, 409))
     def delete(self, request: Request, bank_id: str, operation_id: str) -> Response:
         op = operation_cancel(bank_id=bank_id, operation_id=_operation_uuid(operation_id))
-        return Response({"success": True, "message": f"Operation {op.id} cancelled",
-                         "operation_id": str(op.id)})
+        return Response(OperationActionResponseSerializer.render(
+            op.id, f"Operation {op.id} cancelled"
+        ))
 
 
 class OperationRetryView(APIView):
-    @_doc("retry_operation", response=schema.OperationActionResponseSerializer,
+    @_doc("retry_operation", response=OperationActionResponseSerializer,
           statuses=(400, 404, 409))
     def post(self, request: Request, bank_id: str, operation_id: str) -> Response:
         op, message = operation_retry(bank_id=bank_id,
                                       operation_id=_operation_uuid(operation_id))
-        return Response({"success": True, "message": message, "operation_id": str(op.id)})
+        return Response(OperationActionResponseSerializer.render(op.id, message))
 
 
 class OperationDeleteView(APIView):
-    @_doc("delete_operation", response=schema.OperationActionResponseSerializer,
+    @_doc("delete_operation", response=OperationActionResponseSerializer,
           statuses=(400, 404, 409))
     def delete(self, request: Request, bank_id: str, operation_id: str) -> Response:
         op_uuid = _operation_uuid(operation_id)
         operation_delete(bank_id=bank_id, operation_id=op_uuid)
-        return Response({"success": True, "message": f"Operation {op_uuid} deleted",
-                         "operation_id": str(op_uuid)})
+        return Response(OperationActionResponseSerializer.render(
+            op_uuid, f"Operation {op_uuid} deleted"
+        ))

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 import pytest
 
 from hindsight.banks.models import MemoryUnit
-from mentalmodels.api.preview import render_preview
+from mentalmodels.api.preview import MentalModelDryRunRefreshResultSerializer
 from mentalmodels.document import render_json, split
 from mentalmodels.errors import DryRunFailed
 from mentalmodels.models import MentalModel
@@ -278,8 +278,8 @@ def test_dry_run_reports_delta_operations_preview_and_diff_and_writes_nothing(ba
         {"op": "append_block", "section_id": "log", "markdown": "- Bob joined"},
         {"op": "remove_block", "section_id": "log", "block_id": "b-nope"},
     ])
-    body = render_preview(refresh_dry_run(bank_id=bank.id, mental_model_id="team"))
-    again = render_preview(refresh_dry_run(bank_id=bank.id, mental_model_id="team"))
+    body = MentalModelDryRunRefreshResultSerializer.render(refresh_dry_run(bank_id=bank.id, mental_model_id="team"))
+    again = MentalModelDryRunRefreshResultSerializer.render(refresh_dry_run(bank_id=bank.id, mental_model_id="team"))
     assert body["effective_mode"] == "delta" and body["mode_fallback_reason"] is None
     # The same window twice (the cutoff is each run's own snapshot).
     assert body["window"]["created_after"] == again["window"]["created_after"]
@@ -299,7 +299,7 @@ def test_dry_run_of_a_delta_that_cannot_apply_answers_its_outcome(bank, scripted
     baseline(bank, scripted_llm)
     make_memory(bank, "Bob joined", embed=True)
     delta_llm(scripted_llm, lambda call: [{"op": "remove_section", "section_id": "nope"}])
-    body = render_preview(refresh_dry_run(bank_id=bank.id, mental_model_id="team"))
+    body = MentalModelDryRunRefreshResultSerializer.render(refresh_dry_run(bank_id=bank.id, mental_model_id="team"))
     assert body["outcome"] == "refresh_failed_delta_not_applied"
     assert body["would_persist"] is False and body["preview_content"] == BASELINE
     assert len(body["delta_operations"]["skipped"]) == 2 and body["diff"] == ""

@@ -10,7 +10,7 @@ from django.db import transaction
 
 from hindsight.banks.models import MemoryUnit
 from hindsight.banks.writeclock import hold_bank_write_lock
-from mentalmodels.api.preview import render_preview
+from mentalmodels.api.preview import MentalModelDryRunRefreshResultSerializer
 from mentalmodels.models import MentalModel, MentalModelHistory
 from mentalmodels.pipeline import NOTHING_READABLE, RefreshFailed, refresh_dry_run, refresh_run
 from tests.factories import make_memory, make_mental_model
@@ -257,8 +257,8 @@ def test_dry_run_twice_is_identical_and_writes_nothing(bank, scripted_llm):
     model = make_mental_model(bank, "team", content="old line\n")
     answer_with(scripted_llm, "new line", [str(unit.id)])
     before = row(model)
-    first = render_preview(refresh_dry_run(bank_id=bank.id, mental_model_id="team"))
-    second = render_preview(refresh_dry_run(bank_id=bank.id, mental_model_id="team"))
+    first = MentalModelDryRunRefreshResultSerializer.render(refresh_dry_run(bank_id=bank.id, mental_model_id="team"))
+    second = MentalModelDryRunRefreshResultSerializer.render(refresh_dry_run(bank_id=bank.id, mental_model_id="team"))
     assert row(model) == before
     assert MentalModelHistory.objects.count() == 0
     volatile = ("duration_ms", "trace", "window")

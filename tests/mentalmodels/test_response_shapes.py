@@ -8,6 +8,16 @@ from datetime import UTC, datetime
 
 import pytest
 
+from hindsight.tagscope import TagScope
+from mentalmodels.api.preview import (
+    LLMCallTraceSerializer,
+    MentalModelDryRunRefreshResultSerializer,
+    MentalModelFactCountsSerializer,
+    MentalModelRefreshScopeSerializer,
+    MentalModelRefreshTraceSerializer,
+    MentalModelRefreshWindowSerializer,
+    MentalModelTraceToolCallSerializer,
+)
 from mentalmodels.api.serializers import (
     DETAILS,
     AsyncOperationSubmitResponseSerializer,
@@ -18,6 +28,8 @@ from mentalmodels.api.serializers import (
     MentalModelResponseSerializer,
 )
 from mentalmodels.models import MentalModel, MentalModelHistory
+from mentalmodels.refresh_types import Outcome, Plan, Preview
+from mentalmodels.trace import RefreshClock, build_trace
 
 NOW = datetime(2025, 1, 1, tzinfo=UTC)
 
@@ -61,3 +73,54 @@ def test_a_history_entry_has_the_declared_fields_in_order_but_the_other_kinds(
     # What a kind leaves out is what the document marks optional for it.
     fields = MentalModelHistoryEntrySerializer().fields
     assert all(not fields[name].required for name in left_out)
+
+
+# --- the dry run ---------------------------------------------------------------------------------
+
+
+def _preview(effective_mode: str, *, with_tool_call: bool = True) -> Preview:
+    model = MentalModel(bank_id="b", mental_model_id="m", name="n", content="old\n")
+    plan = Plan(model=model, requested_mode=effective_mode, effective_mode=effective_mode,
+                mode_fallback_reason=None, scope=TagScope(tags=("t",), fact_types=("world",)),
+                cutoff=NOW, window_after=NOW if effective_mode == "delta" else None,
+                exclude_mental_models=False, exclude_ids=["m"], budget="mid",
+                response_schema=None, keep_trace=False)
+    outcome = Outcome(outcome="content_written", content="new\n", candidate="new\n",
+                      watermark=NOW, based_on={"world": [{"id": "x"}]}, mental_models=[],
+                      reflected=True, facts_retrieved={"world": 1}, facts_used={"world": 1})
+    clock = RefreshClock()
+    clock.plan = plan
+    if with_tool_call:
+        clock.tool_calls.append({"name": "recall", "input": {"query": "q"}, "result_count": 1,
+                                 "duration_ms": 3, "iteration": 1})
+        clock.tool_outputs.append({"facts": [], "count": 0})
+        clock.llm_calls.append({"scope": "agent_1", "duration_ms": 2})
+    trace = build_trace(plan, clock, outcome="content_written", with_outputs=True)
+    return Preview(model=model, plan=plan, outcome=outcome, current_content="old\n",
+                   trace=trace, usage=dict(clock.usage), duration_ms=5, warnings=[])
+
+
+@pytest.mark.parametrize("effective_mode", ["full", "delta"])
+def test_a_dry_run_result_has_the_declared_fields_in_order(effective_mode: str) -> None:
+    body = MentalModelDryRunRefreshResultSerializer.render(_preview(effective_mode))
+    assert list(body) == _declared(MentalModelDryRunRefreshResultSerializer)
+    assert list(body["scope"]) == _declared(MentalModelRefreshScopeSerializer)
+    assert list(body["window"]) == _declared(MentalModelRefreshWindowSerializer)
+    assert list(body["facts"]) == _declared(MentalModelFactCountsSerializer)
+
+
+@pytest.mark.parametrize("with_outputs", [True, False])
+def test_the_trace_a_refresh_records_has_the_declared_fields_in_order(with_outputs: bool) -> None:
+    plan = _preview("full").plan
+    clock = RefreshClock()
+    clock.tool_calls.append({"name": "recall", "input": {}, "duration_ms": 1, "iteration": 1})
+    clock.tool_outputs.append({"facts": [], "count": 0})
+    clock.llm_calls.append({"scope": "agent_1", "duration_ms": 2})
+    trace = build_trace(plan, clock, outcome="content_written", with_outputs=with_outputs)
+    assert list(trace) == _declared(MentalModelRefreshTraceSerializer)
+    (call,) = trace["tool_calls"]
+    declared_call = _declared(MentalModelTraceToolCallSerializer)
+    # A stored trace keeps no tool outputs: the field the document marks optional.
+    assert list(call) == (declared_call if with_outputs else declared_call[:-1])
+    assert not MentalModelTraceToolCallSerializer().fields[declared_call[-1]].required
+    assert [list(c) for c in trace["llm_calls"]] == [_declared(LLMCallTraceSerializer)]
