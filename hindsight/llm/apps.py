@@ -12,7 +12,6 @@ class LLMConfig(AppConfig):
 
     def ready(self) -> None:
         # The log writes rows, so its sink can only be attached once the app registry is ready.
-        from hindsight.llm.gateway import request_sink_register  # noqa: PLC0415
-        from hindsight.llm.log import llm_request_record  # noqa: PLC0415
+        from hindsight.llm.registrations import connect  # noqa: PLC0415
 
-        request_sink_register(llm_request_record)
+        connect()
