@@ -107,24 +107,30 @@ def seed(url: str, sizes: list[int], models: int, dims: int, rng: random.Random)
             for bank in banks:
                 cur.execute("INSERT INTO banks_bank (id, name, mission, disposition, config) "
                             "VALUES (%s, %s, '', '{}', '{}')", [bank, bank])
+        # A schema with stored token counts (retain writes them) gets them here too, as rows
+        # retained through the API would have; an older schema has no such column.
+        counter = _token_counter(conn)
         started = time.monotonic()
         for n, bank in [(n, f"hot-{n}") for n in sizes] + [(2000, LIST_BANK)]:
             with conn.cursor() as cur, cur.copy(
                 "COPY banks_memoryunit (id, bank_id, text, context, fact_type, tags, metadata, "
-                "entities, source_memory_ids, embedding) FROM STDIN WITH (FORMAT BINARY)"
+                "entities, source_memory_ids, embedding"
+                + (", text_tokens" if counter else "") + ") FROM STDIN WITH (FORMAT BINARY)"
             ) as copy:
                 copy.set_types(["uuid", "text", "text", "text", "text", "text[]", "jsonb",
-                                "text[]", "uuid[]", "vector"])
+                                "text[]", "uuid[]", "vector"] + (["int4"] if counter else []))
                 for start in range(0, n, 5000):
                     k = min(5000, n - start)
                     vectors = np_rng.standard_normal((k, dims)).astype(np.float32)
                     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+                    texts = [_sentence(rng) for _ in range(k)]
+                    counts = counter(texts) if counter else []
                     for row in range(k):
                         copy.write_row([
-                            uuid.uuid4(), bank, _sentence(rng), "bench",
+                            uuid.uuid4(), bank, texts[row], "bench",
                             rng.choice(("world", "world", "experience", "observation")),
                             rng.sample(TAGS, rng.randint(0, 2)), psycopg.types.json.Jsonb({}),
-                            [], [], vectors[row],
+                            [], [], vectors[row], *counts[row:row + 1],
                         ])
         conn.commit()
         timings["copy_s"] = round(time.monotonic() - started, 1)
@@ -160,6 +166,23 @@ def seed(url: str, sizes: list[int], models: int, dims: int, rng: random.Random)
         conn.commit()
     _psql(url, "VACUUM ANALYZE")
     return timings
+
+
+def _token_counter(conn: Any) -> Any:
+    """Word pieces per text as retain stores them, when the schema has ``text_tokens``."""
+    has_column = conn.execute(
+        "SELECT 1 FROM information_schema.columns WHERE table_name = 'banks_memoryunit' "
+        "AND column_name = 'text_tokens'").fetchone()
+    if not has_column:
+        return None
+    from tokenizers import Tokenizer
+
+    from hindsight.embeddings.local import tokenizer_path
+
+    tokenizer = Tokenizer.from_file(str(tokenizer_path()))
+    tokenizer.no_truncation()
+    tokenizer.no_padding()
+    return lambda texts: [len(e.ids) for e in tokenizer.encode_batch(texts, add_special_tokens=False)]
 
 
 def _run(cmd: list[str], *, cwd: Path, env: dict[str, str]) -> str:

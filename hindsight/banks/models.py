@@ -68,6 +68,11 @@ class MemoryUnit(models.Model):
     created_at = models.DateTimeField(db_default=ClockTimestamp())
     updated_at = models.DateTimeField(db_default=ClockTimestamp())
     embedding = VectorField(dimensions=settings.HINDSIGHT.embeddings_dimensions, null=True)
+    # Word pieces in ``text`` (``hindsight.banks.tokens``), counted once when retain writes the
+    # row, so recall's token budget does not tokenize every hit again. Null = not counted (a row
+    # from before the column, an observation, a text changed since: a trigger clears it, see
+    # migration 0004); recall counts those on the fly, so a null never changes a result.
+    text_tokens = models.PositiveIntegerField(null=True, blank=True, editable=False)
     search_vector = models.GeneratedField(
         expression=SearchVector(
             Left("text", SEARCH_TEXT_CHARS), Left("context", SEARCH_CONTEXT_CHARS),

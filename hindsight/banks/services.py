@@ -25,6 +25,7 @@ from hindsight.banks.models import Bank, MemoryUnit
 from hindsight.banks.retaintypes import RetainItem, RetainResult, Usage
 from hindsight.banks.selectors import bank_disposition, bank_mission
 from hindsight.banks.serializers import parse_datetime_value
+from hindsight.banks.tokens import count_tokens_to_store
 from hindsight.banks.writeclock import hold_bank_write_lock
 from hindsight.db import ClockTimestamp
 from hindsight.embeddings import EmbeddingError, get_embedder
@@ -284,9 +285,11 @@ def memories_retain(
         except EmbeddingError as exc:
             raise EmbeddingUnavailable(f"embedding failed: {exc}") from exc
 
+    # Counted once here, so recall's token budget reads the count instead of tokenizing hits.
+    token_counts = count_tokens_to_store([fact.text for _, fact in planned])
     now = timezone.now()
     units = []
-    for (item, fact), vector in zip(planned, vectors, strict=True):
+    for (item, fact), vector, tokens in zip(planned, vectors, token_counts, strict=True):
         tags = list(dict.fromkeys([*item.tags, *extra_tags]))
         # mentioned_at: when the content was said; "now" when not given, none when 'unset'.
         mentioned = None if item.timestamp_unset else (_parse_iso(item.timestamp) or now)
@@ -304,6 +307,7 @@ def memories_retain(
                 occurred_end=fact.occurred_end,
                 mentioned_at=mentioned,
                 embedding=vector,
+                text_tokens=tokens,
             )
         )
 
