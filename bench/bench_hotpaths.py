@@ -123,15 +123,15 @@ def seed(url: str, sizes: list[int], models: int, dims: int, rng: random.Random)
                     k = min(5000, n - start)
                     vectors = np_rng.standard_normal((k, dims)).astype(np.float32)
                     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
-                    texts = [_sentence(rng) for _ in range(k)]
-                    counts = counter(texts) if counter else []
-                    for row in range(k):
-                        copy.write_row([
-                            uuid.uuid4(), bank, texts[row], "bench",
-                            rng.choice(("world", "world", "experience", "observation")),
-                            rng.sample(TAGS, rng.randint(0, 2)), psycopg.types.json.Jsonb({}),
-                            [], [], vectors[row], *counts[row:row + 1],
-                        ])
+                    rows = [[
+                        uuid.uuid4(), bank, _sentence(rng), "bench",
+                        rng.choice(("world", "world", "experience", "observation")),
+                        rng.sample(TAGS, rng.randint(0, 2)), psycopg.types.json.Jsonb({}),
+                        [], [], vectors[row],
+                    ] for row in range(k)]
+                    counts = counter([r[2] for r in rows]) if counter else []
+                    for row, values in enumerate(rows):
+                        copy.write_row([*values, *counts[row:row + 1]])
         conn.commit()
         timings["copy_s"] = round(time.monotonic() - started, 1)
         started = time.monotonic()
