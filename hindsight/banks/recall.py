@@ -274,9 +274,7 @@ def memory_recall(
     uncounted = [i for i in ordered if rows[i].text_tokens is None]
     counted = dict(zip(uncounted, count_tokens_batch([rows[i].text for i in uncounted]),
                        strict=True))
-    token_counts = [
-        counted[i] if rows[i].text_tokens is None else rows[i].text_tokens for i in ordered
-    ]
+    token_counts = [counted.get(i, rows[i].text_tokens or 0) for i in ordered]
     hits: list[RecallHit] = []
     used = 0
     for memory_id, tokens in zip(ordered, token_counts, strict=True):
