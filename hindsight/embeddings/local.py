@@ -41,6 +41,8 @@ MAX_INTRA_OP_THREADS = 2
 # Single texts (recall queries) embedded recently, per process: a mental model's refresh asks the
 # same source query every time. The model is deterministic, so a cached vector is the vector.
 QUERY_CACHE_SIZE = 512
+# Longer single texts (a retained document) are not kept: a query is a sentence or two.
+QUERY_CACHE_MAX_CHARS = 2000
 
 
 def tokenizer_path() -> Path:
@@ -86,7 +88,8 @@ class LocalEmbedder(Embedder):
         # A session runs one batch at a time well; concurrent callers in one process would only
         # oversubscribe the two cores.
         self._lock = threading.Lock()
-        self._cache: OrderedDict[str, tuple[float, ...]] = OrderedDict()
+        # Float32 rows (1.5 KB each): ``tolist()`` gives back the very floats ``embed`` returns.
+        self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
         self._cache_lock = threading.Lock()
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
@@ -99,17 +102,19 @@ class LocalEmbedder(Embedder):
         return self._embed_many(texts)
 
     def _embed_one_cached(self, text: str) -> list[float]:
+        if len(text) > QUERY_CACHE_MAX_CHARS:
+            return self._embed_many([text])[0]
         with self._cache_lock:
             cached = self._cache.get(text)
             if cached is not None:
                 self._cache.move_to_end(text)
-                return list(cached)
-        (vector,) = self._embed_many([text])
+                return cached.tolist()
+        row = self._embed_batch([text])[0].astype(np.float32)
         with self._cache_lock:
-            self._cache[text] = tuple(vector)
+            self._cache[text] = row
             while len(self._cache) > QUERY_CACHE_SIZE:
                 self._cache.popitem(last=False)
-        return vector
+        return row.tolist()
 
     def _embed_many(self, texts: Sequence[str]) -> list[list[float]]:
         # Sorting by length keeps texts of similar length in one batch, so little padding is run.

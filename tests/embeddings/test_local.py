@@ -138,6 +138,9 @@ def test_a_single_text_is_embedded_once_then_served_from_a_bounded_cache(
     assert embedder.embed([text])[0] == first
     batched = embedder.embed([text, "another"])[0]  # a batch is embedded, not cached
     assert batched == pytest.approx(first, abs=1e-5) and runs == [2]
+    long_text = "word " * (local.QUERY_CACHE_MAX_CHARS // 5 + 1)  # a document, not a query
+    embedder.embed([long_text])
+    assert long_text not in embedder._cache
     monkeypatch.setattr(local, "QUERY_CACHE_SIZE", 2)
     for other in ("one", "two", "three"):
         embedder.embed([other])
