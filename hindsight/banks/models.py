@@ -48,7 +48,13 @@ class Bank(models.Model):
 
 class MemoryUnit(models.Model):
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
-    bank = models.ForeignKey(Bank, on_delete=models.CASCADE, related_name="memories")
+    # No index of its own: every read by bank goes through an index that starts with bank_id
+    # (below). The foreign key's own (and its varchar_pattern_ops twin) only gave the planner a
+    # worse path for "a bank's newest matches" (fetch and sort the whole bank rather than walk
+    # memory_bank_updated_idx backwards) and cost every insert two more B-trees.
+    bank = models.ForeignKey(
+        Bank, on_delete=models.CASCADE, related_name="memories", db_index=False
+    )
     text = models.TextField()
     context = models.TextField(blank=True, default="")
     fact_type = models.CharField(
@@ -68,6 +74,11 @@ class MemoryUnit(models.Model):
     created_at = models.DateTimeField(db_default=ClockTimestamp())
     updated_at = models.DateTimeField(db_default=ClockTimestamp())
     embedding = VectorField(dimensions=settings.HINDSIGHT.embeddings_dimensions, null=True)
+    # Word pieces in ``text`` (``hindsight.banks.tokens``), counted once when retain writes the
+    # row, so recall's token budget does not tokenize every hit again. Null = not counted (a row
+    # from before the column, an observation, a text changed since: a trigger clears it, see
+    # migration 0004); recall counts those on the fly, so a null never changes a result.
+    text_tokens = models.PositiveIntegerField(null=True, blank=True, editable=False)
     search_vector = models.GeneratedField(
         expression=SearchVector(
             Left("text", SEARCH_TEXT_CHARS), Left("context", SEARCH_CONTEXT_CHARS),

@@ -70,6 +70,7 @@ class _Row(NamedTuple):
     occurred_end: datetime | None
     mentioned_at: datetime | None
     source_memory_ids: list[Any]
+    text_tokens: int | None
 
 
 def _json_object(value: Any) -> dict[str, Any]:
@@ -109,6 +110,7 @@ def _filters(
 _HIT_COLUMNS = (
     "text", "context", "fact_type", "tags", "updated_at", "created_at", "document_id",
     "metadata", "entities", "occurred_start", "occurred_end", "mentioned_at", "source_memory_ids",
+    "text_tokens",
 )
 
 
@@ -208,9 +210,9 @@ def memory_recall(
 
     ``cutoff`` keeps memories stamped at or before it (a refresh's snapshot); ``updated_after``
     keeps those stamped after it (a delta window). The result fits ``max_tokens`` (memory
-    texts counted offline) and ``limit``. Raises ``EmbeddingError`` when the query cannot be
-    embedded (a refresh treats that as a failed retrieval). Runs no I/O inside a transaction:
-    the query is embedded first.
+    texts counted offline, once at retain) and ``limit``. Raises ``EmbeddingError`` when the
+    query cannot be embedded (a refresh treats that as a failed retrieval). Runs no I/O inside a
+    transaction: the query is embedded first.
     """
     candidates = max(BUDGET_CANDIDATES.get(budget, 60), limit or 0)
     if query_vector is None:
@@ -267,7 +269,12 @@ def memory_recall(
             for s in rows[i].source_memory_ids
         }
         ordered = [i for i in ordered if i not in superseded]
-    token_counts = count_tokens_batch([rows[i].text for i in ordered])
+    # The count retain stored with the text; the rows without one (older rows, observations, a
+    # text changed since) are counted now — the same count either way.
+    uncounted = [i for i in ordered if rows[i].text_tokens is None]
+    counted = dict(zip(uncounted, count_tokens_batch([rows[i].text for i in uncounted]),
+                       strict=True))
+    token_counts = [counted.get(i, rows[i].text_tokens or 0) for i in ordered]
     hits: list[RecallHit] = []
     used = 0
     for memory_id, tokens in zip(ordered, token_counts, strict=True):

@@ -8,6 +8,7 @@ before that transaction opens, never inside it.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Sequence
 from datetime import datetime
@@ -26,7 +27,8 @@ from hindsight.banks.operation_types import BankOperationType
 from hindsight.banks.retaintypes import RetainItem, RetainResult, Usage
 from hindsight.banks.selectors import bank_disposition, bank_mission
 from hindsight.banks.serializers import parse_datetime_value
-from hindsight.banks.writeclock import hold_bank_write_lock
+from hindsight.banks.tokens import count_tokens_to_store
+from hindsight.banks.writeclock import WRITE_LOCK_CLASS
 from hindsight.db import ClockTimestamp
 from hindsight.embeddings import EmbeddingError, get_embedder
 from hindsight.errors import (
@@ -286,9 +288,11 @@ def memories_retain(
         except EmbeddingError as exc:
             raise EmbeddingUnavailable(f"embedding failed: {exc}") from exc
 
+    # Counted once here, so recall's token budget reads the count instead of tokenizing hits.
+    token_counts = count_tokens_to_store([fact.text for _, fact in planned])
     now = timezone.now()
     units = []
-    for (item, fact), vector in zip(planned, vectors, strict=True):
+    for (item, fact), vector, tokens in zip(planned, vectors, token_counts, strict=True):
         tags = list(dict.fromkeys([*item.tags, *extra_tags]))
         # mentioned_at: when the content was said; "now" when not given, none when 'unset'.
         mentioned = None if item.timestamp_unset else (_parse_iso(item.timestamp) or now)
@@ -306,6 +310,7 @@ def memories_retain(
                 occurred_end=fact.occurred_end,
                 mentioned_at=mentioned,
                 embedding=vector,
+                text_tokens=tokens,
             )
         )
 
@@ -313,8 +318,7 @@ def memories_retain(
         {i.document_id for i in items if i.document_id and i.update_mode == "replace"}
     )
     with transaction.atomic():
-        bank_ensure(bank_id=bank_id)
-        stamp = hold_bank_write_lock(bank_id)
+        stamp, config = _retain_begin(bank_id)
         for unit in units:
             unit.created_at = unit.updated_at = stamp
         if replaced_documents:
@@ -325,7 +329,7 @@ def memories_retain(
                 & ~Q(fact_type="observation")
             ).delete()
         created = MemoryUnit.objects.bulk_create(units)
-        if created and auto_consolidation_enabled(bank_id=bank_id):
+        if created and auto_consolidation_enabled(bank_id=bank_id, config=config):
             # In the same transaction: the facts and the job that consolidates them commit
             # together (a crash in between cannot leave facts nothing will pick up).
             consolidation_submit(bank_id=bank_id)
@@ -339,13 +343,47 @@ def memories_retain(
     )
 
 
-def auto_consolidation_enabled(*, bank_id: str) -> bool:
+def _retain_begin(bank_id: str) -> tuple[datetime, dict[str, Any]]:
+    """In a retain's transaction, in one round trip: create the bank if needed (as
+    ``bank_ensure``), take its shared write lock (as ``writeclock.hold_bank_write_lock``), then
+    read the write stamp — ``clock_timestamp()`` once the lock is granted — and the bank's config.
+
+    The statements run in order on the server (one simple-protocol query string), so the stamp
+    is read after the lock, exactly as in two round trips.
+    """
+    if not connection.in_atomic_block:
+        raise RuntimeError("_retain_begin must run inside transaction.atomic()")
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "INSERT INTO banks_bank (id, name, mission, disposition, config) "
+            "VALUES (%s, '', '', %s::jsonb, '{}'::jsonb) ON CONFLICT (id) DO NOTHING; "
+            "SELECT pg_advisory_xact_lock_shared(%s, hashtext(%s)); "
+            "SELECT clock_timestamp(), config FROM banks_bank WHERE id = %s",
+            [bank_id, '{"skepticism": 3, "literalism": 3, "empathy": 3}', WRITE_LOCK_CLASS,
+             bank_id, bank_id],
+        )
+        while cursor.nextset():
+            pass
+        stamp, config = cursor.fetchone()
+    return stamp, _json_config(config)
+
+
+def _json_config(value: Any) -> dict[str, Any]:
+    # A raw read hands jsonb over as text (Django's JSONField decodes it).
+    if isinstance(value, str):
+        value = json.loads(value)
+    return dict(value or {})
+
+
+def auto_consolidation_enabled(*, bank_id: str, config: dict[str, Any] | None = None) -> bool:
     """Consolidation follows a retain when the bank's ``enable_auto_consolidation`` and
     ``enable_observations`` (both default on) say so and an LLM is configured (without one there
-    is nothing to consolidate with: facts stay pending, and ``POST …/consolidate`` says why)."""
+    is nothing to consolidate with: facts stay pending, and ``POST …/consolidate`` says why).
+    ``config``: the bank's, when the caller has just read it."""
     if not settings.HINDSIGHT.llm_configured:
         return False
-    config = Bank.objects.filter(id=bank_id).values_list("config", flat=True).first() or {}
+    if config is None:
+        config = Bank.objects.filter(id=bank_id).values_list("config", flat=True).first() or {}
     return bool(config.get("enable_auto_consolidation", True)
                 and config.get("enable_observations", True))
 

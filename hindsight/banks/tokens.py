@@ -60,3 +60,12 @@ def count_tokens_batch(texts: list[str]) -> list[int]:
         return []
     encodings = tokenizer.encode_batch(texts, add_special_tokens=False)
     return [len(e.ids) for e in encodings]
+
+
+def count_tokens_to_store(texts: list[str]) -> list[int | None]:
+    """Counts to store with each text (``MemoryUnit.text_tokens``), or nulls where only the
+    heuristic is available: a stored count is always the tokenizer's, so a row written without
+    the tokenizer is counted again — by whatever is installed then — when it is read."""
+    if _get_tokenizer() is None:
+        return [None] * len(texts)
+    return list(count_tokens_batch(texts))

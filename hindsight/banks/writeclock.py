@@ -17,6 +17,9 @@ from django.db import connection, transaction
 
 # First key of the two-int advisory lock: namespaces our locks away from anyone else's.
 _LOCK_CLASS = 0x48534D  # "HSM"
+# For a caller that takes the shared lock in a round trip of its own (retain: with the bank's
+# creation and the stamp).
+WRITE_LOCK_CLASS = _LOCK_CLASS
 
 
 def hold_bank_write_lock(bank_id: str) -> datetime:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -37,6 +38,11 @@ MAX_SEQ_LENGTH = 256
 BATCH_SIZE = 64
 # Two threads match the 2-core deployment target; more only fights the web/worker processes.
 MAX_INTRA_OP_THREADS = 2
+# Single texts (recall queries) embedded recently, per process: a mental model's refresh asks the
+# same source query every time. The model is deterministic, so a cached vector is the vector.
+QUERY_CACHE_SIZE = 512
+# Longer single texts (a retained document) are not kept: a query is a sentence or two.
+QUERY_CACHE_MAX_CHARS = 2000
 
 
 def tokenizer_path() -> Path:
@@ -82,12 +88,35 @@ class LocalEmbedder(Embedder):
         # A session runs one batch at a time well; concurrent callers in one process would only
         # oversubscribe the two cores.
         self._lock = threading.Lock()
+        # Float32 rows (1.5 KB each): ``tolist()`` gives back the very floats ``embed`` returns.
+        self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._cache_lock = threading.Lock()
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
         if isinstance(texts, str):
             raise TypeError("embed() takes a sequence of texts, not a single string")
         if not texts:
             return []
+        if len(texts) == 1:
+            return [self._embed_one_cached(texts[0])]
+        return self._embed_many(texts)
+
+    def _embed_one_cached(self, text: str) -> list[float]:
+        if len(text) > QUERY_CACHE_MAX_CHARS:
+            return self._embed_many([text])[0]
+        with self._cache_lock:
+            cached = self._cache.get(text)
+            if cached is not None:
+                self._cache.move_to_end(text)
+                return cached.tolist()
+        row = self._embed_batch([text])[0].astype(np.float32)
+        with self._cache_lock:
+            self._cache[text] = row
+            while len(self._cache) > QUERY_CACHE_SIZE:
+                self._cache.popitem(last=False)
+        return row.tolist()
+
+    def _embed_many(self, texts: Sequence[str]) -> list[list[float]]:
         # Sorting by length keeps texts of similar length in one batch, so little padding is run.
         order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
         out: list[list[float]] = [[] for _ in texts]

@@ -75,3 +75,27 @@ def test_embedding_failure_is_503_for_retain_and_recall_and_stores_nothing(
     openai_embeddings.fail_embeddings(1, status=400)
     response = api.post(f"{BASE}/e/memories/recall", {"query": "x"}, format="json")
     assert response.status_code == 503 and "embedding the query failed" in response.json()["detail"]
+
+
+def test_a_sync_retain_of_50_runs_a_fixed_handful_of_queries(scripted_llm: Any) -> None:
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    scripted_llm.respond_with(lambda body: Reply.json({"facts": [
+        {"text": body["messages"][-1]["content"][-40:], "fact_type": "world",
+         "occurred_start": None, "occurred_end": None}]}))
+    api = APIClient()
+    api.post(f"{BASE}/q/memories", {"items": [{"content": "warm up"}]}, format="json")
+    for strategy in ("verbatim", None):
+        items = [{"content": f"fact number {i}", "tags": ["t"], "strategy": strategy}
+                 for i in range(50)]
+        with CaptureQueriesContext(connection) as captured:
+            response = api.post(f"{BASE}/q/memories", {"items": items}, format="json")
+        assert response.status_code == 200, response.content
+        sql = [q["sql"] for q in captured.captured_queries
+               if not q["sql"].startswith(("SAVEPOINT", "RELEASE SAVEPOINT"))]
+        # One round trip creates the bank, takes the write lock, reads the stamp and the config;
+        # one INSERT stores the 50 facts; the rest queues (coalesces) the bank's consolidation.
+        assert sql[0].startswith("INSERT INTO banks_bank") and "clock_timestamp()" in sql[0]
+        assert sql[1].startswith('INSERT INTO "banks_memoryunit"')
+        assert len(sql) == 6, sql

@@ -211,3 +211,32 @@ def test_recall_snapshot_window_and_exclusions(api: APIClient) -> None:
 
 def test_recall_unknown_bank_is_404(api: APIClient) -> None:
     assert post(api, "nobank/memories/recall", {"query": "x"}).status_code == 404
+
+
+def test_retain_stores_each_texts_token_count_and_recall_counts_the_rows_without_one(
+    api: APIClient,
+) -> None:
+    _seed(api, "rt")
+    units = list(MemoryUnit.objects.filter(bank_id="rt"))
+    assert units and all(u.text_tokens == count_tokens(u.text) for u in units)
+    stored = recall.memory_recall(bank_id="rt", query="notes", scope=TagScope(), max_tokens=10_000)
+    # A row without a count (written before the column, or by consolidation) is counted on read.
+    MemoryUnit.objects.filter(bank_id="rt").update(text_tokens=None)
+    counted = recall.memory_recall(bank_id="rt", query="notes", scope=TagScope(), max_tokens=10_000)
+    assert [(h.id, h.tokens, h.score) for h in counted] == [(h.id, h.tokens, h.score) for h in stored]
+    assert all(h.tokens == count_tokens(h.text) for h in counted)
+
+
+def test_a_changed_text_drops_its_stored_token_count(api: APIClient) -> None:
+    post(api, "rx/memories", {"items": [{"content": "short"}]})
+    unit = MemoryUnit.objects.get(bank_id="rx")
+    assert unit.text_tokens == count_tokens("short")
+    longer = "a much longer text than before, with many more word pieces in it"
+    MemoryUnit.objects.filter(id=unit.id).update(text=longer)  # as consolidation rewrites one
+    unit.refresh_from_db()
+    assert unit.text_tokens is None
+    (hit,) = recall.memory_recall(bank_id="rx", query="longer text", scope=TagScope())
+    assert hit.tokens == count_tokens(longer)
+    MemoryUnit.objects.filter(id=unit.id).update(text="short", text_tokens=1)  # set together
+    unit.refresh_from_db()
+    assert unit.text_tokens == 1

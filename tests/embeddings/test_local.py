@@ -115,3 +115,33 @@ def test_get_embedder_is_built_once_per_process(settings) -> None:
     assert first.profile.provider == "local"
     assert first.profile.dimensions == 384
     assert first.profile.model == "all-MiniLM-L6-v2"
+
+
+def test_a_single_text_is_embedded_once_then_served_from_a_bounded_cache(
+    embedder: LocalEmbedder, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from hindsight.embeddings import local
+
+    text = "a recall query asked again and again"
+    first = embedder.embed([text])[0]
+    runs: list[int] = []
+    real = embedder._embed_batch
+
+    def counting(texts: list[str]) -> np.ndarray:
+        runs.append(len(texts))
+        return real(texts)
+
+    monkeypatch.setattr(embedder, "_embed_batch", counting)
+    again = embedder.embed([text])[0]
+    assert again == first and runs == []
+    again.append(1.0)  # a caller's list is its own: the cache is not changed through it
+    assert embedder.embed([text])[0] == first
+    batched = embedder.embed([text, "another"])[0]  # a batch is embedded, not cached
+    assert batched == pytest.approx(first, abs=1e-5) and runs == [2]
+    long_text = "word " * (local.QUERY_CACHE_MAX_CHARS // 5 + 1)  # a document, not a query
+    embedder.embed([long_text])
+    assert long_text not in embedder._cache
+    monkeypatch.setattr(local, "QUERY_CACHE_SIZE", 2)
+    for other in ("one", "two", "three"):
+        embedder.embed([other])
+    assert len(embedder._cache) == 2 and text not in embedder._cache
