@@ -20,6 +20,7 @@ from typing import Any
 
 from hindsight.banks.recall import memory_recall
 from hindsight.banks.tokens import count_tokens, count_tokens_batch
+from hindsight.embeddings import get_embedder
 from hindsight.tagscope import TagScope
 from mentalmodels.reflect.mm_search import DEFAULT_LIMIT, MAX_LIMIT, mental_models_search
 from mentalmodels.reflect.result import MemoryRef, RetrievalError
@@ -88,6 +89,9 @@ class ToolBox:
     memories: dict[str, Any] = field(default_factory=dict)
     mental_models: dict[str, dict[str, Any]] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
+    # Query text → its embedding, for this run: the forced turns (observations, then raw
+    # facts) usually search with the same text, and one embedding serves both.
+    query_vectors: dict[str, list[float]] = field(default_factory=dict)
 
     # --- what the run may use ---------------------------------------------------------------
 
@@ -139,21 +143,25 @@ class ToolBox:
             if not isinstance(query, str) or not query.strip():
                 query = self.query
             try:
+                sent: int | None = None
                 if name == SEARCH_MENTAL_MODELS:
                     payload, count = self._search_mental_models(query, arguments)
                 elif name == SEARCH_OBSERVATIONS:
-                    payload, count = self._recall(
+                    payload, count, sent = self._recall(
                         query, arguments, ["observation"], self._observation_budget()
                     )
                 else:
-                    payload, count = self._recall(
+                    payload, count, sent = self._recall(
                         query, arguments, self.raw_fact_types(), RECALL_DEFAULT_TOKENS
                     )
             except RetrievalError:
                 raise
             except Exception as exc:  # any failure to look is a failure, never an empty result
                 raise RetrievalError(f"{name} failed: {type(exc).__name__}: {exc}") from exc
-            self.tokens_left -= count_tokens(json.dumps(payload, ensure_ascii=False, default=str))
+            # A recall counted what it sends while fitting it to its budget: charge that count
+            # (tokenizing the same JSON again costs as much as the first count did).
+            self.tokens_left -= sent if sent is not None else count_tokens(
+                json.dumps(payload, ensure_ascii=False, default=str))
         return ToolOutcome(payload, count, int((time.monotonic() - started) * 1000))
 
     def _observation_budget(self) -> int:
@@ -210,7 +218,8 @@ class ToolBox:
 
     def _recall(
         self, query: str, arguments: dict[str, Any], fact_types: list[str], default_tokens: int
-    ) -> tuple[dict[str, Any], int]:
+    ) -> tuple[dict[str, Any], int, int]:
+        """The payload, how many items it has, and its size in tokens as the budget counts it."""
         max_tokens = _int_arg(arguments.get("max_tokens"), default_tokens, TOOL_MIN_TOKENS,
                               TOOL_MAX_TOKENS)
         max_tokens = max(TOOL_MIN_TOKENS, min(max_tokens, self.tokens_left))
@@ -223,6 +232,7 @@ class ToolBox:
             limit=RECALL_LIMIT,
             cutoff=self.cutoff,
             updated_after=self.updated_after,
+            query_vector=self._query_vector(query),
         )
         items = []
         for hit in hits:
@@ -251,7 +261,15 @@ class ToolBox:
         for hit in hits[: len(items)]:
             self.memories.setdefault(str(hit.id), hit)
         key = "observations" if fact_types == ["observation"] else "facts"
-        return {key: items, "count": len(items)}, len(items)
+        return {key: items, "count": len(items)}, len(items), total
+
+    def _query_vector(self, query: str) -> list[float]:
+        """The embedding of ``query``, computed once per run (``EmbeddingError`` as it comes)."""
+        vector = self.query_vectors.get(query)
+        if vector is None:
+            (vector,) = get_embedder().embed([query])
+            self.query_vectors[query] = vector
+        return vector
 
     # --- what was retrieved -------------------------------------------------------------------
 

@@ -132,6 +132,23 @@ def test_without_visible_models_the_first_forced_turn_is_observations(bank, scri
     assert "search_mental_models" not in tool_names(scripted_llm.requests[0])
 
 
+def test_one_run_embeds_a_query_text_once(bank, scripted_llm, openai_embeddings):
+    add_memory(bank, "Alice prefers async communication")
+    openai_embeddings.embedding_requests.clear()
+    scripted_llm.script(
+        Reply.tool_calls([("search_observations", {"query": "alice"})]),
+        Reply.tool_calls([("recall", {"query": "alice"})]),
+        Reply.tool_calls([("recall", {"query": "bob"})]),
+        Reply.tool_calls([("done", {"answer": "Nothing known."})]),
+    )
+
+    result = _run(bank)
+
+    assert [c["name"] for c in result.tool_calls] == ["search_observations", "recall", "recall"]
+    embedded = [body["input"] for body in openai_embeddings.embedding_requests]
+    assert embedded == [["alice"], ["bob"]]
+
+
 def test_excluded_mental_models_are_neither_forced_nor_offered(bank, scripted_llm):
     add_model(bank, "team-comms", name="Team communication", content="Slack.")
     scripted_llm.script(
