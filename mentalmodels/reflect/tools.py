@@ -42,6 +42,8 @@ MENTAL_MODELS_CONTENT_TOKENS = 6000
 # growing the conversation without bound over 20 iterations.
 RUN_TOOL_TOKENS = 40000
 RECALL_LIMIT = 60
+# Recall items tokenized per batch while fitting a payload to its budget.
+_COUNT_CHUNK = 16
 
 
 def _int_arg(value: Any, default: int, lo: int, hi: int) -> int:
@@ -249,13 +251,20 @@ class ToolBox:
                 item["updated_at"] = _iso(hit.updated_at)
             items.append(item)
         # Recall budgets memory texts; the model reads ids, dates and JSON too, so the budget is
-        # applied again to what is actually sent (lowest-ranked items go first).
-        sizes = count_tokens_batch([json.dumps(item, ensure_ascii=False) for item in items])
+        # applied again to what is actually sent (lowest-ranked items go first): the longest
+        # prefix that fits. Counted a chunk at a time, best first, up to the first item that
+        # does not fit — the items after it are never sent, so never tokenized.
+        texts = [json.dumps(item, ensure_ascii=False) for item in items]
         # 16 for the wrapper, one per item for the separator.
-        total = 16 + sum(sizes) + len(sizes)
-        while items and total > max_tokens:
-            items.pop()
-            total -= sizes.pop() + 1
+        total, kept, full = 16, 0, False
+        while kept < len(texts) and not full:
+            for size in count_tokens_batch(texts[kept:kept + _COUNT_CHUNK]):
+                if total + size + 1 > max_tokens:
+                    full = True
+                    break
+                total += size + 1
+                kept += 1
+        del items[kept:]
         # Only what the model is sent counts as returned: it is what the answer may cite and
         # what a refresh reports as read (a memory cut here was never seen).
         for hit in hits[: len(items)]:

@@ -294,6 +294,32 @@ def test_recall_output_is_cut_to_its_token_budget(bank, scripted_llm):
     assert 0 < result.tool_calls[0]["result_count"] < 25
 
 
+def test_recall_output_keeps_the_longest_prefix_that_fits_past_the_first_count_chunk(
+    bank, scripted_llm
+):
+    for index in range(40):
+        add_memory(bank, f"Alice fact {index}: async communication matters")
+    query = "Alice async communication"
+    scripted_llm.script(
+        Reply.tool_calls([("recall", {"query": query, "max_tokens": 8192})]),
+        Reply.tool_calls([("done", {"answer": "Async."})]),
+        Reply.tool_calls([("recall", {"query": query, "max_tokens": 2500})]),
+        Reply.tool_calls([("done", {"answer": "Async."})]),
+    )
+
+    _run(bank, scope=TagScope(fact_types=("world",)))
+    _run(bank, scope=TagScope(fact_types=("world",)))
+
+    every = json.loads(scripted_llm.requests[1]["messages"][-1]["content"])["facts"]
+    sent = json.loads(scripted_llm.requests[3]["messages"][-1]["content"])["facts"]
+    assert len(every) == 40
+    # The longest prefix whose JSON fits (wrapper 16, one token per separator), counted whole.
+    sizes = [count_tokens(json.dumps(item, ensure_ascii=False)) for item in every]
+    fits = max(k for k in range(41) if 16 + sum(sizes[:k]) + k <= 2500)
+    assert 16 < fits < 40  # the cut lies past the first batch of counted items
+    assert sent == every[:fits]
+
+
 def test_usage_is_summed_over_every_call(bank, scripted_llm):
     scripted_llm.script(
         Reply.tool_calls([("recall", {"query": "x"})],
