@@ -58,7 +58,7 @@ VALUES
      CASE WHEN %s AND %s::timestamptz > clock_timestamp() THEN %s::timestamptz END,
      0, NULL, %s::jsonb, %s::jsonb, NULL, NULL, 0, clock_timestamp(), clock_timestamp(), NULL)
 ON CONFLICT DO NOTHING
-RETURNING id, next_retry_at
+RETURNING *
 """
 
 
@@ -93,21 +93,20 @@ def operation_submit(
     with transaction.atomic():
         for _ in range(_SUBMIT_ATTEMPTS):
             candidate = new_id or uuid.uuid4()
-            with connection.cursor() as cursor:
-                cursor.execute(
-                    _INSERT_SQL,
-                    [
-                        candidate, bank_id, operation_type, dedupe_key, mental_model_id,
-                        automatic, json.dumps(payload),
-                        bool(automatic and not_before is not None), not_before, not_before,
-                        json.dumps(result_metadata or {}),
-                        json.dumps(details) if details is not None else None,
-                    ],
-                )
-                row = cursor.fetchone()
-            if row is not None:
-                operation = Operation.objects.get(id=row[0])
-                if row[1] is None:
+            # The inserted row comes back whole (RETURNING *): no second read of it.
+            inserted = list(Operation.objects.raw(
+                _INSERT_SQL,
+                [
+                    candidate, bank_id, operation_type, dedupe_key, mental_model_id,
+                    automatic, json.dumps(payload),
+                    bool(automatic and not_before is not None), not_before, not_before,
+                    json.dumps(result_metadata or {}),
+                    json.dumps(details) if details is not None else None,
+                ],
+            ))
+            if inserted:
+                operation = inserted[0]
+                if operation.next_retry_at is None:
                     dispatch.operation_send_on_commit(operation_id=operation.id)
                 return SubmitResult(operation, True)
 
