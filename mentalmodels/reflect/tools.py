@@ -91,8 +91,8 @@ class ToolBox:
     memories: dict[str, Any] = field(default_factory=dict)
     mental_models: dict[str, dict[str, Any]] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
-    # Query text → its embedding, for this run: the forced turns (observations, then raw
-    # facts) usually search with the same text, and one embedding serves both.
+    # Query text → its embedding, for this run: the forced turns (mental models, observations,
+    # raw facts) usually search with the same text, and one embedding serves them all.
     query_vectors: dict[str, list[float]] = field(default_factory=dict)
 
     # --- what the run may use ---------------------------------------------------------------
@@ -179,6 +179,7 @@ class ToolBox:
             scope=self.scope,
             exclude_ids=self.exclude_mental_model_ids,
             limit=limit,
+            query_vectors=self.query_vectors,
         )
         self.warnings.extend(search.warnings)
         models = [r.model for r in search.ranked]

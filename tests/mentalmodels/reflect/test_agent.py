@@ -149,6 +149,26 @@ def test_one_run_embeds_a_query_text_once(bank, scripted_llm, openai_embeddings)
     assert embedded == [["alice"], ["bob"]]
 
 
+def test_the_mental_model_search_shares_the_runs_query_embedding(bank, scripted_llm,
+                                                                 openai_embeddings):
+    add_memory(bank, "Alice prefers async communication")
+    add_model(bank, "alice-model", name="Alice", content="Alice writes.", fresh=False)
+    openai_embeddings.embedding_requests.clear()
+    scripted_llm.script(
+        Reply.tool_calls([("search_mental_models", {"query": "alice"})]),
+        Reply.tool_calls([("search_observations", {"query": "alice"})]),
+        Reply.tool_calls([("recall", {"query": "alice"})]),
+        Reply.tool_calls([("done", {"answer": "Nothing known."})]),
+    )
+
+    result = _run(bank)
+
+    assert [c["name"] for c in result.tool_calls] == [
+        "search_mental_models", "search_observations", "recall"]
+    embedded = [text for body in openai_embeddings.embedding_requests for text in body["input"]]
+    assert embedded.count("alice") == 1
+
+
 def test_excluded_mental_models_are_neither_forced_nor_offered(bank, scripted_llm):
     add_model(bank, "team-comms", name="Team communication", content="Slack.")
     scripted_llm.script(
