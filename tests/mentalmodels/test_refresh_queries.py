@@ -32,7 +32,7 @@ def _label(sql: str) -> str:
         return "SELECT pg_advisory_xact_lock"
     if sql.startswith("SELECT clock_timestamp()"):
         return "SELECT clock_timestamp()"
-    if verb == "WITH" and "banks_memoryunit" in sql:
+    if "<=>" in sql and "banks_memoryunit" in sql:  # a vector search: recall, whatever its shape
         return "recall banks_memoryunit"
     match = _TABLE.search(sql)
     return f"{verb} {match.group(1) if match else '?'}"
