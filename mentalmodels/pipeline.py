@@ -34,7 +34,7 @@ import json
 import time
 from collections import Counter
 from collections.abc import Iterator
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager
 from dataclasses import replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -515,31 +515,23 @@ def _extract(plan: Plan, decided: Outcome, clock: RefreshClock) -> None:
 # persist
 
 
-def _store_embedding(model: MentalModel, content: str) -> None:
-    """The new document's embedding, computed and stored once the refresh has committed.
-
-    Off the refresh's critical path: the operation is complete without it. Until it lands the
-    stored hash names the old text, so a search in between re-embeds the model itself (seed
-    004's lazy path); a compare-and-set on the text embedded lets an edit made meanwhile keep
-    its own turn, as that lazy path does.
-    """
+def _embed(model: MentalModel, content: str) -> dict[str, Any]:
+    """The new document's embedding, computed before the write transaction (no I/O inside)."""
     if not content.strip():
-        return
+        return {}
     try:
         text = embedding_text(MentalModel(name=model.name, content=content))
         embedder = get_embedder()
         (vector,) = embedder.embed([text])
         profile = embedder.profile
-        # In a caller's transaction (tests), a savepoint: a failed write must not poison it.
-        with transaction.atomic() if connection.in_atomic_block else nullcontext():
-            MentalModel.objects.filter(uid=model.uid, name=model.name, content=content).update(
-                embedding=vector,
-                embedding_model=profile.model,
-                embedding_dimensions=profile.dimensions,
-                embedding_content_hash=content_hash(text),
-            )
     except Exception:  # reflect re-embeds lazily: a missing vector is not worth a failure
-        return
+        return {}
+    return {
+        "embedding": vector,
+        "embedding_model": profile.model,
+        "embedding_dimensions": profile.dimensions,
+        "embedding_content_hash": content_hash(text),
+    }
 
 
 def _based_on_counts(based_on: dict[str, list[Any]]) -> dict[str, int]:
@@ -548,6 +540,7 @@ def _based_on_counts(based_on: dict[str, list[Any]]) -> dict[str, int]:
 
 def _persist(plan: Plan, decided: Outcome, trace: dict[str, Any], job: Job | None) -> None:
     content_changes = decided.content != (plan.model.content or "")
+    embedding = _embed(plan.model, decided.content) if content_changes else {}
     details = {"operation_type": MentalModelOperationType.REFRESH, "outcome": decided.outcome,
                "failure_reason": None}
     metadata = {
@@ -622,6 +615,9 @@ def _persist(plan: Plan, decided: Outcome, trace: dict[str, Any], job: Job | Non
             )
             model.content = decided.content
             fields.append("content")
+            for key, value in embedding.items():
+                setattr(model, key, value)
+            fields += list(embedding)
         if content_changes or (decided.document is not None and decided.document != model.document):
             # DL-1: what is stored renders to what is read, on every write.
             document = decided.document if decided.document is not None else (
@@ -631,8 +627,6 @@ def _persist(plan: Plan, decided: Outcome, trace: dict[str, Any], job: Job | Non
             model.document = document
             fields.append("document")
         model.save(update_fields=fields)
-    if content_changes:
-        _store_embedding(plan.model, decided.content)
 
 
 # ---------------------------------------------------------------------------------------------
