@@ -87,7 +87,6 @@ def test_one_refresh_in_the_worker_runs_these_statements(model):
         "BEGIN", "SELECT operations_lease", "SELECT mentalmodels_mentalmodel",
         "INSERT mentalmodels_mentalmodelhistory", "DELETE mentalmodels_mentalmodelhistory",
         "UPDATE mentalmodels_mentalmodel", "UPDATE operations_operation", "COMMIT",
-        # After the commit: the new document's embedding, then the key's next pending operation.
-        "UPDATE mentalmodels_mentalmodel",
+        # After the commit and the lock's release: the key's next pending operation.
         "SELECT operations_operation",
     ]
