@@ -181,7 +181,12 @@ def mental_models_search(
     query is embedded only when it is not in it, with the stragglers, in one batch).
     """
     limit = max(1, min(int(limit), MAX_LIMIT))
-    models = list(visible_models(bank_id=bank_id, scope=scope, exclude_ids=exclude_ids))
+    # The search reads names, documents, tags, scopes, watermarks and vectors; never the stored
+    # reflect_response (with a kept trace, the bulk of a row) nor the document's structure.
+    models = list(
+        visible_models(bank_id=bank_id, scope=scope, exclude_ids=exclude_ids)
+        .defer("reflect_response", "document")
+    )
     if not models:
         return MentalModelSearch(ranked=[], semantic=False)
     if not query.strip():
