@@ -25,7 +25,8 @@ worker subprocess for refreshes:
    extraction (one fact per item, the LLM at 0 ms) and once verbatim (no LLM), the local
    embedder in both; and one sync retain of 50 items with the LLM answering after 50 ms.
 
-``--profile`` adds a cProfile summary (top functions by own time) of the list and recall paths.
+``--profile`` adds a cProfile summary (top functions by own time) of the list and recall paths,
+and of one refresh run in-process in the worker's code (by own and by cumulative time).
 """
 
 from __future__ import annotations
@@ -503,6 +504,44 @@ def bench_refresh(args: argparse.Namespace, timed: Any, queries: Any) -> dict[st
     out["refresh: SQL queries of the request"] = queries(
         "POST", f"/v1/default/banks/{bank}/mental-models/hot-sql-{suffix}/refresh")
     Operation.objects.filter(bank_id=bank, status="pending").delete()
+    # The worker's code alone, in-process (no Celery delivery, no pool): claim → completed.
+    in_process = []
+    for _ in range(args.refreshes):
+        _, response = timed(
+            "POST", f"/v1/default/banks/{bank}/mental-models/hot-sql-{suffix}/refresh")
+        op_id = response.json()["operation_id"]
+        started = time.perf_counter()
+        operation_execute(operation_id=op_id, holder="bench")
+        in_process.append((time.perf_counter() - started) * 1000)
+    if in_process:
+        out["refresh in the worker's code, in-process (no Celery): p50 ms"] = (
+            statistics.median(in_process))
+    if args.profile:
+        # The worker's side of a refresh, in-process: everything but the Celery delivery. Two
+        # paths: the model alone in its bank (forced lookups: observations, then raw facts),
+        # then — once the refreshes below have given it siblings — with fresh sibling models
+        # in reach (a mental-model search that releases the forced turns, then the answer).
+        mm_ids = [f"hot-sql-{suffix}", f"hot-sib-{suffix}"]
+        for path, mm_id in (("alone", mm_ids[0]), ("with siblings", mm_ids[1])):
+            if path == "with siblings":
+                for i in range(3):
+                    operation_execute(operation_id=create(f"hot-sib{i}-{suffix}"), holder="bench")
+                operation_execute(operation_id=create(mm_id), holder="bench")
+            profile, runs = cProfile.Profile(), 10
+            for _ in range(runs):
+                _, response = timed("POST", f"/v1/default/banks/{bank}/mental-models/{mm_id}/refresh")
+                op_id = response.json()["operation_id"]
+                profile.enable()
+                operation_execute(operation_id=op_id, holder="bench")
+                profile.disable()
+            if os.environ.get("BENCH_PROFILE_DUMP"):
+                profile.dump_stats(os.environ["BENCH_PROFILE_DUMP"] + ("" if path == "alone" else ".siblings"))
+            for order in ("tottime", "cumulative"):
+                stream = io.StringIO()
+                pstats.Stats(profile, stream=stream).sort_stats(order).print_stats(25)
+                print(f"\n### profile: one refresh in the worker, in-process, {path} ({runs} runs), "
+                      f"by {order}")
+                print("\n".join(line for line in stream.getvalue().splitlines()[6:] if line.strip()))
     if not args.refreshes:
         return out
 

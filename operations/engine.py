@@ -266,7 +266,7 @@ def operation_execute(*, operation_id: str, holder: str) -> str:
     heartbeat: _Heartbeat | None = None
     outcome = "skipped"
     try:
-        claimed = operation_claim(operation_id=op_uuid, holder=holder)
+        claimed = operation_claim(operation_id=op_uuid, holder=holder, lease_key=key)
         if claimed is None:
             return "skipped"
         if claimed == BUSY:

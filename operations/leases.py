@@ -117,16 +117,20 @@ def operation_lease_key(operation_id: uuid.UUID | str) -> str | None:
     return lease_key_for(dedupe_key=dedupe_key, operation_id=op_id)
 
 
-def operation_claim(*, operation_id: uuid.UUID | str, holder: str) -> Operation | str | None:
+def operation_claim(
+    *, operation_id: uuid.UUID | str, holder: str, lease_key: str | None = None
+) -> Operation | str | None:
     """Compare-and-set pending → processing and take a new fence on the key's lease.
 
     Returns the claimed operation; ``None`` when it is not claimable (gone, not pending,
     parked); ``BUSY`` when another operation of its key is processing (the database's
-    one-running-job guarantee, which holds even when Redis lost the lock).
+    one-running-job guarantee, which holds even when Redis lost the lock). ``lease_key``: the
+    operation's key when the caller read it already (it never changes), else it is read here.
     """
-    lease_key = operation_lease_key(operation_id)
     if lease_key is None:
-        return None
+        lease_key = operation_lease_key(operation_id)
+        if lease_key is None:
+            return None
     try:
         with transaction.atomic():
             with connection.cursor() as cursor:

@@ -58,7 +58,7 @@ VALUES
      CASE WHEN %s AND %s::timestamptz > clock_timestamp() THEN %s::timestamptz END,
      0, NULL, %s::jsonb, %s::jsonb, NULL, NULL, 0, clock_timestamp(), clock_timestamp(), NULL)
 ON CONFLICT DO NOTHING
-RETURNING id, next_retry_at
+RETURNING *
 """
 
 
@@ -90,35 +90,35 @@ def operation_submit(
     """
     payload = payload or {}
     new_id = uuid.UUID(str(operation_id)) if operation_id is not None else None
-    with transaction.atomic():
-        for _ in range(_SUBMIT_ATTEMPTS):
-            candidate = new_id or uuid.uuid4()
-            with connection.cursor() as cursor:
-                cursor.execute(
-                    _INSERT_SQL,
-                    [
-                        candidate, bank_id, operation_type, dedupe_key, mental_model_id,
-                        automatic, json.dumps(payload),
-                        bool(automatic and not_before is not None), not_before, not_before,
-                        json.dumps(result_metadata or {}),
-                        json.dumps(details) if details is not None else None,
-                    ],
-                )
-                row = cursor.fetchone()
-            if row is not None:
-                operation = Operation.objects.get(id=row[0])
-                if row[1] is None:
-                    dispatch.operation_send_on_commit(operation_id=operation.id)
-                return SubmitResult(operation, True)
+    for _ in range(_SUBMIT_ATTEMPTS):
+        candidate = new_id or uuid.uuid4()
+        # One statement, atomic on its own (no transaction of its own around it: BEGIN and
+        # COMMIT would be two more round trips); the inserted row comes back whole.
+        inserted = list(Operation.objects.raw(
+            _INSERT_SQL,
+            [
+                candidate, bank_id, operation_type, dedupe_key, mental_model_id,
+                automatic, json.dumps(payload),
+                bool(automatic and not_before is not None), not_before, not_before,
+                json.dumps(result_metadata or {}),
+                json.dumps(details) if details is not None else None,
+            ],
+        ))
+        if inserted:
+            operation = inserted[0]
+            if operation.next_retry_at is None:
+                dispatch.operation_send_on_commit(operation_id=operation.id)
+            return SubmitResult(operation, True)
 
-            if new_id is not None:
-                existing = Operation.objects.filter(id=new_id).first()
-                if existing is not None:
-                    if existing.bank_id != bank_id or existing.operation_type != operation_type:
-                        raise Conflict(f"Operation {new_id} already exists for another request")
-                    return SubmitResult(existing, False)
-            if dedupe_key is None:
-                continue  # a uuid collision: draw another
+        if new_id is not None:
+            existing = Operation.objects.filter(id=new_id).first()
+            if existing is not None:
+                if existing.bank_id != bank_id or existing.operation_type != operation_type:
+                    raise Conflict(f"Operation {new_id} already exists for another request")
+                return SubmitResult(existing, False)
+        if dedupe_key is None:
+            continue  # a uuid collision: draw another
+        with transaction.atomic():
             pending = (
                 Operation.objects.select_for_update()
                 .filter(dedupe_key=dedupe_key, status=PENDING)
@@ -128,8 +128,8 @@ def operation_submit(
                 continue  # claimed between our insert and this read: queue a new one
             return SubmitResult(
                 operation_fold(pending, automatic=automatic, payload=payload,
-                      mental_model_id=mental_model_id, details=details,
-                      result_metadata=result_metadata),
+                               mental_model_id=mental_model_id, details=details,
+                               result_metadata=result_metadata),
                 False,
             )
     raise RuntimeError(f"could not submit {operation_type} for {dedupe_key!r}: too much contention")

@@ -171,14 +171,22 @@ def mental_models_search(
     scope: TagScope,
     exclude_ids: Iterable[str] = (),
     limit: int = DEFAULT_LIMIT,
+    query_vectors: dict[str, list[float]] | None = None,
 ) -> MentalModelSearch:
     """Rank the visible models for ``query``, re-embedding the stragglers first (seed 004).
 
     Database errors propagate (the caller turns them into ``RetrievalError``); an embedder that
     cannot serve the request only costs the semantic ranking (lexical stands in, with a warning).
+    ``query_vectors``: a run's memo of query embeddings by text, read and filled here (the
+    query is embedded only when it is not in it, with the stragglers, in one batch).
     """
     limit = max(1, min(int(limit), MAX_LIMIT))
-    models = list(visible_models(bank_id=bank_id, scope=scope, exclude_ids=exclude_ids))
+    # The search reads names, documents, tags, scopes, watermarks and vectors; never the stored
+    # reflect_response (with a kept trace, the bulk of a row) nor the document's structure.
+    models = list(
+        visible_models(bank_id=bank_id, scope=scope, exclude_ids=exclude_ids)
+        .defer("reflect_response", "document")
+    )
     if not models:
         return MentalModelSearch(ranked=[], semantic=False)
     if not query.strip():
@@ -193,8 +201,13 @@ def mental_models_search(
             for m in models
             if needs_embedding(m, profile_model=profile.model, profile_dims=profile.dimensions)
         ]
-        texts = [query] + [embedding_text(m) for m in stragglers]
-        vectors = embedder.embed(texts)
+        known = query_vectors.get(query) if query_vectors is not None else None
+        texts = ([] if known is not None else [query]) + [embedding_text(m) for m in stragglers]
+        vectors = embedder.embed(texts) if texts else []
+        if known is not None:
+            vectors = [known, *vectors]
+        elif query_vectors is not None:
+            query_vectors[query] = list(vectors[0])
     except EmbeddingError as exc:
         warnings.append(f"mental-model search used lexical ranking: the embedder failed ({exc})")
         return MentalModelSearch(

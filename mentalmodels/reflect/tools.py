@@ -20,6 +20,7 @@ from typing import Any
 
 from hindsight.banks.recall import memory_recall
 from hindsight.banks.tokens import count_tokens, count_tokens_batch
+from hindsight.embeddings import get_embedder
 from hindsight.tagscope import TagScope
 from mentalmodels.reflect.mm_search import DEFAULT_LIMIT, MAX_LIMIT, mental_models_search
 from mentalmodels.reflect.result import MemoryRef, RetrievalError
@@ -41,6 +42,8 @@ MENTAL_MODELS_CONTENT_TOKENS = 6000
 # growing the conversation without bound over 20 iterations.
 RUN_TOOL_TOKENS = 40000
 RECALL_LIMIT = 60
+# Recall items tokenized per batch while fitting a payload to its budget.
+_COUNT_CHUNK = 16
 
 
 def _int_arg(value: Any, default: int, lo: int, hi: int) -> int:
@@ -88,6 +91,9 @@ class ToolBox:
     memories: dict[str, Any] = field(default_factory=dict)
     mental_models: dict[str, dict[str, Any]] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
+    # Query text → its embedding, for this run: the forced turns (mental models, observations,
+    # raw facts) usually search with the same text, and one embedding serves them all.
+    query_vectors: dict[str, list[float]] = field(default_factory=dict)
 
     # --- what the run may use ---------------------------------------------------------------
 
@@ -139,21 +145,25 @@ class ToolBox:
             if not isinstance(query, str) or not query.strip():
                 query = self.query
             try:
+                sent: int | None = None
                 if name == SEARCH_MENTAL_MODELS:
                     payload, count = self._search_mental_models(query, arguments)
                 elif name == SEARCH_OBSERVATIONS:
-                    payload, count = self._recall(
+                    payload, count, sent = self._recall(
                         query, arguments, ["observation"], self._observation_budget()
                     )
                 else:
-                    payload, count = self._recall(
+                    payload, count, sent = self._recall(
                         query, arguments, self.raw_fact_types(), RECALL_DEFAULT_TOKENS
                     )
             except RetrievalError:
                 raise
             except Exception as exc:  # any failure to look is a failure, never an empty result
                 raise RetrievalError(f"{name} failed: {type(exc).__name__}: {exc}") from exc
-            self.tokens_left -= count_tokens(json.dumps(payload, ensure_ascii=False, default=str))
+            # A recall counted what it sends while fitting it to its budget: charge that count
+            # (tokenizing the same JSON again costs as much as the first count did).
+            self.tokens_left -= sent if sent is not None else count_tokens(
+                json.dumps(payload, ensure_ascii=False, default=str))
         return ToolOutcome(payload, count, int((time.monotonic() - started) * 1000))
 
     def _observation_budget(self) -> int:
@@ -169,6 +179,7 @@ class ToolBox:
             scope=self.scope,
             exclude_ids=self.exclude_mental_model_ids,
             limit=limit,
+            query_vectors=self.query_vectors,
         )
         self.warnings.extend(search.warnings)
         models = [r.model for r in search.ranked]
@@ -210,7 +221,8 @@ class ToolBox:
 
     def _recall(
         self, query: str, arguments: dict[str, Any], fact_types: list[str], default_tokens: int
-    ) -> tuple[dict[str, Any], int]:
+    ) -> tuple[dict[str, Any], int, int]:
+        """The payload, how many items it has, and its size in tokens as the budget counts it."""
         max_tokens = _int_arg(arguments.get("max_tokens"), default_tokens, TOOL_MIN_TOKENS,
                               TOOL_MAX_TOKENS)
         max_tokens = max(TOOL_MIN_TOKENS, min(max_tokens, self.tokens_left))
@@ -223,6 +235,7 @@ class ToolBox:
             limit=RECALL_LIMIT,
             cutoff=self.cutoff,
             updated_after=self.updated_after,
+            query_vector=self._query_vector(query),
         )
         items = []
         for hit in hits:
@@ -239,19 +252,34 @@ class ToolBox:
                 item["updated_at"] = _iso(hit.updated_at)
             items.append(item)
         # Recall budgets memory texts; the model reads ids, dates and JSON too, so the budget is
-        # applied again to what is actually sent (lowest-ranked items go first).
-        sizes = count_tokens_batch([json.dumps(item, ensure_ascii=False) for item in items])
+        # applied again to what is actually sent (lowest-ranked items go first): the longest
+        # prefix that fits. Counted a chunk at a time, best first, up to the first item that
+        # does not fit — the items after it are never sent, so never tokenized.
+        texts = [json.dumps(item, ensure_ascii=False) for item in items]
         # 16 for the wrapper, one per item for the separator.
-        total = 16 + sum(sizes) + len(sizes)
-        while items and total > max_tokens:
-            items.pop()
-            total -= sizes.pop() + 1
+        total, kept, full = 16, 0, False
+        while kept < len(texts) and not full:
+            for size in count_tokens_batch(texts[kept:kept + _COUNT_CHUNK]):
+                if total + size + 1 > max_tokens:
+                    full = True
+                    break
+                total += size + 1
+                kept += 1
+        del items[kept:]
         # Only what the model is sent counts as returned: it is what the answer may cite and
         # what a refresh reports as read (a memory cut here was never seen).
         for hit in hits[: len(items)]:
             self.memories.setdefault(str(hit.id), hit)
         key = "observations" if fact_types == ["observation"] else "facts"
-        return {key: items, "count": len(items)}, len(items)
+        return {key: items, "count": len(items)}, len(items), total
+
+    def _query_vector(self, query: str) -> list[float]:
+        """The embedding of ``query``, computed once per run (``EmbeddingError`` as it comes)."""
+        vector = self.query_vectors.get(query)
+        if vector is None:
+            (vector,) = get_embedder().embed([query])
+            self.query_vectors[query] = vector
+        return vector
 
     # --- what was retrieved -------------------------------------------------------------------
 

@@ -82,6 +82,23 @@ def test_tool_calls_round_trip_through_the_conversation(scripted_llm) -> None:
     assert sent_second["messages"][2]["tool_call_id"] == call.id
 
 
+def test_the_request_body_is_sent_as_built(scripted_llm) -> None:
+    scripted_llm.script(Reply.text("ok"), Reply.json({"answer": "a", "confidence": 1}))
+    llm = get_llm()
+    choice = {"type": "function", "function": {"name": "recall"}}
+    llm.chat(USER, tools=TOOLS, tool_choice=choice, max_tokens=64, temperature=0.5)
+    llm.structured(USER, schema=SCHEMA, name="answer")
+
+    chat, structured = scripted_llm.requests
+    assert chat == {"messages": USER, "model": "scripted", "tools": TOOLS, "tool_choice": choice,
+                    "temperature": 0.5, "max_completion_tokens": 64}
+    assert structured == {
+        "messages": USER, "model": "scripted",
+        "response_format": {"type": "json_schema",
+                            "json_schema": {"name": "answer", "schema": SCHEMA, "strict": True}},
+    }
+
+
 def test_malformed_tool_arguments_are_reported_not_raised(scripted_llm) -> None:
     scripted_llm.script(Reply.tool_calls([("recall", "{not json"), ("recall", "[1, 2]")]))
     result = get_llm().chat(USER, tools=TOOLS)

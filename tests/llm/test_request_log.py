@@ -49,6 +49,17 @@ def test_every_attempt_is_one_row_with_the_callers_bank_operation_and_tokens(
                                "output_tokens": 2, "total_tokens": 9}
 
 
+def test_a_row_carries_its_kind_provider_timing_and_the_database_end_time(scripted_llm):
+    scripted_llm.script(Reply.text("hello"))
+    before = timezone.now()
+    get_llm().chat([{"role": "user", "content": "hi"}], purpose="probe")
+    [row] = LLMRequest.objects.all()
+    assert (row.kind, row.provider, row.model, row.truncated) == ("chat", "openai", "scripted",
+                                                                  False)
+    assert before <= row.started_at <= row.ended_at <= timezone.now()
+    assert row.duration_ms >= 0 and row.error is None
+
+
 def test_prompt_and_response_are_cut_to_the_configured_bound(scripted_llm, settings):
     settings.HINDSIGHT = dataclasses.replace(settings.HINDSIGHT, llm_request_log_max_chars=50)
     scripted_llm.script(Reply.text("y" * 500))

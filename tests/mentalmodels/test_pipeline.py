@@ -147,7 +147,9 @@ def test_embedder_failing_mid_refresh_fails_and_leaves_content_and_watermark(ban
             scripted_llm.fail_embeddings(50)
         choice = body.get("tool_choice")
         if isinstance(choice, dict):
-            return Reply.tool_calls([(choice["function"]["name"], {"query": "fact"})])
+            # Another text for the second lookup: a run embeds each query text once.
+            query = "fact" if seen["n"] == 1 else "another fact"
+            return Reply.tool_calls([(choice["function"]["name"], {"query": query})])
         return Reply.tool_calls([("done", {"answer": "new", "memory_ids": [str(unit.id)],
                                            "mental_model_ids": []})])
 

@@ -9,6 +9,7 @@ from datetime import timedelta
 
 import pytest
 from django.db import IntegrityError, connection, transaction
+from django.test.utils import CaptureQueriesContext
 
 from hindsight.banks.models import Bank
 from hindsight.errors import Conflict
@@ -359,3 +360,18 @@ def test_task_options_make_delivery_at_least_once(settings) -> None:
     cfg = settings.HINDSIGHT
     assert (cfg.reflect_wall_timeout_seconds < app.conf.task_soft_time_limit
             < app.conf.task_time_limit < app.conf.broker_transport_options["visibility_timeout"])
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_fresh_submit_is_one_statement_and_a_fold_one_short_transaction(sent) -> None:
+    Bank.objects.create(id="b1")
+    with CaptureQueriesContext(connection) as fresh:
+        first = operation_submit(bank_id="b1", operation_type="x", dedupe_key=KEY).operation
+    with CaptureQueriesContext(connection) as folded:
+        again = operation_submit(bank_id="b1", operation_type="x", dedupe_key=KEY).operation
+    assert again.id == first.id and sent == [str(first.id)]
+    # The insert (RETURNING the row) in autocommit: no BEGIN/COMMIT, no re-read.
+    assert [q["sql"].split()[0] for q in fresh.captured_queries] == ["INSERT"]
+    # Conflict: the insert did nothing, then the pending row is locked and folded into.
+    assert [q["sql"].split()[0] for q in folded.captured_queries] == [
+        "INSERT", "BEGIN", "SELECT", "UPDATE", "SELECT", "COMMIT"]

@@ -132,6 +132,43 @@ def test_without_visible_models_the_first_forced_turn_is_observations(bank, scri
     assert "search_mental_models" not in tool_names(scripted_llm.requests[0])
 
 
+def test_one_run_embeds_a_query_text_once(bank, scripted_llm, openai_embeddings):
+    add_memory(bank, "Alice prefers async communication")
+    openai_embeddings.embedding_requests.clear()
+    scripted_llm.script(
+        Reply.tool_calls([("search_observations", {"query": "alice"})]),
+        Reply.tool_calls([("recall", {"query": "alice"})]),
+        Reply.tool_calls([("recall", {"query": "bob"})]),
+        Reply.tool_calls([("done", {"answer": "Nothing known."})]),
+    )
+
+    result = _run(bank)
+
+    assert [c["name"] for c in result.tool_calls] == ["search_observations", "recall", "recall"]
+    embedded = [body["input"] for body in openai_embeddings.embedding_requests]
+    assert embedded == [["alice"], ["bob"]]
+
+
+def test_the_mental_model_search_shares_the_runs_query_embedding(bank, scripted_llm,
+                                                                 openai_embeddings):
+    add_memory(bank, "Alice prefers async communication")
+    add_model(bank, "alice-model", name="Alice", content="Alice writes.", fresh=False)
+    openai_embeddings.embedding_requests.clear()
+    scripted_llm.script(
+        Reply.tool_calls([("search_mental_models", {"query": "alice"})]),
+        Reply.tool_calls([("search_observations", {"query": "alice"})]),
+        Reply.tool_calls([("recall", {"query": "alice"})]),
+        Reply.tool_calls([("done", {"answer": "Nothing known."})]),
+    )
+
+    result = _run(bank)
+
+    assert [c["name"] for c in result.tool_calls] == [
+        "search_mental_models", "search_observations", "recall"]
+    embedded = [text for body in openai_embeddings.embedding_requests for text in body["input"]]
+    assert embedded.count("alice") == 1
+
+
 def test_excluded_mental_models_are_neither_forced_nor_offered(bank, scripted_llm):
     add_model(bank, "team-comms", name="Team communication", content="Slack.")
     scripted_llm.script(
@@ -275,6 +312,32 @@ def test_recall_output_is_cut_to_its_token_budget(bank, scripted_llm):
     content = scripted_llm.requests[1]["messages"][-1]["content"]
     assert count_tokens(content) <= 300
     assert 0 < result.tool_calls[0]["result_count"] < 25
+
+
+def test_recall_output_keeps_the_longest_prefix_that_fits_past_the_first_count_chunk(
+    bank, scripted_llm
+):
+    for index in range(40):
+        add_memory(bank, f"Alice fact {index}: async communication matters")
+    query = "Alice async communication"
+    scripted_llm.script(
+        Reply.tool_calls([("recall", {"query": query, "max_tokens": 8192})]),
+        Reply.tool_calls([("done", {"answer": "Async."})]),
+        Reply.tool_calls([("recall", {"query": query, "max_tokens": 2500})]),
+        Reply.tool_calls([("done", {"answer": "Async."})]),
+    )
+
+    _run(bank, scope=TagScope(fact_types=("world",)))
+    _run(bank, scope=TagScope(fact_types=("world",)))
+
+    every = json.loads(scripted_llm.requests[1]["messages"][-1]["content"])["facts"]
+    sent = json.loads(scripted_llm.requests[3]["messages"][-1]["content"])["facts"]
+    assert len(every) == 40
+    # The longest prefix whose JSON fits (wrapper 16, one token per separator), counted whole.
+    sizes = [count_tokens(json.dumps(item, ensure_ascii=False)) for item in every]
+    fits = max(k for k in range(41) if 16 + sum(sizes[:k]) + k <= 2500)
+    assert 16 < fits < 40  # the cut lies past the first batch of counted items
+    assert sent == every[:fits]
 
 
 def test_usage_is_summed_over_every_call(bank, scripted_llm):
