@@ -271,7 +271,7 @@ class LLMGateway:
         def send(request: dict[str, Any], attempt: int) -> Any:
             started_at, started = datetime.now(UTC), time.monotonic()
             try:
-                response = self._post(request)
+                response = self._client.chat.completions.create(**request)
             except openai.OpenAIError as exc:
                 self._log_request(request, None, purpose=purpose, kind=kind, attempt=attempt,
                                   started_at=started_at, started=started, error=exc)
@@ -282,20 +282,6 @@ class LLMGateway:
 
         return self._send_with_retries(kwargs, max_tokens=max_tokens, deadline=deadline,
                                        send=send)
-
-    def _post(self, request: dict[str, Any]) -> Any:
-        """One chat-completions request through the SDK, its body sent as built.
-
-        The body goes as ``extra_body`` (the SDK merges it over the named parameters): the
-        SDK's parameter transform walks every message and tool recursively — a millisecond or
-        more per call on a refresh's conversation — and is the identity on the plain JSON dicts
-        this gateway builds. Everything else (auth, headers, timeout, the typed response, the
-        errors) is the SDK's own path.
-        """
-        body = {k: v for k, v in request.items() if k not in ("model", "timeout")}
-        return self._client.chat.completions.create(
-            model=request["model"], messages=[], timeout=request["timeout"], extra_body=body,
-        )
 
     def _send_with_retries(
         self,
