@@ -9,8 +9,6 @@ from run to run (date-times, uuids, durations) are replaced by placeholders firs
 
 from __future__ import annotations
 
-import json
-import os
 import re
 from collections.abc import Callable
 from typing import Any
@@ -23,19 +21,18 @@ from tests.fakes.llm_server import ScriptedLLMServer
 from tests.mentalmodels.delta_llm import delta_llm
 from tests.mentalmodels.test_delta import baseline
 from tests.mentalmodels.test_pipeline import answer_with
+from tests.wirebytes import DATETIME, DURATION_MS, check_or_capture
 
 pytestmark = pytest.mark.django_db
 
 DRY_RUN = "/v1/default/banks/mm-bank/mental-models/team/dry-run-refresh"
 
-_DATETIME = re.compile(r'"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)?"')
 _UUID = re.compile(r'[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}')
-_MS = re.compile(r'"duration_ms":\d+')
 
 
 def _normalized(text: str) -> str:
-    text = _MS.sub('"duration_ms":"<ms>"', text)
-    return _UUID.sub("<uuid>", _DATETIME.sub('"<datetime>"', text))
+    text = DURATION_MS.sub('"duration_ms":"<ms>"', text)
+    return _UUID.sub("<uuid>", DATETIME.sub('"<datetime>"', text))
 
 
 @pytest.fixture(autouse=True)
@@ -215,8 +212,4 @@ def test_dry_run_answers_byte_for_byte(bank: Any, scripted_llm: ScriptedLLMServe
     CASES[case_id](bank, scripted_llm)
     response = APIClient().post(DRY_RUN)
     got = (response.status_code, _normalized(response.content.decode()))
-    if os.environ.get("EDGE_BYTES_CAPTURE"):
-        with open(os.environ["EDGE_BYTES_CAPTURE"], "a") as out:
-            out.write(json.dumps([case_id, *got]) + "\n")
-        return
-    assert got == EXPECTED[case_id]
+    check_or_capture(case_id, got, EXPECTED)

@@ -8,8 +8,6 @@ Values that change from run to run (date-times, uuids) are replaced by placehold
 
 from __future__ import annotations
 
-import json
-import os
 import re
 from typing import Any
 
@@ -18,6 +16,7 @@ from rest_framework.test import APIClient
 
 from mentalmodels.models import MentalModelHistory
 from tests.factories import make_bank, make_mental_model, make_operation
+from tests.wirebytes import DATETIME, DURATION_MS, capturing, check_or_capture, j
 
 pytestmark = pytest.mark.django_db
 
@@ -27,23 +26,17 @@ OPS = "/v1/default/banks/mm-bank/operations"
 UUID0 = "00000000-0000-0000-0000-000000000000"
 UUID1 = "11111111-1111-1111-1111-111111111111"
 
-_DATETIME = re.compile(r'"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)?"')
 _UUID = re.compile(r'"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"')
 # A raw body: sent as is (no JSON encoding), to test what is not a JSON object.
 RAW = object()
 
 
-_MS = re.compile(r'"duration_ms":\d+')
 _GENERATED_ID = re.compile(r'"mm-[0-9a-f]{32}"')
 
 
 def _normalized(text: str) -> str:
-    text = _GENERATED_ID.sub('"<generated id>"', _MS.sub('"duration_ms":"<ms>"', text))
-    return _UUID.sub('"<uuid>"', _DATETIME.sub('"<datetime>"', text))
-
-
-def _j(value: Any) -> str:
-    return json.dumps(value)
+    text = _GENERATED_ID.sub('"<generated id>"', DURATION_MS.sub('"duration_ms":"<ms>"', text))
+    return _UUID.sub('"<uuid>"', DATETIME.sub('"<datetime>"', text))
 
 
 # (id, method, path, body): body None sends none, a str is sent raw as application/json.
@@ -57,75 +50,75 @@ CASES: list[tuple[str, str, str, Any]] = [
     ("create-string", "post", MM, '"s"'),
     ("create-bad-json", "post", MM, "{"),
     ("create-empty-object", "post", MM, "{}"),
-    ("create-types", "post", MM, _j({"name": 5, "source_query": []})),
-    ("create-blank", "post", MM, _j({"name": " ", "source_query": ""})),
-    ("create-nulls", "post", MM, _j({"name": None, "source_query": None})),
-    ("create-unknown", "post", MM, _j({"x": 1, "name": "a", "source_query": "q", "a": 2})),
-    ("create-combined", "post", MM, _j({
+    ("create-types", "post", MM, j({"name": 5, "source_query": []})),
+    ("create-blank", "post", MM, j({"name": " ", "source_query": ""})),
+    ("create-nulls", "post", MM, j({"name": None, "source_query": None})),
+    ("create-unknown", "post", MM, j({"x": 1, "name": "a", "source_query": "q", "a": 2})),
+    ("create-combined", "post", MM, j({
         "x": 1, "id": "BAD ID", "trigger": 5, "max_tokens": "1", "tags": "a", "name": 5,
         "y": 2,
     })),
-    ("create-combined-2", "post", MM, _j({
+    ("create-combined-2", "post", MM, j({
         "id": 5, "source_query": 3, "tags": [1], "max_tokens": 1.5,
         "trigger": {"mode": "x", "zz": 1},
     })),
-    ("create-tags-not-strings", "post", MM, _j({"name": "a", "source_query": "q", "tags": [1]})),
-    ("create-tags-dict", "post", MM, _j({"name": "a", "source_query": "q", "tags": {"a": 1}})),
+    ("create-tags-not-strings", "post", MM, j({"name": "a", "source_query": "q", "tags": [1]})),
+    ("create-tags-dict", "post", MM, j({"name": "a", "source_query": "q", "tags": {"a": 1}})),
     ("create-tag-too-long", "post", MM,
-     _j({"name": "a", "source_query": "q", "tags": ["ok", "t" * 513, "u" * 600]})),
+     j({"name": "a", "source_query": "q", "tags": ["ok", "t" * 513, "u" * 600]})),
     ("create-max-tokens-low", "post", MM,
-     _j({"name": "a", "source_query": "q", "max_tokens": 255})),
+     j({"name": "a", "source_query": "q", "max_tokens": 255})),
     ("create-max-tokens-high", "post", MM,
-     _j({"name": "a", "source_query": "q", "max_tokens": 8193})),
+     j({"name": "a", "source_query": "q", "max_tokens": 8193})),
     ("create-max-tokens-bool", "post", MM,
-     _j({"name": "a", "source_query": "q", "max_tokens": True})),
+     j({"name": "a", "source_query": "q", "max_tokens": True})),
     ("create-max-tokens-float", "post", MM,
-     _j({"name": "a", "source_query": "q", "max_tokens": 256.0})),
+     j({"name": "a", "source_query": "q", "max_tokens": 256.0})),
     ("create-max-tokens-zero", "post", MM,
-     _j({"name": "a", "source_query": "q", "max_tokens": 0})),
-    ("create-trigger-list", "post", MM, _j({"name": "a", "source_query": "q", "trigger": []})),
+     j({"name": "a", "source_query": "q", "max_tokens": 0})),
+    ("create-trigger-list", "post", MM, j({"name": "a", "source_query": "q", "trigger": []})),
     ("create-trigger-string", "post", MM,
-     _j({"name": "a", "source_query": "q", "trigger": "x"})),
+     j({"name": "a", "source_query": "q", "trigger": "x"})),
     ("create-trigger-unknown", "post", MM,
-     _j({"name": "a", "source_query": "q", "trigger": {"b": 1, "a": 2}})),
-    ("create-trigger-many", "post", MM, _j({"name": "a", "source_query": "q", "trigger": {
+     j({"name": "a", "source_query": "q", "trigger": {"b": 1, "a": 2}})),
+    ("create-trigger-many", "post", MM, j({"name": "a", "source_query": "q", "trigger": {
         "budget": 5, "mode": 3, "refresh_cron": "bad", "fact_types": [],
         "min_refresh_interval_seconds": -1, "keep_trace": "yes", "tags_match": "nope",
         "exclude_mental_model_ids": "x", "recall_max_tokens": "1",
     }})),
-    ("create-trigger-response-schema", "post", MM, _j({"name": "a", "source_query": "q",
+    ("create-trigger-response-schema", "post", MM, j({"name": "a", "source_query": "q",
                                                         "trigger": {"response_schema": {
                                                             "type": "array"}}})),
-    ("create-trigger-response-schema-props", "post", MM, _j({
+    ("create-trigger-response-schema-props", "post", MM, j({
         "name": "a", "source_query": "q", "trigger": {"response_schema": {
             "type": "object", "properties": {"a": {"type": "weird"}, "b": 5},
             "required": ["c"]}}})),
-    ("create-trigger-tag-groups", "post", MM, _j({
+    ("create-trigger-tag-groups", "post", MM, j({
         "name": "a", "source_query": "q", "trigger": {"tag_groups": [{"x": 1}]}})),
-    ("create-trigger-fact-types", "post", MM, _j({
+    ("create-trigger-fact-types", "post", MM, j({
         "name": "a", "source_query": "q", "trigger": {"fact_types": ["world", "bogus"]}})),
-    ("create-id-int", "post", MM, _j({"id": 5, "name": "a", "source_query": "q"})),
-    ("create-id-bad", "post", MM, _j({"id": "Bad_Id", "name": "a", "source_query": "q"})),
-    ("create-id-empty", "post", MM, _j({"id": "", "name": "a", "source_query": "q"})),
-    ("create-id-long", "post", MM, _j({"id": "a" * 65, "name": "a", "source_query": "q"})),
-    ("create-nul-name", "post", MM, _j({"name": "a\x00", "source_query": "q"})),
-    ("create-nul-many", "post", MM, _j({
+    ("create-id-int", "post", MM, j({"id": 5, "name": "a", "source_query": "q"})),
+    ("create-id-bad", "post", MM, j({"id": "Bad_Id", "name": "a", "source_query": "q"})),
+    ("create-id-empty", "post", MM, j({"id": "", "name": "a", "source_query": "q"})),
+    ("create-id-long", "post", MM, j({"id": "a" * 65, "name": "a", "source_query": "q"})),
+    ("create-nul-name", "post", MM, j({"name": "a\x00", "source_query": "q"})),
+    ("create-nul-many", "post", MM, j({
         "x\x00": 1, "name": "a\x00", "source_query": "b\x00", "tags": ["\x00", "x\x00"],
         "trigger": {"k\x00": 1, "exclude_mental_model_ids": ["x\x00", "y\x00"],
                     "response_schema": {"properties": {"p": {"d": "\x00"}}}},
         "zz": [[{"q": "\x00"}]],
     })),
-    ("create-nul-and-unknown", "post", MM, _j({"x": 1, "name": "a\x00", "source_query": 5})),
-    ("create-ok", "post", MM, _j({"id": "new-one", "name": "a", "source_query": "q",
+    ("create-nul-and-unknown", "post", MM, j({"x": 1, "name": "a\x00", "source_query": 5})),
+    ("create-ok", "post", MM, j({"id": "new-one", "name": "a", "source_query": "q",
                                   "tags": None, "max_tokens": None, "trigger": None})),
-    ("create-ok-full", "post", MM, _j({"id": "new-two", "name": "a", "source_query": "q",
+    ("create-ok-full", "post", MM, j({"id": "new-two", "name": "a", "source_query": "q",
                                        "tags": ["x"], "max_tokens": 256,
                                        "trigger": {"mode": "delta"}})),
-    ("create-ok-id-null", "post", MM, _j({"id": None, "name": "a", "source_query": "q",
+    ("create-ok-id-null", "post", MM, j({"id": None, "name": "a", "source_query": "q",
                                           "tags": []})),
-    ("create-conflict", "post", MM, _j({"id": "m1", "name": "a", "source_query": "q"})),
+    ("create-conflict", "post", MM, j({"id": "m1", "name": "a", "source_query": "q"})),
     ("create-unknown-bank", "post", "/v1/default/banks/nope/mental-models",
-     _j({"name": "a", "source_query": "q"})),
+     j({"name": "a", "source_query": "q"})),
     # --- update ----------------------------------------------------------------------------
     ("patch-no-body", "patch", M1, None),
     ("patch-empty-raw", "patch", M1, ""),
@@ -136,22 +129,22 @@ CASES: list[tuple[str, str, str, Any]] = [
     ("patch-string", "patch", M1, '""'),
     ("patch-empty-object", "patch", M1, "{}"),
     ("patch-bad-json", "patch", M1, '{"a":'),
-    ("patch-nulls", "patch", M1, _j({"name": None, "source_query": None, "tags": None,
+    ("patch-nulls", "patch", M1, j({"name": None, "source_query": None, "tags": None,
                                      "max_tokens": None, "trigger": None})),
-    ("patch-types", "patch", M1, _j({"name": 5, "source_query": False, "tags": [None],
+    ("patch-types", "patch", M1, j({"name": 5, "source_query": False, "tags": [None],
                                      "max_tokens": "x", "trigger": 1})),
-    ("patch-blank", "patch", M1, _j({"name": "", "source_query": "  "})),
-    ("patch-unknown", "patch", M1, _j({"id": "m2", "name": 5, "zz": 1})),
-    ("patch-max-tokens", "patch", M1, _j({"max_tokens": 100})),
-    ("patch-max-tokens-high", "patch", M1, _j({"max_tokens": 10000})),
-    ("patch-tag-too-long", "patch", M1, _j({"tags": ["t" * 513]})),
-    ("patch-trigger", "patch", M1, _j({"trigger": {"mode": "x", "refresh_cron": "* * *"}})),
-    ("patch-trigger-unknown", "patch", M1, _j({"trigger": {"nope": 1}})),
-    ("patch-trigger-null-key", "patch", M1, _j({"trigger": {"refresh_cron": None}})),
-    ("patch-nul", "patch", M1, _j({"tags": ["a", "b\x00"], "name": "\x00"})),
-    ("patch-ok", "patch", M1, _j({"name": "renamed", "tags": ["x", "y"], "max_tokens": 300,
+    ("patch-blank", "patch", M1, j({"name": "", "source_query": "  "})),
+    ("patch-unknown", "patch", M1, j({"id": "m2", "name": 5, "zz": 1})),
+    ("patch-max-tokens", "patch", M1, j({"max_tokens": 100})),
+    ("patch-max-tokens-high", "patch", M1, j({"max_tokens": 10000})),
+    ("patch-tag-too-long", "patch", M1, j({"tags": ["t" * 513]})),
+    ("patch-trigger", "patch", M1, j({"trigger": {"mode": "x", "refresh_cron": "* * *"}})),
+    ("patch-trigger-unknown", "patch", M1, j({"trigger": {"nope": 1}})),
+    ("patch-trigger-null-key", "patch", M1, j({"trigger": {"refresh_cron": None}})),
+    ("patch-nul", "patch", M1, j({"tags": ["a", "b\x00"], "name": "\x00"})),
+    ("patch-ok", "patch", M1, j({"name": "renamed", "tags": ["x", "y"], "max_tokens": 300,
                                   "trigger": {"mode": "delta"}})),
-    ("patch-unknown-model", "patch", f"{MM}/nope", _j({"name": 5})),
+    ("patch-unknown-model", "patch", f"{MM}/nope", j({"name": 5})),
     # --- refresh ---------------------------------------------------------------------------
     ("refresh-no-body", "post", f"{M1}/refresh", None),
     ("refresh-empty-raw", "post", f"{M1}/refresh", ""),
@@ -160,14 +153,14 @@ CASES: list[tuple[str, str, str, Any]] = [
     ("refresh-list", "post", f"{M1}/refresh", "[]"),
     ("refresh-zero", "post", f"{M1}/refresh", "0"),
     ("refresh-string", "post", f"{M1}/refresh", '"full"'),
-    ("refresh-mode-delta", "post", f"{M1}/refresh", _j({"mode": "delta"})),
-    ("refresh-mode-int", "post", f"{M1}/refresh", _j({"mode": 5})),
-    ("refresh-mode-unknown", "post", f"{M1}/refresh", _j({"x": 1, "mode": "x", "y": 2})),
-    ("refresh-mode-null", "post", f"{M1}/refresh", _j({"mode": None})),
-    ("refresh-mode-full", "post", f"{M1}/refresh", _j({"mode": "full"})),
-    ("refresh-nul", "post", f"{M1}/refresh", _j({"mode": "\x00", "x\x00": 1})),
+    ("refresh-mode-delta", "post", f"{M1}/refresh", j({"mode": "delta"})),
+    ("refresh-mode-int", "post", f"{M1}/refresh", j({"mode": 5})),
+    ("refresh-mode-unknown", "post", f"{M1}/refresh", j({"x": 1, "mode": "x", "y": 2})),
+    ("refresh-mode-null", "post", f"{M1}/refresh", j({"mode": None})),
+    ("refresh-mode-full", "post", f"{M1}/refresh", j({"mode": "full"})),
+    ("refresh-nul", "post", f"{M1}/refresh", j({"mode": "\x00", "x\x00": 1})),
     ("refresh-bad-json", "post", f"{M1}/refresh", "[1,"),
-    ("refresh-unknown-model", "post", f"{MM}/nope/refresh", _j({"mode": 5})),
+    ("refresh-unknown-model", "post", f"{MM}/nope/refresh", j({"mode": 5})),
     # --- clear and dry run -----------------------------------------------------------------
     *[
         case
@@ -177,10 +170,10 @@ CASES: list[tuple[str, str, str, Any]] = [
             (f"{action}-list", "post", f"{M1}/{action}", "[]"),
             (f"{action}-five", "post", f"{M1}/{action}", "5"),
             (f"{action}-string", "post", f"{M1}/{action}", '"x"'),
-            (f"{action}-params", "post", f"{M1}/{action}", _j({"b": 1, "a": None})),
-            (f"{action}-nul", "post", f"{M1}/{action}", _j({"a\x00": 1, "b": "\x00"})),
+            (f"{action}-params", "post", f"{M1}/{action}", j({"b": 1, "a": None})),
+            (f"{action}-nul", "post", f"{M1}/{action}", j({"a\x00": 1, "b": "\x00"})),
             (f"{action}-bad-json", "post", f"{M1}/{action}", "{{"),
-            (f"{action}-unknown-model", "post", f"{MM}/nope/{action}", _j({"a": 1})),
+            (f"{action}-unknown-model", "post", f"{MM}/nope/{action}", j({"a": 1})),
         ]
     ],
     ("clear-ok", "post", f"{M1}/clear", "{}"),
@@ -1245,7 +1238,7 @@ EXPECTED: dict[str, tuple[int, str]] = {
 def test_every_case_has_an_expectation() -> None:
     ids = [case[0] for case in CASES]
     assert len(ids) == len(set(ids))
-    if not os.environ.get("EDGE_BYTES_CAPTURE"):
+    if not capturing():
         assert set(ids) == set(EXPECTED)
 
 
@@ -1267,9 +1260,4 @@ def test_edge_answers_byte_for_byte(case_id: str, method: str, path: str, body: 
     api = APIClient(raise_request_exception=False)
     response = _request(api, method, path, body)
     got = (response.status_code, _normalized(response.content.decode()))
-    capture = os.environ.get("EDGE_BYTES_CAPTURE")
-    if capture:
-        with open(capture, "a") as out:
-            out.write(json.dumps([case_id, *got]) + "\n")
-        return
-    assert got == EXPECTED[case_id]
+    check_or_capture(case_id, got, EXPECTED)

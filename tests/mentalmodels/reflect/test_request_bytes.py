@@ -7,23 +7,18 @@ Each body is compared as the raw response text, so the order of errors and of ke
 
 from __future__ import annotations
 
-import json
-import os
 from typing import Any
 
 import pytest
 from rest_framework.test import APIClient
 
 from tests.factories import make_bank
+from tests.wirebytes import capturing, check_or_capture, j
 
 pytestmark = pytest.mark.django_db
 
 REFLECT = "/v1/default/banks/reflect-bank/reflect"
 MISSING_BANK = "/v1/default/banks/nope/reflect"
-
-
-def _j(value: Any) -> str:
-    return json.dumps(value)
 
 
 # (id, path, body): body None sends none, a str is sent raw as application/json.
@@ -36,44 +31,44 @@ CASES: list[tuple[str, str, Any]] = [
     ("string", REFLECT, '"s"'),
     ("bad-json", REFLECT, "{"),
     ("empty-object", REFLECT, "{}"),
-    ("unknown-keys", REFLECT, _j({"zeta": 1, "query": "q", "alpha": 2, "mid": None})),
-    ("unknown-and-bad", REFLECT, _j({"zz": 1, "query": 5, "budget": "huge", "aa": 2})),
-    ("query-int", REFLECT, _j({"query": 5})),
-    ("query-blank", REFLECT, _j({"query": "  "})),
-    ("query-empty", REFLECT, _j({"query": ""})),
-    ("query-null", REFLECT, _j({"query": None})),
-    ("query-nul", REFLECT, _j({"query": "a\x00b"})),
-    ("budget", REFLECT, _j({"query": "q", "budget": "x"})),
-    ("context-int", REFLECT, _j({"query": "q", "context": 5})),
-    ("max-tokens-low", REFLECT, _j({"query": "q", "max_tokens": 0})),
-    ("max-tokens-high", REFLECT, _j({"query": "q", "max_tokens": 70000})),
-    ("max-tokens-string", REFLECT, _j({"query": "q", "max_tokens": "x"})),
-    ("include-int", REFLECT, _j({"query": "q", "include": 5})),
-    ("include-unknown", REFLECT, _j({"query": "q", "include": {
+    ("unknown-keys", REFLECT, j({"zeta": 1, "query": "q", "alpha": 2, "mid": None})),
+    ("unknown-and-bad", REFLECT, j({"zz": 1, "query": 5, "budget": "huge", "aa": 2})),
+    ("query-int", REFLECT, j({"query": 5})),
+    ("query-blank", REFLECT, j({"query": "  "})),
+    ("query-empty", REFLECT, j({"query": ""})),
+    ("query-null", REFLECT, j({"query": None})),
+    ("query-nul", REFLECT, j({"query": "a\x00b"})),
+    ("budget", REFLECT, j({"query": "q", "budget": "x"})),
+    ("context-int", REFLECT, j({"query": "q", "context": 5})),
+    ("max-tokens-low", REFLECT, j({"query": "q", "max_tokens": 0})),
+    ("max-tokens-high", REFLECT, j({"query": "q", "max_tokens": 70000})),
+    ("max-tokens-string", REFLECT, j({"query": "q", "max_tokens": "x"})),
+    ("include-int", REFLECT, j({"query": "q", "include": 5})),
+    ("include-unknown", REFLECT, j({"query": "q", "include": {
         "z": 1, "facts": {"y": 1, "b": 2}, "tool_calls": {"output": "maybe", "x": 1}}})),
-    ("include-facts-list", REFLECT, _j({"query": "q", "include": {"facts": []}})),
-    ("response-schema-list", REFLECT, _j({"query": "q", "response_schema": []})),
-    ("response-schema-array", REFLECT, _j({"query": "q", "response_schema": {"type": "array"}})),
-    ("response-schema-props", REFLECT, _j({"query": "q", "response_schema": {
+    ("include-facts-list", REFLECT, j({"query": "q", "include": {"facts": []}})),
+    ("response-schema-list", REFLECT, j({"query": "q", "response_schema": []})),
+    ("response-schema-array", REFLECT, j({"query": "q", "response_schema": {"type": "array"}})),
+    ("response-schema-props", REFLECT, j({"query": "q", "response_schema": {
         "type": "object", "properties": {"a": {"type": "weird"}}, "required": ["c"]}})),
-    ("tags-and-groups", REFLECT, _j({"query": "q", "tags": ["a"],
+    ("tags-and-groups", REFLECT, j({"query": "q", "tags": ["a"],
                                      "tag_groups": [{"tags": ["b"], "match": "any"}]})),
-    ("tags-string", REFLECT, _j({"query": "q", "tags": "a"})),
-    ("tags-match", REFLECT, _j({"query": "q", "tags": ["a"], "tags_match": "nope"})),
-    ("tag-groups-bad", REFLECT, _j({"query": "q", "tag_groups": [{"x": 1}]})),
-    ("fact-types-bad", REFLECT, _j({"query": "q", "fact_types": ["world", "bogus"]})),
-    ("exclude-ids-ints", REFLECT, _j({"query": "q", "exclude_mental_model_ids": [1, "a"]})),
-    ("exclude-ids-string", REFLECT, _j({"query": "q", "exclude_mental_model_ids": "x"})),
+    ("tags-string", REFLECT, j({"query": "q", "tags": "a"})),
+    ("tags-match", REFLECT, j({"query": "q", "tags": ["a"], "tags_match": "nope"})),
+    ("tag-groups-bad", REFLECT, j({"query": "q", "tag_groups": [{"x": 1}]})),
+    ("fact-types-bad", REFLECT, j({"query": "q", "fact_types": ["world", "bogus"]})),
+    ("exclude-ids-ints", REFLECT, j({"query": "q", "exclude_mental_model_ids": [1, "a"]})),
+    ("exclude-ids-string", REFLECT, j({"query": "q", "exclude_mental_model_ids": "x"})),
     ("observations-max-tokens", REFLECT,
-     _j({"query": "q", "reflect_search_observations_max_tokens": 0})),
-    ("apply-all-directives", REFLECT, _j({"query": "q", "apply_all_directives": "maybe"})),
-    ("exclude-mental-models", REFLECT, _j({"query": "q", "exclude_mental_models": "x"})),
-    ("everything", REFLECT, _j({
+     j({"query": "q", "reflect_search_observations_max_tokens": 0})),
+    ("apply-all-directives", REFLECT, j({"query": "q", "apply_all_directives": "maybe"})),
+    ("exclude-mental-models", REFLECT, j({"query": "q", "exclude_mental_models": "x"})),
+    ("everything", REFLECT, j({
         "b": 1, "query": [], "budget": 3, "context": [], "max_tokens": -1,
         "include": {"q": 1, "tool_calls": {"output": 5}}, "response_schema": 5,
         "exclude_mental_model_ids": [None], "a": 2,
     })),
-    ("unknown-missing-bank", MISSING_BANK, _j({"query": "q", "x": 1})),
+    ("unknown-missing-bank", MISSING_BANK, j({"query": "q", "x": 1})),
 ]
 
 EXPECTED: dict[str, tuple[int, str]] = {
@@ -299,7 +294,7 @@ EXPECTED: dict[str, tuple[int, str]] = {
 def test_every_case_has_an_expectation() -> None:
     ids = [case[0] for case in CASES]
     assert len(ids) == len(set(ids))
-    if not os.environ.get("EDGE_BYTES_CAPTURE"):
+    if not capturing():
         assert set(ids) == set(EXPECTED)
 
 
@@ -310,9 +305,4 @@ def test_reflect_answers_byte_for_byte(case_id: str, path: str, body: Any) -> No
     response = (api.post(path) if body is None
                 else api.post(path, data=body, content_type="application/json"))
     got = (response.status_code, response.content.decode())
-    capture = os.environ.get("EDGE_BYTES_CAPTURE")
-    if capture:
-        with open(capture, "a") as out:
-            out.write(json.dumps([case_id, *got]) + "\n")
-        return
-    assert got == EXPECTED[case_id]
+    check_or_capture(case_id, got, EXPECTED)

@@ -1,0 +1,32 @@
+"""Answers held byte for byte: literal expectations captured once from the code being replaced.
+
+``EDGE_BYTES_CAPTURE=<file>`` re-captures instead of comparing: each case appends
+``[case_id, status, body]`` to the file (paste them back as the literals)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from typing import Any
+
+DATETIME = re.compile(r'"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)?"')
+DURATION_MS = re.compile(r'"duration_ms":\d+')
+
+
+def capturing() -> bool:
+    return bool(os.environ.get("EDGE_BYTES_CAPTURE"))
+
+
+def check_or_capture(case_id: str, got: tuple[int, str], expected: dict[str, tuple[int, str]]) -> None:
+    """``got == expected[case_id]``, or, when capturing, ``got`` appended to the capture file."""
+    capture = os.environ.get("EDGE_BYTES_CAPTURE")
+    if capture:
+        with open(capture, "a") as out:
+            out.write(json.dumps([case_id, *got]) + "\n")
+        return
+    assert got == expected[case_id]
+
+
+def j(value: Any) -> str:
+    return json.dumps(value)
