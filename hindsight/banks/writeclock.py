@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from django.db import connection, transaction
+from django.db import connection
 
 # First key of the two-int advisory lock: namespaces our locks away from anyone else's.
 _LOCK_CLASS = 0x48534D  # "HSM"
@@ -39,10 +39,23 @@ def hold_bank_write_lock(bank_id: str) -> datetime:
     return stamp
 
 
+# The exclusive lock, then the clock read under it, in one statement: the materialized CTE is
+# evaluated (the lock granted) before the outer row, and with it ``clock_timestamp()``, exists.
+_CUTOFF_SQL = (
+    "WITH held AS MATERIALIZED (SELECT pg_advisory_xact_lock(%s, hashtext(%s))) "
+    "SELECT clock_timestamp() FROM held"
+)
+
+
 def take_cutoff(bank_id: str) -> datetime:
-    """A cutoff no later write of ``bank_id`` can commit at or below (a short own transaction)."""
-    with transaction.atomic(), connection.cursor() as cursor:
-        cursor.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", [_LOCK_CLASS, bank_id])
-        cursor.execute("SELECT clock_timestamp()")
+    """A cutoff no later write of ``bank_id`` can commit at or below.
+
+    One statement: outside a transaction it is its own (autocommit), so the exclusive lock is
+    held from before the clock is read until the statement ends — the same guarantee as a
+    ``BEGIN`` / lock / clock / ``COMMIT`` of four round trips. Inside the caller's transaction
+    the lock is held until that transaction ends, as before.
+    """
+    with connection.cursor() as cursor:
+        cursor.execute(_CUTOFF_SQL, [_LOCK_CLASS, bank_id])
         (cutoff,) = cursor.fetchone()
     return cutoff

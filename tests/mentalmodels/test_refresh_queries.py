@@ -28,6 +28,8 @@ def _label(sql: str) -> str:
     verb = sql.split(" ", 1)[0].upper()
     if verb in ("BEGIN", "COMMIT", "SAVEPOINT", "RELEASE", "ROLLBACK"):
         return verb
+    if "pg_advisory_xact_lock(" in sql and "clock_timestamp()" in sql:
+        return "SELECT clock_timestamp() under pg_advisory_xact_lock"
     if "pg_advisory_xact_lock" in sql:
         return "SELECT pg_advisory_xact_lock"
     if sql.startswith("SELECT clock_timestamp()"):
@@ -71,10 +73,11 @@ def test_one_refresh_in_the_worker_runs_these_statements(model):
         # the key's lease and the compare-and-set pending → processing, in one transaction.
         "SELECT operations_operation",
         "BEGIN", "INSERT operations_lease", "UPDATE operations_operation", "COMMIT",
-        # The pipeline: the model, the snapshot cutoff under the bank's write lock, the newest
-        # memory in scope (the watermark), whether any sibling model is visible.
+        # The pipeline: the model, the snapshot cutoff under the bank's write lock (lock and
+        # clock in one statement, its own transaction), the newest memory in scope (the
+        # watermark), whether any sibling model is visible.
         "SELECT mentalmodels_mentalmodel",
-        "BEGIN", "SELECT pg_advisory_xact_lock", "SELECT clock_timestamp()", "COMMIT",
+        "SELECT clock_timestamp() under pg_advisory_xact_lock",
         "SELECT banks_memoryunit",
         "SELECT mentalmodels_mentalmodel",
         # The reflect loop: one request-log row per LLM call, one recall per lookup (the query
