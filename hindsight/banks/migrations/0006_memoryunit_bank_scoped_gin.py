@@ -11,9 +11,12 @@ the second column alone (the admin's tag search) can still use the index.
 CREATE on the database) can create it without being superuser. Production: install the
 PostgreSQL contrib package where the server runs (``postgresql-contrib`` on Debian/Ubuntu; in
 the official images and most managed services it is there), or run
-``CREATE EXTENSION IF NOT EXISTS btree_gin`` beforehand as a privileged role. A large table
-would rather build the new indexes ``CONCURRENTLY`` by hand first and drop the old ones
-``CONCURRENTLY`` after (the ``IF NOT EXISTS`` / ``IF EXISTS`` here then do nothing).
+``CREATE EXTENSION IF NOT EXISTS btree_gin`` beforehand as a privileged role.
+
+The indexes are built and the old ones dropped ``CONCURRENTLY`` (outside a transaction, so
+the migration is not atomic): retains keep writing during the build. A build that fails
+half-way leaves an INVALID index behind that ``IF NOT EXISTS`` would take for done: drop it
+(``DROP INDEX CONCURRENTLY memory_bank_…_gin``) before running the migration again.
 """
 
 from django.contrib.postgres.indexes import GinIndex
@@ -29,15 +32,17 @@ OLD = {"memory_tags_gin": '("tags")', "memory_fts_gin": '("search_vector")'}
 
 
 def _create(indexes: dict[str, str]) -> list[str]:
-    return [f'CREATE INDEX IF NOT EXISTS "{name}" ON "{TABLE}" USING gin {columns}'
+    return [f'CREATE INDEX CONCURRENTLY IF NOT EXISTS "{name}" ON "{TABLE}" USING gin {columns}'
             for name, columns in indexes.items()]
 
 
 def _drop(indexes: dict[str, str]) -> list[str]:
-    return [f'DROP INDEX IF EXISTS "{name}"' for name in indexes]
+    return [f'DROP INDEX CONCURRENTLY IF EXISTS "{name}"' for name in indexes]
 
 
 class Migration(migrations.Migration):
+
+    atomic = False  # CREATE/DROP INDEX CONCURRENTLY cannot run in a transaction
 
     dependencies = [
         ("banks", "0005_memoryunit_bank_no_own_index"),
