@@ -92,8 +92,9 @@ class MemoryUnit(models.Model):
         indexes = [
             models.Index(fields=["bank", "updated_at"], name="memory_bank_updated_idx"),
             models.Index(fields=["bank", "fact_type", "updated_at"], name="memory_bank_type_upd_idx"),
-            GinIndex(fields=["tags"], name="memory_tags_gin"),
-            GinIndex(fields=["search_vector"], name="memory_fts_gin"),
+            # Bank first (btree_gin): a bank's bitmap is its own rows, not every bank's matches.
+            GinIndex(fields=["bank", "tags"], name="memory_bank_tags_gin"),
+            GinIndex(fields=["bank", "search_vector"], name="memory_bank_fts_gin"),
             HnswIndex(
                 name="memory_embedding_hnsw",
                 fields=["embedding"],
