@@ -1,13 +1,16 @@
-"""OpenAPI documentation of the banks API: response shapes, query parameters, custom fields.
+"""The banks API's responses (upstream's component names), query parameters, custom fields.
 
-Schema-only (nothing here parses or renders a request): the serializers describe what
-``hindsight.banks.views`` answers, in upstream's component names, and the extensions tell
+Responses: each response serializer declares its shape (for the OpenAPI document) and renders
+it (``render``), building the dict directly in the declared order — no per-field
+``to_representation`` on a page of up to 1,000 rows or a recall's hits. ``tests/banks/
+test_response_shapes.py`` holds the rendered keys to the declared fields. The extensions tell
 drf-spectacular what the hand-written request fields of ``hindsight.banks.serializers`` accept.
 Importing this module registers the extensions (the views import it).
 """
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any, ClassVar
 
 from drf_spectacular.extensions import OpenApiSerializerFieldExtension
@@ -23,6 +26,8 @@ from hindsight.api.schema import (  # noqa: F401  (the query parameters are re-e
     query_tags,
     query_text,
 )
+from hindsight.banks import selectors
+from hindsight.banks.models import Bank
 from hindsight.banks.selectors import TIME_FIELDS
 from hindsight.banks.serializers import OBSERVATION_SCOPE_MODES
 from hindsight.tagscope import TAGS_MATCH_MODES
@@ -115,6 +120,10 @@ class RecallIncludeExtension(ClosedObjectExtension):
 # --- responses ---------------------------------------------------------------------------------
 
 
+def iso(value: datetime | None) -> str | None:
+    return value.isoformat() if value is not None else None
+
+
 class DispositionTraitsSerializer(serializers.Serializer):
     skepticism = serializers.IntegerField(min_value=1, max_value=5)
     literalism = serializers.IntegerField(min_value=1, max_value=5)
@@ -127,6 +136,17 @@ class BankProfileResponseSerializer(serializers.Serializer):
     disposition = DispositionTraitsSerializer()
     mission = serializers.CharField(allow_blank=True)
     background = serializers.CharField(allow_null=True, allow_blank=True)
+
+    @staticmethod
+    def render(bank: Bank) -> dict[str, Any]:
+        mission = selectors.bank_mission(bank=bank)
+        return {
+            "bank_id": bank.id,
+            "name": bank.name,
+            "disposition": selectors.bank_disposition(bank=bank),
+            "mission": mission,
+            "background": mission,
+        }
 
 
 class BankListItemSerializer(serializers.Serializer):
@@ -154,6 +174,11 @@ class DeleteResponseSerializer(serializers.Serializer):
     success = serializers.BooleanField()
     message = serializers.CharField(allow_null=True)
     deleted_count = serializers.IntegerField(allow_null=True)
+
+    @staticmethod
+    def render(bank_id: str, deleted_count: int) -> dict[str, Any]:
+        return {"success": True, "message": f"Bank '{bank_id}' deleted",
+                "deleted_count": deleted_count}
 
 
 class BankConfigResponseSerializer(serializers.Serializer):

@@ -157,7 +157,7 @@ class BankListView(APIView):
 
 
 def _profile(bank_id: str) -> Response:
-    return Response(bank_profile(selectors.bank_get(bank_id=bank_id)))
+    return Response(schema.BankProfileResponseSerializer.render(selectors.bank_get(bank_id=bank_id)))
 
 
 class BankView(APIView):
@@ -170,7 +170,8 @@ class BankView(APIView):
     def put(self, request: Request, bank_id: str) -> Response:
         services.bank_id_validate(bank_id)
         data = _validated(BankWriteSerializer, request.data).validated_data
-        return Response(bank_profile(services.bank_upsert(bank_id=bank_id, data=data)))
+        bank = services.bank_upsert(bank_id=bank_id, data=data)
+        return Response(schema.BankProfileResponseSerializer.render(bank))
 
     @_doc("update_bank", request=BankWriteSerializer,
           response=schema.BankProfileResponseSerializer, errors=(422,))
@@ -180,9 +181,7 @@ class BankView(APIView):
     @_doc("delete_bank", response=schema.DeleteResponseSerializer, errors=(404,))
     def delete(self, request: Request, bank_id: str) -> Response:
         deleted = services.bank_delete(bank_id=bank_id)
-        return Response(
-            {"success": True, "message": f"Bank '{bank_id}' deleted", "deleted_count": deleted}
-        )
+        return Response(schema.DeleteResponseSerializer.render(bank_id, deleted))
 
 
 class BankProfileView(APIView):
@@ -198,7 +197,8 @@ class BankProfileView(APIView):
     def put(self, request: Request, bank_id: str) -> Response:
         services.bank_id_validate(bank_id)
         data = _validated(DispositionUpdateSerializer, request.data).validated_data
-        return Response(bank_profile(services.bank_upsert(bank_id=bank_id, data=data)))
+        bank = services.bank_upsert(bank_id=bank_id, data=data)
+        return Response(schema.BankProfileResponseSerializer.render(bank))
 
 
 class BankConfigView(APIView):
