@@ -162,12 +162,37 @@ class BankListItemSerializer(serializers.Serializer):
     display_alias = serializers.CharField(allow_null=True)
     matched_aliases = serializers.ListField(child=serializers.CharField())
 
+    @staticmethod
+    def render(row: dict[str, Any]) -> dict[str, Any]:
+        """One ``selectors.bank_list`` row (up to 1,000 a page)."""
+        bank = row["bank"]
+        return {
+            "bank_id": bank.id,
+            "name": bank.name,
+            "disposition": selectors.bank_disposition(bank=bank),
+            "mission": selectors.bank_mission(bank=bank),
+            "created_at": iso(bank.created_at),
+            "updated_at": iso(bank.updated_at),
+            "fact_count": row["fact_count"],
+            "last_document_at": iso(row["last_document_at"]),
+            "last_write_at": iso(row["last_write_at"]),
+            "display_alias": None,
+            "matched_aliases": [],
+        }
+
 
 class BankListResponseSerializer(serializers.Serializer):
     banks = BankListItemSerializer(many=True)
     total = serializers.IntegerField()
     limit = serializers.IntegerField()
     offset = serializers.IntegerField()
+
+    @staticmethod
+    def render(rows: list[dict[str, Any]], *, total: int, limit: int,
+               offset: int) -> dict[str, Any]:
+        render = BankListItemSerializer.render
+        return {"banks": [render(row) for row in rows], "total": total, "limit": limit,
+                "offset": offset}
 
 
 class DeleteResponseSerializer(serializers.Serializer):
@@ -185,6 +210,12 @@ class BankConfigResponseSerializer(serializers.Serializer):
     bank_id = serializers.CharField()
     config = serializers.DictField(child=serializers.JSONField())
     overrides = serializers.DictField(child=serializers.JSONField())
+
+    @staticmethod
+    def render(bank: Bank) -> dict[str, Any]:
+        """The resolved config (defaults, then the bank's overrides), and the overrides."""
+        return {"bank_id": bank.id, "config": selectors.bank_config_resolved(bank=bank),
+                "overrides": dict(bank.config or {})}
 
 
 class BankStatsResponseSerializer(serializers.Serializer):
@@ -206,6 +237,28 @@ class BankStatsResponseSerializer(serializers.Serializer):
     pending_consolidation = serializers.IntegerField()
     failed_consolidation = serializers.IntegerField()
     total_observations = serializers.IntegerField()
+
+    @staticmethod
+    def render(stats: dict[str, Any]) -> dict[str, Any]:
+        """``selectors.bank_stats``'s counts."""
+        return {
+            "bank_id": stats["bank_id"],
+            "total_nodes": stats["total_nodes"],
+            "total_links": stats["total_links"],
+            "total_documents": stats["total_documents"],
+            "nodes_by_fact_type": stats["nodes_by_fact_type"],
+            "links_by_link_type": stats["links_by_link_type"],
+            "links_by_fact_type": stats["links_by_fact_type"],
+            "links_breakdown": stats["links_breakdown"],
+            "pending_operations": stats["pending_operations"],
+            "failed_operations": stats["failed_operations"],
+            "operations_by_status": stats["operations_by_status"],
+            "last_consolidated_at": iso(stats["last_consolidated_at"]),
+            "last_memory_write_at": iso(stats["last_memory_write_at"]),
+            "pending_consolidation": stats["pending_consolidation"],
+            "failed_consolidation": stats["failed_consolidation"],
+            "total_observations": stats["total_observations"],
+        }
 
 
 class TokenUsageSerializer(serializers.Serializer):

@@ -14,7 +14,7 @@ from rest_framework.views import APIView
 
 from hindsight.api.schema import errors as api_errors
 from hindsight.banks import schema, selectors, services
-from hindsight.banks.models import Bank, MemoryUnit
+from hindsight.banks.models import MemoryUnit
 from hindsight.banks.recall import RecallFloors, RecallHit, memory_recall
 from hindsight.banks.serializers import (
     BankConfigUpdateSerializer,
@@ -119,18 +119,6 @@ def _query_datetime(request: Request, name: str) -> datetime | None:
         raise FieldError(("query", name), "must be an ISO 8601 date-time", "datetime_parsing") from None
 
 
-def bank_profile(bank: Bank) -> dict[str, Any]:
-    disposition = selectors.bank_disposition(bank=bank)
-    mission = selectors.bank_mission(bank=bank)
-    return {
-        "bank_id": bank.id,
-        "name": bank.name,
-        "disposition": disposition,
-        "mission": mission,
-        "background": mission,
-    }
-
-
 class BankListView(APIView):
     @_doc("list_banks", response=schema.BankListResponseSerializer,
           params=schema.BANK_LIST_PARAMS, errors=(422,))
@@ -138,22 +126,8 @@ class BankListView(APIView):
         limit = _query_int(request, "limit", 100, maximum=1000)
         offset = _query_int(request, "offset", 0, maximum=OFFSET_MAX)
         rows, total = selectors.bank_list(q=_query_text(request, "q"), limit=limit, offset=offset)
-        banks = [
-            {
-                **bank_profile(row["bank"]),
-                "created_at": iso(row["bank"].created_at),
-                "updated_at": iso(row["bank"].updated_at),
-                "fact_count": row["fact_count"],
-                "last_document_at": iso(row["last_document_at"]),
-                "last_write_at": iso(row["last_write_at"]),
-                "display_alias": None,
-                "matched_aliases": [],
-            }
-            for row in rows
-        ]
-        for item in banks:
-            item.pop("background")
-        return Response({"banks": banks, "total": total, "limit": limit, "offset": offset})
+        return Response(schema.BankListResponseSerializer.render(rows, total=total, limit=limit,
+                                                                 offset=offset))
 
 
 def _profile(bank_id: str) -> Response:
@@ -201,10 +175,15 @@ class BankProfileView(APIView):
         return Response(schema.BankProfileResponseSerializer.render(bank))
 
 
+def _config(bank_id: str) -> Response:
+    bank = selectors.bank_get(bank_id=bank_id)
+    return Response(schema.BankConfigResponseSerializer.render(bank))
+
+
 class BankConfigView(APIView):
     @_doc("get_bank_config", response=schema.BankConfigResponseSerializer, errors=(404,))
     def get(self, request: Request, bank_id: str) -> Response:
-        return Response(selectors.bank_config_get(bank_id=bank_id))
+        return _config(bank_id)
 
     @_doc("update_bank_config", request=BankConfigUpdateSerializer,
           response=schema.BankConfigResponseSerializer)
@@ -212,12 +191,12 @@ class BankConfigView(APIView):
         services.bank_id_validate(bank_id)
         updates = _validated(BankConfigUpdateSerializer, request.data).validated_data["updates"]
         services.bank_config_update(bank_id=bank_id, updates=updates)
-        return Response(selectors.bank_config_get(bank_id=bank_id))
+        return _config(bank_id)
 
     @_doc("reset_bank_config", response=schema.BankConfigResponseSerializer, errors=(404,))
     def delete(self, request: Request, bank_id: str) -> Response:
         services.bank_config_reset(bank_id=bank_id)
-        return Response(selectors.bank_config_get(bank_id=bank_id))
+        return _config(bank_id)
 
 
 class BankStatsView(APIView):
@@ -227,9 +206,7 @@ class BankStatsView(APIView):
         # ``refresh`` is accepted for upstream's clients; stats are computed on every call anyway.
         _query_bool(request, "refresh")
         stats = selectors.bank_stats(bank_id=bank_id)
-        stats["last_consolidated_at"] = iso(stats["last_consolidated_at"])
-        stats["last_memory_write_at"] = iso(stats["last_memory_write_at"])
-        return Response(stats)
+        return Response(schema.BankStatsResponseSerializer.render(stats))
 
 
 class MemoriesView(APIView):

@@ -3,10 +3,13 @@ the serializer declares (and so what the OpenAPI document says), key for key and
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 from hindsight.banks import schema
 from hindsight.banks.models import Bank
+
+NOW = datetime(2025, 1, 1, tzinfo=UTC)
 
 
 def _declared(serializer_class: type) -> list[str]:
@@ -28,3 +31,24 @@ def test_a_bank_profile_has_the_declared_fields_in_order() -> None:
 def test_a_bank_delete_has_the_declared_fields_in_order() -> None:
     assert list(schema.DeleteResponseSerializer.render("b", 3)) == \
         _declared(schema.DeleteResponseSerializer)
+
+
+def test_a_bank_list_has_the_declared_fields_in_order() -> None:
+    bank = Bank(id="b", name="n", created_at=NOW, updated_at=NOW)
+    row = {"bank": bank, "fact_count": 1, "last_document_at": None,
+           "last_write_at": None}
+    body = schema.BankListResponseSerializer.render([row], total=1, limit=1, offset=0)
+    assert list(body) == _declared(schema.BankListResponseSerializer)
+    assert list(body["banks"][0]) == _declared(schema.BankListItemSerializer)
+
+
+def test_a_bank_config_has_the_declared_fields_in_order() -> None:
+    body = schema.BankConfigResponseSerializer.render(Bank(id="b", config={"k": 1}))
+    assert list(body) == _declared(schema.BankConfigResponseSerializer)
+
+
+def test_bank_stats_have_the_declared_fields_in_order() -> None:
+    stats: dict[str, Any] = {name: None for name in reversed(
+        _declared(schema.BankStatsResponseSerializer))}
+    body = schema.BankStatsResponseSerializer.render(stats)
+    assert list(body) == _declared(schema.BankStatsResponseSerializer)
