@@ -28,6 +28,7 @@ from hindsight.api.schema import (  # noqa: F401  (the query parameters are re-e
 )
 from hindsight.banks import selectors
 from hindsight.banks.models import Bank
+from hindsight.banks.retaintypes import RetainResult, Usage
 from hindsight.banks.selectors import TIME_FIELDS
 from hindsight.banks.serializers import OBSERVATION_SCOPE_MODES
 from hindsight.tagscope import TAGS_MATCH_MODES
@@ -268,6 +269,16 @@ class TokenUsageSerializer(serializers.Serializer):
     cached_tokens = serializers.IntegerField(required=False)
     thoughts_tokens = serializers.IntegerField(required=False)
 
+    @staticmethod
+    def render(usage: Usage) -> dict[str, int]:
+        return {
+            "input_tokens": usage.input_tokens,
+            "output_tokens": usage.output_tokens,
+            "total_tokens": usage.total_tokens,
+            "cached_tokens": 0,
+            "thoughts_tokens": 0,
+        }
+
 
 class RetainResponseSerializer(serializers.Serializer):
     success = serializers.BooleanField()
@@ -278,9 +289,24 @@ class RetainResponseSerializer(serializers.Serializer):
     usage = TokenUsageSerializer(allow_null=True)
 
     def get_fields(self) -> dict[str, serializers.Field]:
+        # ``async`` is a Python keyword: declared by name, after the class's fields in the
+        # document, but rendered fourth (where upstream puts it).
         fields = super().get_fields()
-        fields["async"] = serializers.BooleanField()  # a Python keyword: declared by name
+        fields["async"] = serializers.BooleanField()
         return fields
+
+    @staticmethod
+    def render_sync(result: RetainResult) -> dict[str, Any]:
+        """A retain done in the request: its items stored, the LLM tokens it used."""
+        return {"success": True, "bank_id": result.bank_id, "items_count": result.items_count,
+                "async": False, "operation_id": None, "operation_ids": None,
+                "usage": TokenUsageSerializer.render(result.usage)}
+
+    @staticmethod
+    def render_async(bank_id: str, *, items_count: int, operation_id: str) -> dict[str, Any]:
+        """A retain queued: the operation that will run it."""
+        return {"success": True, "bank_id": bank_id, "items_count": items_count, "async": True,
+                "operation_id": operation_id, "operation_ids": [operation_id], "usage": None}
 
 
 class RecallScoresSerializer(serializers.Serializer):

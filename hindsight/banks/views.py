@@ -227,18 +227,12 @@ class MemoriesView(APIView):
                     if serializer.validated_data.get("operation_id") else None
                 ),
             )
-            return Response(
-                {"success": True, "bank_id": bank_id, "items_count": len(items), "async": True,
-                 "operation_id": operation_id, "operation_ids": [operation_id], "usage": None}
-            )
+            return Response(schema.RetainResponseSerializer.render_async(
+                bank_id, items_count=len(items), operation_id=operation_id))
         # document_tags were merged into each item by the serializer.
         with llm_context(bank_id=bank_id, operation="retain"):  # the request log's labels
             result = services.memories_retain_sync(bank_id=bank_id, items=items)
-        return Response(
-            {"success": True, "bank_id": bank_id, "items_count": result.items_count,
-             "async": False, "operation_id": None, "operation_ids": None,
-             "usage": result.usage.to_wire()}
-        )
+        return Response(schema.RetainResponseSerializer.render_sync(result))
 
 
 def recall_result(hit: RecallHit) -> dict[str, Any]:

@@ -8,6 +8,7 @@ from typing import Any
 
 from hindsight.banks import schema
 from hindsight.banks.models import Bank
+from hindsight.banks.retaintypes import RetainResult, Usage
 
 NOW = datetime(2025, 1, 1, tzinfo=UTC)
 
@@ -52,3 +53,19 @@ def test_bank_stats_have_the_declared_fields_in_order() -> None:
         _declared(schema.BankStatsResponseSerializer))}
     body = schema.BankStatsResponseSerializer.render(stats)
     assert list(body) == _declared(schema.BankStatsResponseSerializer)
+
+
+def _retain_wire_order() -> list[str]:
+    # ``async`` (a keyword) is declared after the class's fields but sent fourth, as upstream.
+    declared = _declared(schema.RetainResponseSerializer)
+    declared.remove("async")
+    declared.insert(3, "async")
+    return declared
+
+
+def test_a_retain_answer_has_the_declared_fields_both_ways() -> None:
+    sync = schema.RetainResponseSerializer.render_sync(
+        RetainResult(bank_id="b", items_count=1, memory_ids=[], usage=Usage(1, 2, 3)))
+    queued = schema.RetainResponseSerializer.render_async("b", items_count=1, operation_id="o")
+    assert list(sync) == list(queued) == _retain_wire_order()
+    assert list(sync["usage"]) == _declared(schema.TokenUsageSerializer)
