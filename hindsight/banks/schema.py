@@ -28,6 +28,7 @@ from hindsight.api.schema import (  # noqa: F401  (the query parameters are re-e
 )
 from hindsight.banks import selectors
 from hindsight.banks.models import Bank
+from hindsight.banks.recall import RecallHit
 from hindsight.banks.retaintypes import RetainResult, Usage
 from hindsight.banks.selectors import TIME_FIELDS
 from hindsight.banks.serializers import OBSERVATION_SCOPE_MODES
@@ -332,6 +333,28 @@ class RecallResultSerializer(serializers.Serializer):
     source_fact_ids = serializers.ListField(child=serializers.CharField(), allow_null=True)
     scores = RecallScoresSerializer(allow_null=True)
 
+    @staticmethod
+    def render(hit: RecallHit) -> dict[str, Any]:
+        """One hit, with its scores (``RecallScoresSerializer``'s fields, inlined: a recall
+        renders every hit of its token budget)."""
+        return {
+            "id": hit.id,
+            "text": hit.text,
+            "type": hit.fact_type,
+            "entities": hit.entities or None,
+            "context": hit.context or None,
+            "occurred_start": hit.occurred_start.isoformat() if hit.occurred_start else None,
+            "occurred_end": hit.occurred_end.isoformat() if hit.occurred_end else None,
+            "mentioned_at": hit.mentioned_at.isoformat() if hit.mentioned_at else None,
+            "document_id": hit.document_id,
+            "metadata": hit.metadata or None,
+            "chunk_id": None,
+            "tags": hit.tags,
+            "source_fact_ids": hit.source_memory_ids or None,
+            "scores": {"final": hit.score, "reranker": None, "semantic": hit.semantic,
+                       "keyword": hit.keyword},
+        }
+
 
 class RecallResponseSerializer(serializers.Serializer):
     results = RecallResultSerializer(many=True)
@@ -340,6 +363,18 @@ class RecallResponseSerializer(serializers.Serializer):
     chunks = serializers.DictField(allow_null=True)
     source_facts = serializers.DictField(allow_null=True)
     source_facts_truncated = serializers.BooleanField(allow_null=True)
+
+    @staticmethod
+    def render(hits: list[RecallHit], *, trace: dict[str, Any] | None = None) -> dict[str, Any]:
+        render = RecallResultSerializer.render
+        return {
+            "results": [render(hit) for hit in hits],
+            "trace": trace,
+            "entities": None,
+            "chunks": None,
+            "source_facts": None,
+            "source_facts_truncated": None,
+        }
 
 
 class MemoryUnitListItemSerializer(serializers.Serializer):

@@ -235,26 +235,6 @@ class MemoriesView(APIView):
         return Response(schema.RetainResponseSerializer.render_sync(result))
 
 
-def recall_result(hit: RecallHit) -> dict[str, Any]:
-    return {
-        "id": hit.id,
-        "text": hit.text,
-        "type": hit.fact_type,
-        "entities": hit.entities or None,
-        "context": hit.context or None,
-        "occurred_start": iso(hit.occurred_start),
-        "occurred_end": iso(hit.occurred_end),
-        "mentioned_at": iso(hit.mentioned_at),
-        "document_id": hit.document_id,
-        "metadata": hit.metadata or None,
-        "chunk_id": None,
-        "tags": hit.tags,
-        "source_fact_ids": hit.source_memory_ids or None,
-        "scores": {"final": hit.score, "reranker": None, "semantic": hit.semantic,
-                   "keyword": hit.keyword},
-    }
-
-
 class RecallView(APIView):
     @_doc("recall_memories", request=RecallRequestSerializer,
           response=schema.RecallResponseSerializer, errors=(404, 422, 503))
@@ -272,16 +252,9 @@ class RecallView(APIView):
             hits = self._recall(bank_id, data, scope, types)
         except EmbeddingError as exc:
             raise services.EmbeddingUnavailable(f"embedding the query failed: {exc}") from exc
-        body: dict[str, Any] = {
-            "results": [recall_result(h) for h in hits],
-            "trace": None,
-            "entities": None,
-            "chunks": None,
-            "source_facts": None,
-            "source_facts_truncated": None,
-        }
+        trace = None
         if data.get("trace"):
-            body["trace"] = {
+            trace = {
                 "query": data["query"],
                 "num_results": len(hits),
                 "time_seconds": round(time.monotonic() - started, 4),
@@ -289,7 +262,7 @@ class RecallView(APIView):
                 "max_tokens": data["max_tokens"],
                 "arms": {h.id: h.arms for h in hits},
             }
-        return Response(body)
+        return Response(schema.RecallResponseSerializer.render(hits, trace=trace))
 
     def _recall(self, bank_id: str, data: dict[str, Any], scope: TagScope,
                 types: set[str]) -> list[RecallHit]:

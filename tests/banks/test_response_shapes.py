@@ -8,6 +8,7 @@ from typing import Any
 
 from hindsight.banks import schema
 from hindsight.banks.models import Bank
+from hindsight.banks.recall import RecallHit
 from hindsight.banks.retaintypes import RetainResult, Usage
 
 NOW = datetime(2025, 1, 1, tzinfo=UTC)
@@ -69,3 +70,14 @@ def test_a_retain_answer_has_the_declared_fields_both_ways() -> None:
     queued = schema.RetainResponseSerializer.render_async("b", items_count=1, operation_id="o")
     assert list(sync) == list(queued) == _retain_wire_order()
     assert list(sync["usage"]) == _declared(schema.TokenUsageSerializer)
+
+
+def test_a_recall_answer_has_the_declared_fields_in_order() -> None:
+    hit = RecallHit(id="m", text="t", context="", fact_type="world", tags=[], updated_at=NOW,
+                    created_at=NOW, document_id=None, metadata={}, entities=[],
+                    occurred_start=NOW, occurred_end=None, mentioned_at=None,
+                    source_memory_ids=[], score=0.5)
+    body = schema.RecallResponseSerializer.render([hit])
+    assert list(body) == _declared(schema.RecallResponseSerializer)
+    assert list(body["results"][0]) == _declared(schema.RecallResultSerializer)
+    assert list(body["results"][0]["scores"]) == _nested(schema.RecallResultSerializer, "scores")
