@@ -27,7 +27,7 @@ from hindsight.api.schema import (  # noqa: F401  (the query parameters are re-e
     query_text,
 )
 from hindsight.banks import selectors
-from hindsight.banks.models import Bank
+from hindsight.banks.models import Bank, MemoryUnit
 from hindsight.banks.recall import RecallHit
 from hindsight.banks.retaintypes import RetainResult, Usage
 from hindsight.banks.selectors import TIME_FIELDS
@@ -401,12 +401,47 @@ class MemoryUnitListItemSerializer(serializers.Serializer):
     updated_at = serializers.DateTimeField(allow_null=True)
     source_memory_ids = serializers.ListField(child=serializers.CharField())
 
+    @staticmethod
+    def render(m: MemoryUnit) -> dict[str, Any]:
+        """One memory of a page (up to 1,000)."""
+        event = m.occurred_start or m.mentioned_at
+        return {
+            "id": str(m.id),
+            "text": m.text,
+            "context": m.context,
+            "date": iso(event) or "",
+            "fact_type": m.fact_type,
+            "document_id": m.document_id,
+            "mentioned_at": iso(m.mentioned_at),
+            "occurred_start": iso(m.occurred_start),
+            "occurred_end": iso(m.occurred_end),
+            "entities": ", ".join(m.entities),
+            "chunk_id": None,
+            "proof_count": 1,
+            "tags": list(m.tags),
+            "metadata": dict(m.metadata or {}),
+            "consolidated_at": iso(m.consolidated_at),
+            "consolidation_failed_at": None,
+            "state": "valid",
+            "invalidation_reason": None,
+            "invalidated_at": None,
+            "edited_at": None,
+            "updated_at": iso(m.updated_at),
+            "source_memory_ids": [str(s) for s in m.source_memory_ids],
+        }
+
 
 class ListMemoryUnitsResponseSerializer(serializers.Serializer):
     items = MemoryUnitListItemSerializer(many=True)
     total = serializers.IntegerField()
     limit = serializers.IntegerField()
     offset = serializers.IntegerField()
+
+    @staticmethod
+    def render(page: list[MemoryUnit], *, total: int, limit: int, offset: int) -> dict[str, Any]:
+        render = MemoryUnitListItemSerializer.render
+        return {"items": [render(m) for m in page], "total": total, "limit": limit,
+                "offset": offset}
 
 
 class TagItemSerializer(serializers.Serializer):
@@ -419,6 +454,13 @@ class ListTagsResponseSerializer(serializers.Serializer):
     total = serializers.IntegerField()
     limit = serializers.IntegerField()
     offset = serializers.IntegerField()
+
+    @staticmethod
+    def render(counts: list[tuple[str, int]], *, total: int, limit: int,
+               offset: int) -> dict[str, Any]:
+        """A page of ``(tag, count)`` pairs, most used first."""
+        return {"items": [{"tag": tag, "count": n} for tag, n in counts], "total": total,
+                "limit": limit, "offset": offset}
 
 
 # --- query parameters --------------------------------------------------------------------------
@@ -463,6 +505,10 @@ TAG_LIST_PARAMS = [
 class ConsolidationResponseSerializer(serializers.Serializer):
     operation_id = serializers.CharField()
     deduplicated = serializers.BooleanField()
+
+    @staticmethod
+    def render(operation_id: str, *, deduplicated: bool) -> dict[str, Any]:
+        return {"operation_id": operation_id, "deduplicated": deduplicated}
 
 
 class LLMRequestEntrySerializer(serializers.Serializer):

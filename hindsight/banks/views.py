@@ -14,7 +14,6 @@ from rest_framework.views import APIView
 
 from hindsight.api.schema import errors as api_errors
 from hindsight.banks import schema, selectors, services
-from hindsight.banks.models import MemoryUnit
 from hindsight.banks.recall import RecallFloors, RecallHit, memory_recall
 from hindsight.banks.serializers import (
     BankConfigUpdateSerializer,
@@ -284,34 +283,6 @@ class RecallView(APIView):
         )
 
 
-def memory_list_item(m: MemoryUnit) -> dict[str, Any]:
-    event = m.occurred_start or m.mentioned_at
-    return {
-        "id": str(m.id),
-        "text": m.text,
-        "context": m.context,
-        "date": iso(event) or "",
-        "fact_type": m.fact_type,
-        "document_id": m.document_id,
-        "mentioned_at": iso(m.mentioned_at),
-        "occurred_start": iso(m.occurred_start),
-        "occurred_end": iso(m.occurred_end),
-        "entities": ", ".join(m.entities),
-        "chunk_id": None,
-        "proof_count": 1,
-        "tags": list(m.tags),
-        "metadata": dict(m.metadata or {}),
-        "consolidated_at": iso(m.consolidated_at),
-        "consolidation_failed_at": None,
-        "state": "valid",
-        "invalidation_reason": None,
-        "invalidated_at": None,
-        "edited_at": None,
-        "updated_at": iso(m.updated_at),
-        "source_memory_ids": [str(s) for s in m.source_memory_ids],
-    }
-
-
 class MemoryListView(APIView):
     @_doc("list_memories", response=schema.ListMemoryUnitsResponseSerializer,
           params=schema.MEMORY_LIST_PARAMS)
@@ -354,10 +325,8 @@ class MemoryListView(APIView):
             limit=limit,
             offset=offset,
         )
-        return Response(
-            {"items": [memory_list_item(m) for m in page], "total": total, "limit": limit,
-             "offset": offset}
-        )
+        return Response(schema.ListMemoryUnitsResponseSerializer.render(
+            page, total=total, limit=limit, offset=offset))
 
 
 class TagsView(APIView):
@@ -370,12 +339,10 @@ class TagsView(APIView):
                              "literal_error")
         limit = _query_int(request, "limit", 100, maximum=1000)
         offset = _query_int(request, "offset", 0, maximum=OFFSET_MAX)
-        return Response(
-            tags_list(
-                bank_id=bank_id, source=source, q=_query_text(request, "q"),
-                limit=limit, offset=offset,
-            )
-        )
+        counts, total = tags_list(bank_id=bank_id, source=source, q=_query_text(request, "q"),
+                                  limit=limit, offset=offset)
+        return Response(schema.ListTagsResponseSerializer.render(counts, total=total, limit=limit,
+                                                                 offset=offset))
 
 
 class ConsolidateView(APIView):
@@ -388,7 +355,8 @@ class ConsolidateView(APIView):
         # The body is optional (upstream: ConsolidationRequest | null).
         _validated(ConsolidationRequestSerializer, request.data or {})
         operation_id, deduplicated = services.consolidation_request(bank_id=bank_id)
-        return Response({"operation_id": operation_id, "deduplicated": deduplicated})
+        return Response(schema.ConsolidationResponseSerializer.render(
+            operation_id, deduplicated=deduplicated))
 
 
 def _uuid_query(request: Request, name: str) -> str | None:

@@ -3,11 +3,12 @@ the serializer declares (and so what the OpenAPI document says), key for key and
 
 from __future__ import annotations
 
+import uuid
 from datetime import UTC, datetime
 from typing import Any
 
 from hindsight.banks import schema
-from hindsight.banks.models import Bank
+from hindsight.banks.models import Bank, MemoryUnit
 from hindsight.banks.recall import RecallHit
 from hindsight.banks.retaintypes import RetainResult, Usage
 
@@ -81,3 +82,23 @@ def test_a_recall_answer_has_the_declared_fields_in_order() -> None:
     assert list(body) == _declared(schema.RecallResponseSerializer)
     assert list(body["results"][0]) == _declared(schema.RecallResultSerializer)
     assert list(body["results"][0]["scores"]) == _nested(schema.RecallResultSerializer, "scores")
+
+
+def test_a_memory_list_has_the_declared_fields_in_order() -> None:
+    memory = MemoryUnit(id=uuid.uuid4(), bank_id="b", text="t", fact_type="world", tags=["x"],
+                        entities=[], source_memory_ids=[uuid.uuid4()], mentioned_at=NOW,
+                        updated_at=NOW)
+    body = schema.ListMemoryUnitsResponseSerializer.render([memory], total=1, limit=1, offset=0)
+    assert list(body) == _declared(schema.ListMemoryUnitsResponseSerializer)
+    assert list(body["items"][0]) == _declared(schema.MemoryUnitListItemSerializer)
+
+
+def test_a_tag_list_has_the_declared_fields_in_order() -> None:
+    body = schema.ListTagsResponseSerializer.render([("t", 2)], total=1, limit=1, offset=0)
+    assert list(body) == _declared(schema.ListTagsResponseSerializer)
+    assert list(body["items"][0]) == _declared(schema.TagItemSerializer)
+
+
+def test_a_consolidation_answer_has_the_declared_fields_in_order() -> None:
+    body = schema.ConsolidationResponseSerializer.render("o", deduplicated=True)
+    assert list(body) == _declared(schema.ConsolidationResponseSerializer)
