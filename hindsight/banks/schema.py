@@ -10,6 +10,7 @@ Importing this module registers the extensions (the views import it).
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
 from typing import Any, ClassVar
 
@@ -32,6 +33,7 @@ from hindsight.banks.recall import RecallHit
 from hindsight.banks.retaintypes import RetainResult, Usage
 from hindsight.banks.selectors import TIME_FIELDS
 from hindsight.banks.serializers import OBSERVATION_SCOPE_MODES
+from hindsight.llm.models import LLMRequest
 from hindsight.tagscope import TAGS_MATCH_MODES
 
 MEMORY_FACT_TYPES = ("world", "experience", "observation", "opinion")
@@ -511,6 +513,18 @@ class ConsolidationResponseSerializer(serializers.Serializer):
         return {"operation_id": operation_id, "deduplicated": deduplicated}
 
 
+def _logged_json(text: str, truncated: bool) -> Any:
+    """A logged prompt or response: its JSON decoded, else (cut or not JSON) the text as stored."""
+    if not text:
+        return None
+    if truncated:
+        return text  # cut JSON is not JSON any more
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
 class LLMRequestEntrySerializer(serializers.Serializer):
     id = serializers.CharField()
     bank_id = serializers.CharField(allow_null=True)
@@ -536,6 +550,35 @@ class LLMRequestEntrySerializer(serializers.Serializer):
     llm_info = serializers.DictField()
     metadata = serializers.DictField()
 
+    @staticmethod
+    def render(row: LLMRequest) -> dict[str, Any]:
+        """One logged request; an operation run is one trace, each request a span of it."""
+        return {
+            "id": str(row.id),
+            "bank_id": row.bank_id,
+            "operation": row.operation,
+            "scope": row.scope or None,
+            "trace_id": str(row.operation_id) if row.operation_id else None,
+            "span_id": str(row.id),
+            "parent_span_id": None,
+            "provider": row.provider,
+            "model": row.model or None,
+            "status": row.status,
+            "started_at": row.started_at.isoformat(),
+            "ended_at": row.ended_at.isoformat() if row.ended_at else None,
+            "duration_ms": row.duration_ms,
+            "input_tokens": row.input_tokens,
+            "output_tokens": row.output_tokens,
+            "cached_tokens": 0,
+            "thoughts_tokens": None,
+            "total_tokens": row.total_tokens,
+            "input": _logged_json(row.prompt, row.truncated),
+            "output": _logged_json(row.response, row.truncated),
+            "error": row.error,
+            "llm_info": {"kind": row.kind, "attempt": row.attempt},
+            "metadata": {"truncated": row.truncated},
+        }
+
 
 class LLMRequestListResponseSerializer(serializers.Serializer):
     bank_id = serializers.CharField()
@@ -543,6 +586,13 @@ class LLMRequestListResponseSerializer(serializers.Serializer):
     limit = serializers.IntegerField()
     offset = serializers.IntegerField()
     items = LLMRequestEntrySerializer(many=True)
+
+    @staticmethod
+    def render(bank_id: str, rows: list[LLMRequest], *, total: int, limit: int,
+               offset: int) -> dict[str, Any]:
+        render = LLMRequestEntrySerializer.render
+        return {"bank_id": bank_id, "total": total, "limit": limit, "offset": offset,
+                "items": [render(row) for row in rows]}
 
 
 class LLMRequestTokenSumsSerializer(serializers.Serializer):
@@ -566,6 +616,28 @@ class LLMRequestStatsResponseSerializer(serializers.Serializer):
     trunc = serializers.CharField()
     start = serializers.CharField()
     buckets = LLMRequestStatsBucketSerializer(many=True)
+
+    @staticmethod
+    def render(bank_id: str, *, period: str, trunc: str, start: datetime,
+               buckets: list[dict[str, Any]]) -> dict[str, Any]:
+        """``buckets``: ``llm_requests_stats``'s rows (counts and token sums per bucket)."""
+        return {
+            "bank_id": bank_id,
+            "period": period,
+            "trunc": trunc,
+            "start": start.isoformat(),
+            "buckets": [
+                {
+                    "time": row["bucket"].isoformat(),
+                    "statuses": {k: v for k, v in (("success", row["success"]),
+                                                    ("error", row["error"])) if v},
+                    "total": row["total"],
+                    "tokens": {"input": row["input"], "output": row["output"], "cached": 0,
+                               "thoughts": None, "total": row["input"] + row["output"]},
+                }
+                for row in buckets
+            ],
+        }
 
 
 LLM_REQUEST_STATUSES = ("success", "error")

@@ -28,6 +28,7 @@ from hindsight.banks.tags import tags_list
 from hindsight.embeddings import EmbeddingError
 from hindsight.errors import FieldError
 from hindsight.llm.context import llm_context
+from hindsight.llm.models import LLMRequest
 from hindsight.llm.selectors import (
     PERIODS,
     LLMRequestFilters,
@@ -396,11 +397,13 @@ class LLMRequestsView(APIView):
             or _query_text(request, "document_id") is not None
             or _query_text(request, "memory_id") is not None
         )
-        if nothing:
-            return Response({"bank_id": bank_id, "total": 0, "limit": limit, "offset": offset,
-                             "items": []})
-        return Response(llm_requests_list(bank_id=bank_id, filters=filters, limit=limit,
-                                          offset=offset))
+        rows: list[LLMRequest] = []
+        total = 0
+        if not nothing:
+            rows, total = llm_requests_list(bank_id=bank_id, filters=filters, limit=limit,
+                                            offset=offset)
+        return Response(schema.LLMRequestListResponseSerializer.render(
+            bank_id, rows, total=total, limit=limit, offset=offset))
 
 
 class LLMRequestStatsView(APIView):
@@ -412,8 +415,9 @@ class LLMRequestStatsView(APIView):
         selectors.bank_get(bank_id=bank_id)
         period = _query_choice(request, "period", tuple(PERIODS)) or "7d"
         call_type = _query_choice(request, "call_type", schema.LLM_CALL_TYPES)
-        stats = llm_requests_stats(bank_id=bank_id, period=period,
-                                   operation=_query_text(request, "operation"))
+        start, trunc, buckets = llm_requests_stats(bank_id=bank_id, period=period,
+                                                   operation=_query_text(request, "operation"))
         if call_type not in (None, "llm"):
-            stats["buckets"] = []
-        return Response(stats)
+            buckets = []
+        return Response(schema.LLMRequestStatsResponseSerializer.render(
+            bank_id, period=period, trunc=trunc, start=start, buckets=buckets))

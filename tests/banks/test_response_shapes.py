@@ -11,6 +11,7 @@ from hindsight.banks import schema
 from hindsight.banks.models import Bank, MemoryUnit
 from hindsight.banks.recall import RecallHit
 from hindsight.banks.retaintypes import RetainResult, Usage
+from hindsight.llm.models import LLMRequest
 
 NOW = datetime(2025, 1, 1, tzinfo=UTC)
 
@@ -102,3 +103,22 @@ def test_a_tag_list_has_the_declared_fields_in_order() -> None:
 def test_a_consolidation_answer_has_the_declared_fields_in_order() -> None:
     body = schema.ConsolidationResponseSerializer.render("o", deduplicated=True)
     assert list(body) == _declared(schema.ConsolidationResponseSerializer)
+
+
+def test_an_llm_request_page_has_the_declared_fields_in_order() -> None:
+    row = LLMRequest(id=uuid.uuid4(), bank_id="b", status="success", started_at=NOW,
+                     ended_at=NOW, prompt='{"a": 1}', response="text")
+    body = schema.LLMRequestListResponseSerializer.render("b", [row], total=1, limit=1,
+                                                          offset=0)
+    assert list(body) == _declared(schema.LLMRequestListResponseSerializer)
+    assert list(body["items"][0]) == _declared(schema.LLMRequestEntrySerializer)
+
+
+def test_llm_request_stats_have_the_declared_fields_in_order() -> None:
+    bucket = {"bucket": NOW, "total": 2, "success": 1, "error": 1, "input": 3, "output": 4}
+    body = schema.LLMRequestStatsResponseSerializer.render("b", period="7d", trunc="day",
+                                                           start=NOW, buckets=[bucket])
+    assert list(body) == _declared(schema.LLMRequestStatsResponseSerializer)
+    [rendered] = body["buckets"]
+    assert list(rendered) == _declared(schema.LLMRequestStatsBucketSerializer)
+    assert list(rendered["tokens"]) == _nested(schema.LLMRequestStatsBucketSerializer, "tokens")
