@@ -1,4 +1,5 @@
-"""HTTP edge of the banks app (upstream's v1 wire format): parse, call one service/selector, render."""
+"""HTTP edge of the banks app (upstream's v1 wire format): parse, call one service/selector, and
+answer what the response serializer renders (``hindsight.banks.schema``: each shape in one place)."""
 
 from __future__ import annotations
 
@@ -51,10 +52,6 @@ def _doc(operation_id: str, *, response: Any, request: Any = None, params: Any =
 
 # Past PostgreSQL's bigint an OFFSET is a database error (a 500); no page is that far anyway.
 OFFSET_MAX = schema.OFFSET_MAX
-
-
-def iso(value: datetime | None) -> str | None:
-    return value.isoformat() if value is not None else None
 
 
 def _validated(serializer_class: type, data: Any) -> Any:
