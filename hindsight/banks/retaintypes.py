@@ -45,15 +45,6 @@ class Usage:
             self.total_tokens + other.total_tokens,
         )
 
-    def to_wire(self) -> dict[str, int]:
-        return {
-            "input_tokens": self.input_tokens,
-            "output_tokens": self.output_tokens,
-            "total_tokens": self.total_tokens,
-            "cached_tokens": 0,
-            "thoughts_tokens": 0,
-        }
-
 
 @dataclass(frozen=True)
 class RetainResult:

@@ -1,13 +1,17 @@
-"""OpenAPI documentation of the banks API: response shapes, query parameters, custom fields.
+"""The banks API's responses (upstream's component names), query parameters, custom fields.
 
-Schema-only (nothing here parses or renders a request): the serializers describe what
-``hindsight.banks.views`` answers, in upstream's component names, and the extensions tell
+Responses: each response serializer declares its shape (for the OpenAPI document) and renders
+it (``render``), building the dict directly in the declared order — no per-field
+``to_representation`` on a page of up to 1,000 rows or a recall's hits. ``tests/banks/
+test_response_shapes.py`` holds the rendered keys to the declared fields. The extensions tell
 drf-spectacular what the hand-written request fields of ``hindsight.banks.serializers`` accept.
 Importing this module registers the extensions (the views import it).
 """
 
 from __future__ import annotations
 
+import json
+from datetime import datetime
 from typing import Any, ClassVar
 
 from drf_spectacular.extensions import OpenApiSerializerFieldExtension
@@ -23,8 +27,13 @@ from hindsight.api.schema import (  # noqa: F401  (the query parameters are re-e
     query_tags,
     query_text,
 )
+from hindsight.banks import selectors
+from hindsight.banks.models import Bank, MemoryUnit
+from hindsight.banks.recall import RecallHit
+from hindsight.banks.retaintypes import RetainResult, Usage
 from hindsight.banks.selectors import TIME_FIELDS
 from hindsight.banks.serializers import OBSERVATION_SCOPE_MODES
+from hindsight.llm.models import LLMRequest
 from hindsight.tagscope import TAGS_MATCH_MODES
 
 MEMORY_FACT_TYPES = ("world", "experience", "observation", "opinion")
@@ -115,6 +124,10 @@ class RecallIncludeExtension(ClosedObjectExtension):
 # --- responses ---------------------------------------------------------------------------------
 
 
+def iso(value: datetime | None) -> str | None:
+    return value.isoformat() if value is not None else None
+
+
 class DispositionTraitsSerializer(serializers.Serializer):
     skepticism = serializers.IntegerField(min_value=1, max_value=5)
     literalism = serializers.IntegerField(min_value=1, max_value=5)
@@ -127,6 +140,17 @@ class BankProfileResponseSerializer(serializers.Serializer):
     disposition = DispositionTraitsSerializer()
     mission = serializers.CharField(allow_blank=True)
     background = serializers.CharField(allow_null=True, allow_blank=True)
+
+    @staticmethod
+    def render(bank: Bank) -> dict[str, Any]:
+        mission = selectors.bank_mission(bank=bank)
+        return {
+            "bank_id": bank.id,
+            "name": bank.name,
+            "disposition": selectors.bank_disposition(bank=bank),
+            "mission": mission,
+            "background": mission,
+        }
 
 
 class BankListItemSerializer(serializers.Serializer):
@@ -142,6 +166,24 @@ class BankListItemSerializer(serializers.Serializer):
     display_alias = serializers.CharField(allow_null=True)
     matched_aliases = serializers.ListField(child=serializers.CharField())
 
+    @staticmethod
+    def render(row: dict[str, Any]) -> dict[str, Any]:
+        """One ``selectors.bank_list`` row (up to 1,000 a page)."""
+        bank = row["bank"]
+        return {
+            "bank_id": bank.id,
+            "name": bank.name,
+            "disposition": selectors.bank_disposition(bank=bank),
+            "mission": selectors.bank_mission(bank=bank),
+            "created_at": iso(bank.created_at),
+            "updated_at": iso(bank.updated_at),
+            "fact_count": row["fact_count"],
+            "last_document_at": iso(row["last_document_at"]),
+            "last_write_at": iso(row["last_write_at"]),
+            "display_alias": None,
+            "matched_aliases": [],
+        }
+
 
 class BankListResponseSerializer(serializers.Serializer):
     banks = BankListItemSerializer(many=True)
@@ -149,17 +191,35 @@ class BankListResponseSerializer(serializers.Serializer):
     limit = serializers.IntegerField()
     offset = serializers.IntegerField()
 
+    @staticmethod
+    def render(rows: list[dict[str, Any]], *, total: int, limit: int,
+               offset: int) -> dict[str, Any]:
+        render = BankListItemSerializer.render
+        return {"banks": [render(row) for row in rows], "total": total, "limit": limit,
+                "offset": offset}
+
 
 class DeleteResponseSerializer(serializers.Serializer):
     success = serializers.BooleanField()
     message = serializers.CharField(allow_null=True)
     deleted_count = serializers.IntegerField(allow_null=True)
 
+    @staticmethod
+    def render(bank_id: str, deleted_count: int) -> dict[str, Any]:
+        return {"success": True, "message": f"Bank '{bank_id}' deleted",
+                "deleted_count": deleted_count}
+
 
 class BankConfigResponseSerializer(serializers.Serializer):
     bank_id = serializers.CharField()
     config = serializers.DictField(child=serializers.JSONField())
     overrides = serializers.DictField(child=serializers.JSONField())
+
+    @staticmethod
+    def render(bank: Bank) -> dict[str, Any]:
+        """The resolved config (defaults, then the bank's overrides), and the overrides."""
+        return {"bank_id": bank.id, "config": selectors.bank_config_resolved(bank=bank),
+                "overrides": dict(bank.config or {})}
 
 
 class BankStatsResponseSerializer(serializers.Serializer):
@@ -182,6 +242,28 @@ class BankStatsResponseSerializer(serializers.Serializer):
     failed_consolidation = serializers.IntegerField()
     total_observations = serializers.IntegerField()
 
+    @staticmethod
+    def render(stats: dict[str, Any]) -> dict[str, Any]:
+        """``selectors.bank_stats``'s counts."""
+        return {
+            "bank_id": stats["bank_id"],
+            "total_nodes": stats["total_nodes"],
+            "total_links": stats["total_links"],
+            "total_documents": stats["total_documents"],
+            "nodes_by_fact_type": stats["nodes_by_fact_type"],
+            "links_by_link_type": stats["links_by_link_type"],
+            "links_by_fact_type": stats["links_by_fact_type"],
+            "links_breakdown": stats["links_breakdown"],
+            "pending_operations": stats["pending_operations"],
+            "failed_operations": stats["failed_operations"],
+            "operations_by_status": stats["operations_by_status"],
+            "last_consolidated_at": iso(stats["last_consolidated_at"]),
+            "last_memory_write_at": iso(stats["last_memory_write_at"]),
+            "pending_consolidation": stats["pending_consolidation"],
+            "failed_consolidation": stats["failed_consolidation"],
+            "total_observations": stats["total_observations"],
+        }
+
 
 class TokenUsageSerializer(serializers.Serializer):
     input_tokens = serializers.IntegerField()
@@ -189,6 +271,16 @@ class TokenUsageSerializer(serializers.Serializer):
     total_tokens = serializers.IntegerField()
     cached_tokens = serializers.IntegerField(required=False)
     thoughts_tokens = serializers.IntegerField(required=False)
+
+    @staticmethod
+    def render(usage: Usage) -> dict[str, int]:
+        return {
+            "input_tokens": usage.input_tokens,
+            "output_tokens": usage.output_tokens,
+            "total_tokens": usage.total_tokens,
+            "cached_tokens": 0,
+            "thoughts_tokens": 0,
+        }
 
 
 class RetainResponseSerializer(serializers.Serializer):
@@ -200,9 +292,24 @@ class RetainResponseSerializer(serializers.Serializer):
     usage = TokenUsageSerializer(allow_null=True)
 
     def get_fields(self) -> dict[str, serializers.Field]:
+        # ``async`` is a Python keyword: declared by name, after the class's fields in the
+        # document, but rendered fourth (where upstream puts it).
         fields = super().get_fields()
-        fields["async"] = serializers.BooleanField()  # a Python keyword: declared by name
+        fields["async"] = serializers.BooleanField()
         return fields
+
+    @staticmethod
+    def render_sync(result: RetainResult) -> dict[str, Any]:
+        """A retain done in the request: its items stored, the LLM tokens it used."""
+        return {"success": True, "bank_id": result.bank_id, "items_count": result.items_count,
+                "async": False, "operation_id": None, "operation_ids": None,
+                "usage": TokenUsageSerializer.render(result.usage)}
+
+    @staticmethod
+    def render_async(bank_id: str, *, items_count: int, operation_id: str) -> dict[str, Any]:
+        """A retain queued: the operation that will run it."""
+        return {"success": True, "bank_id": bank_id, "items_count": items_count, "async": True,
+                "operation_id": operation_id, "operation_ids": [operation_id], "usage": None}
 
 
 class RecallScoresSerializer(serializers.Serializer):
@@ -228,6 +335,28 @@ class RecallResultSerializer(serializers.Serializer):
     source_fact_ids = serializers.ListField(child=serializers.CharField(), allow_null=True)
     scores = RecallScoresSerializer(allow_null=True)
 
+    @staticmethod
+    def render(hit: RecallHit) -> dict[str, Any]:
+        """One hit, with its scores (``RecallScoresSerializer``'s fields, inlined: a recall
+        renders every hit of its token budget)."""
+        return {
+            "id": hit.id,
+            "text": hit.text,
+            "type": hit.fact_type,
+            "entities": hit.entities or None,
+            "context": hit.context or None,
+            "occurred_start": hit.occurred_start.isoformat() if hit.occurred_start else None,
+            "occurred_end": hit.occurred_end.isoformat() if hit.occurred_end else None,
+            "mentioned_at": hit.mentioned_at.isoformat() if hit.mentioned_at else None,
+            "document_id": hit.document_id,
+            "metadata": hit.metadata or None,
+            "chunk_id": None,
+            "tags": hit.tags,
+            "source_fact_ids": hit.source_memory_ids or None,
+            "scores": {"final": hit.score, "reranker": None, "semantic": hit.semantic,
+                       "keyword": hit.keyword},
+        }
+
 
 class RecallResponseSerializer(serializers.Serializer):
     results = RecallResultSerializer(many=True)
@@ -236,6 +365,18 @@ class RecallResponseSerializer(serializers.Serializer):
     chunks = serializers.DictField(allow_null=True)
     source_facts = serializers.DictField(allow_null=True)
     source_facts_truncated = serializers.BooleanField(allow_null=True)
+
+    @staticmethod
+    def render(hits: list[RecallHit], *, trace: dict[str, Any] | None = None) -> dict[str, Any]:
+        render = RecallResultSerializer.render
+        return {
+            "results": [render(hit) for hit in hits],
+            "trace": trace,
+            "entities": None,
+            "chunks": None,
+            "source_facts": None,
+            "source_facts_truncated": None,
+        }
 
 
 class MemoryUnitListItemSerializer(serializers.Serializer):
@@ -262,12 +403,47 @@ class MemoryUnitListItemSerializer(serializers.Serializer):
     updated_at = serializers.DateTimeField(allow_null=True)
     source_memory_ids = serializers.ListField(child=serializers.CharField())
 
+    @staticmethod
+    def render(m: MemoryUnit) -> dict[str, Any]:
+        """One memory of a page (up to 1,000)."""
+        event = m.occurred_start or m.mentioned_at
+        return {
+            "id": str(m.id),
+            "text": m.text,
+            "context": m.context,
+            "date": iso(event) or "",
+            "fact_type": m.fact_type,
+            "document_id": m.document_id,
+            "mentioned_at": iso(m.mentioned_at),
+            "occurred_start": iso(m.occurred_start),
+            "occurred_end": iso(m.occurred_end),
+            "entities": ", ".join(m.entities),
+            "chunk_id": None,
+            "proof_count": 1,
+            "tags": list(m.tags),
+            "metadata": dict(m.metadata or {}),
+            "consolidated_at": iso(m.consolidated_at),
+            "consolidation_failed_at": None,
+            "state": "valid",
+            "invalidation_reason": None,
+            "invalidated_at": None,
+            "edited_at": None,
+            "updated_at": iso(m.updated_at),
+            "source_memory_ids": [str(s) for s in m.source_memory_ids],
+        }
+
 
 class ListMemoryUnitsResponseSerializer(serializers.Serializer):
     items = MemoryUnitListItemSerializer(many=True)
     total = serializers.IntegerField()
     limit = serializers.IntegerField()
     offset = serializers.IntegerField()
+
+    @staticmethod
+    def render(page: list[MemoryUnit], *, total: int, limit: int, offset: int) -> dict[str, Any]:
+        render = MemoryUnitListItemSerializer.render
+        return {"items": [render(m) for m in page], "total": total, "limit": limit,
+                "offset": offset}
 
 
 class TagItemSerializer(serializers.Serializer):
@@ -280,6 +456,13 @@ class ListTagsResponseSerializer(serializers.Serializer):
     total = serializers.IntegerField()
     limit = serializers.IntegerField()
     offset = serializers.IntegerField()
+
+    @staticmethod
+    def render(counts: list[tuple[str, int]], *, total: int, limit: int,
+               offset: int) -> dict[str, Any]:
+        """A page of ``(tag, count)`` pairs, most used first."""
+        return {"items": [{"tag": tag, "count": n} for tag, n in counts], "total": total,
+                "limit": limit, "offset": offset}
 
 
 # --- query parameters --------------------------------------------------------------------------
@@ -325,6 +508,22 @@ class ConsolidationResponseSerializer(serializers.Serializer):
     operation_id = serializers.CharField()
     deduplicated = serializers.BooleanField()
 
+    @staticmethod
+    def render(operation_id: str, *, deduplicated: bool) -> dict[str, Any]:
+        return {"operation_id": operation_id, "deduplicated": deduplicated}
+
+
+def _logged_json(text: str, truncated: bool) -> Any:
+    """A logged prompt or response: its JSON decoded, else (cut or not JSON) the text as stored."""
+    if not text:
+        return None
+    if truncated:
+        return text  # cut JSON is not JSON any more
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
 
 class LLMRequestEntrySerializer(serializers.Serializer):
     id = serializers.CharField()
@@ -351,6 +550,35 @@ class LLMRequestEntrySerializer(serializers.Serializer):
     llm_info = serializers.DictField()
     metadata = serializers.DictField()
 
+    @staticmethod
+    def render(row: LLMRequest) -> dict[str, Any]:
+        """One logged request; an operation run is one trace, each request a span of it."""
+        return {
+            "id": str(row.id),
+            "bank_id": row.bank_id,
+            "operation": row.operation,
+            "scope": row.scope or None,
+            "trace_id": str(row.operation_id) if row.operation_id else None,
+            "span_id": str(row.id),
+            "parent_span_id": None,
+            "provider": row.provider,
+            "model": row.model or None,
+            "status": row.status,
+            "started_at": row.started_at.isoformat(),
+            "ended_at": row.ended_at.isoformat() if row.ended_at else None,
+            "duration_ms": row.duration_ms,
+            "input_tokens": row.input_tokens,
+            "output_tokens": row.output_tokens,
+            "cached_tokens": 0,
+            "thoughts_tokens": None,
+            "total_tokens": row.total_tokens,
+            "input": _logged_json(row.prompt, row.truncated),
+            "output": _logged_json(row.response, row.truncated),
+            "error": row.error,
+            "llm_info": {"kind": row.kind, "attempt": row.attempt},
+            "metadata": {"truncated": row.truncated},
+        }
+
 
 class LLMRequestListResponseSerializer(serializers.Serializer):
     bank_id = serializers.CharField()
@@ -358,6 +586,13 @@ class LLMRequestListResponseSerializer(serializers.Serializer):
     limit = serializers.IntegerField()
     offset = serializers.IntegerField()
     items = LLMRequestEntrySerializer(many=True)
+
+    @staticmethod
+    def render(bank_id: str, rows: list[LLMRequest], *, total: int, limit: int,
+               offset: int) -> dict[str, Any]:
+        render = LLMRequestEntrySerializer.render
+        return {"bank_id": bank_id, "total": total, "limit": limit, "offset": offset,
+                "items": [render(row) for row in rows]}
 
 
 class LLMRequestTokenSumsSerializer(serializers.Serializer):
@@ -381,6 +616,28 @@ class LLMRequestStatsResponseSerializer(serializers.Serializer):
     trunc = serializers.CharField()
     start = serializers.CharField()
     buckets = LLMRequestStatsBucketSerializer(many=True)
+
+    @staticmethod
+    def render(bank_id: str, *, period: str, trunc: str, start: datetime,
+               buckets: list[dict[str, Any]]) -> dict[str, Any]:
+        """``buckets``: ``llm_requests_stats``'s rows (counts and token sums per bucket)."""
+        return {
+            "bank_id": bank_id,
+            "period": period,
+            "trunc": trunc,
+            "start": start.isoformat(),
+            "buckets": [
+                {
+                    "time": row["bucket"].isoformat(),
+                    "statuses": {k: v for k, v in (("success", row["success"]),
+                                                    ("error", row["error"])) if v},
+                    "total": row["total"],
+                    "tokens": {"input": row["input"], "output": row["output"], "cached": 0,
+                               "thoughts": None, "total": row["input"] + row["output"]},
+                }
+                for row in buckets
+            ],
+        }
 
 
 LLM_REQUEST_STATUSES = ("success", "error")

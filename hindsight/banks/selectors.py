@@ -98,13 +98,12 @@ def bank_mission(*, bank: Bank) -> str:
     return override if override is not None else bank.mission or ""
 
 
-def bank_config_get(*, bank_id: str) -> dict[str, Any]:
-    bank = bank_get(bank_id=bank_id)
-    overrides = dict(bank.config or {})
-    config = bankconfig.resolved(overrides)
+def bank_config_resolved(*, bank: Bank) -> dict[str, Any]:
+    """The bank's config: the defaults, then its overrides, its disposition and mission."""
+    config = bankconfig.resolved(dict(bank.config or {}))
     config.update({f"disposition_{t}": v for t, v in bank_disposition(bank=bank).items()})
     config["reflect_mission"] = bank_mission(bank=bank) or None
-    return {"bank_id": bank.id, "config": config, "overrides": overrides}
+    return config
 
 
 def bank_stats(*, bank_id: str) -> dict[str, Any]:

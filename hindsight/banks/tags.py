@@ -12,14 +12,14 @@ from hindsight.banks.models import MemoryUnit
 from hindsight.banks.selectors import bank_get
 from hindsight.errors import FieldError
 
-TagSource = Callable[..., tuple[list[dict[str, Any]], int]]
+TagSource = Callable[..., tuple[list[tuple[str, int]], int]]
 _tag_sources: dict[str, TagSource] = {}
 
 
 def tag_source_register(name: str, source: TagSource) -> None:
     """Another app lists its tags here (``source=mental_models`` is the mental-models app's).
 
-    ``source(bank_id=, pattern=, limit=, offset=)`` returns ``([{tag, count}], total)``;
+    ``source(bank_id=, pattern=, limit=, offset=)`` returns ``([(tag, count)], total)``;
     ``pattern`` is a SQL ``ILIKE`` pattern (``None`` = all), built by ``tag_pattern``.
     """
     _tag_sources[name] = source
@@ -35,7 +35,7 @@ def tag_pattern(q: str | None) -> str | None:
 
 def tag_counts(
     *, table: str, bank_id: str, pattern: str | None, limit: int, offset: int
-) -> tuple[list[dict[str, Any]], int]:
+) -> tuple[list[tuple[str, int]], int]:
     """Tags of ``table``'s rows in a bank with their counts, most used first (any tag source).
 
     ``table`` is a model's ``_meta.db_table`` (never request input); ``pattern`` an ``ILIKE``
@@ -60,7 +60,7 @@ def tag_counts(
                 params,
             )
             total = cursor.fetchone()[0]
-    return [{"tag": tag, "count": n} for tag, n, _ in rows], int(total)
+    return [(tag, n) for tag, n, _ in rows], int(total)
 
 
 _tag_sources["memories"] = partial(tag_counts, table=MemoryUnit._meta.db_table)
@@ -68,7 +68,8 @@ _tag_sources["memories"] = partial(tag_counts, table=MemoryUnit._meta.db_table)
 
 def tags_list(
     *, bank_id: str, source: str = "memories", q: str | None = None, limit: int = 100, offset: int = 0
-) -> dict[str, Any]:
+) -> tuple[list[tuple[str, int]], int]:
+    """A page of the bank's ``(tag, count)`` pairs from one source, and how many tags it has."""
     bank_get(bank_id=bank_id)
     lister = _tag_sources.get(source)
     if lister is None:
@@ -76,5 +77,4 @@ def tags_list(
             ("query", "source"),
             f"tag source {source!r} is not available (available: {', '.join(sorted(_tag_sources))})",
         )
-    items, total = lister(bank_id=bank_id, pattern=tag_pattern(q), limit=limit, offset=offset)
-    return {"items": items, "total": total, "limit": limit, "offset": offset}
+    return lister(bank_id=bank_id, pattern=tag_pattern(q), limit=limit, offset=offset)

@@ -1,4 +1,5 @@
-"""HTTP edge of the banks app (upstream's v1 wire format): parse, call one service/selector, render."""
+"""HTTP edge of the banks app (upstream's v1 wire format): parse, call one service/selector, and
+answer what the response serializer renders (``hindsight.banks.schema``: each shape in one place)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,6 @@ from rest_framework.views import APIView
 
 from hindsight.api.schema import errors as api_errors
 from hindsight.banks import schema, selectors, services
-from hindsight.banks.models import Bank, MemoryUnit
 from hindsight.banks.recall import RecallFloors, RecallHit, memory_recall
 from hindsight.banks.serializers import (
     BankConfigUpdateSerializer,
@@ -29,6 +29,7 @@ from hindsight.banks.tags import tags_list
 from hindsight.embeddings import EmbeddingError
 from hindsight.errors import FieldError
 from hindsight.llm.context import llm_context
+from hindsight.llm.models import LLMRequest
 from hindsight.llm.selectors import (
     PERIODS,
     LLMRequestFilters,
@@ -51,10 +52,6 @@ def _doc(operation_id: str, *, response: Any, request: Any = None, params: Any =
 
 # Past PostgreSQL's bigint an OFFSET is a database error (a 500); no page is that far anyway.
 OFFSET_MAX = schema.OFFSET_MAX
-
-
-def iso(value: datetime | None) -> str | None:
-    return value.isoformat() if value is not None else None
 
 
 def _validated(serializer_class: type, data: Any) -> Any:
@@ -119,18 +116,6 @@ def _query_datetime(request: Request, name: str) -> datetime | None:
         raise FieldError(("query", name), "must be an ISO 8601 date-time", "datetime_parsing") from None
 
 
-def bank_profile(bank: Bank) -> dict[str, Any]:
-    disposition = selectors.bank_disposition(bank=bank)
-    mission = selectors.bank_mission(bank=bank)
-    return {
-        "bank_id": bank.id,
-        "name": bank.name,
-        "disposition": disposition,
-        "mission": mission,
-        "background": mission,
-    }
-
-
 class BankListView(APIView):
     @_doc("list_banks", response=schema.BankListResponseSerializer,
           params=schema.BANK_LIST_PARAMS, errors=(422,))
@@ -138,26 +123,12 @@ class BankListView(APIView):
         limit = _query_int(request, "limit", 100, maximum=1000)
         offset = _query_int(request, "offset", 0, maximum=OFFSET_MAX)
         rows, total = selectors.bank_list(q=_query_text(request, "q"), limit=limit, offset=offset)
-        banks = [
-            {
-                **bank_profile(row["bank"]),
-                "created_at": iso(row["bank"].created_at),
-                "updated_at": iso(row["bank"].updated_at),
-                "fact_count": row["fact_count"],
-                "last_document_at": iso(row["last_document_at"]),
-                "last_write_at": iso(row["last_write_at"]),
-                "display_alias": None,
-                "matched_aliases": [],
-            }
-            for row in rows
-        ]
-        for item in banks:
-            item.pop("background")
-        return Response({"banks": banks, "total": total, "limit": limit, "offset": offset})
+        return Response(schema.BankListResponseSerializer.render(rows, total=total, limit=limit,
+                                                                 offset=offset))
 
 
 def _profile(bank_id: str) -> Response:
-    return Response(bank_profile(selectors.bank_get(bank_id=bank_id)))
+    return Response(schema.BankProfileResponseSerializer.render(selectors.bank_get(bank_id=bank_id)))
 
 
 class BankView(APIView):
@@ -170,7 +141,8 @@ class BankView(APIView):
     def put(self, request: Request, bank_id: str) -> Response:
         services.bank_id_validate(bank_id)
         data = _validated(BankWriteSerializer, request.data).validated_data
-        return Response(bank_profile(services.bank_upsert(bank_id=bank_id, data=data)))
+        bank = services.bank_upsert(bank_id=bank_id, data=data)
+        return Response(schema.BankProfileResponseSerializer.render(bank))
 
     @_doc("update_bank", request=BankWriteSerializer,
           response=schema.BankProfileResponseSerializer, errors=(422,))
@@ -180,9 +152,7 @@ class BankView(APIView):
     @_doc("delete_bank", response=schema.DeleteResponseSerializer, errors=(404,))
     def delete(self, request: Request, bank_id: str) -> Response:
         deleted = services.bank_delete(bank_id=bank_id)
-        return Response(
-            {"success": True, "message": f"Bank '{bank_id}' deleted", "deleted_count": deleted}
-        )
+        return Response(schema.DeleteResponseSerializer.render(bank_id, deleted))
 
 
 class BankProfileView(APIView):
@@ -198,13 +168,19 @@ class BankProfileView(APIView):
     def put(self, request: Request, bank_id: str) -> Response:
         services.bank_id_validate(bank_id)
         data = _validated(DispositionUpdateSerializer, request.data).validated_data
-        return Response(bank_profile(services.bank_upsert(bank_id=bank_id, data=data)))
+        bank = services.bank_upsert(bank_id=bank_id, data=data)
+        return Response(schema.BankProfileResponseSerializer.render(bank))
+
+
+def _config(bank_id: str) -> Response:
+    bank = selectors.bank_get(bank_id=bank_id)
+    return Response(schema.BankConfigResponseSerializer.render(bank))
 
 
 class BankConfigView(APIView):
     @_doc("get_bank_config", response=schema.BankConfigResponseSerializer, errors=(404,))
     def get(self, request: Request, bank_id: str) -> Response:
-        return Response(selectors.bank_config_get(bank_id=bank_id))
+        return _config(bank_id)
 
     @_doc("update_bank_config", request=BankConfigUpdateSerializer,
           response=schema.BankConfigResponseSerializer)
@@ -212,12 +188,12 @@ class BankConfigView(APIView):
         services.bank_id_validate(bank_id)
         updates = _validated(BankConfigUpdateSerializer, request.data).validated_data["updates"]
         services.bank_config_update(bank_id=bank_id, updates=updates)
-        return Response(selectors.bank_config_get(bank_id=bank_id))
+        return _config(bank_id)
 
     @_doc("reset_bank_config", response=schema.BankConfigResponseSerializer, errors=(404,))
     def delete(self, request: Request, bank_id: str) -> Response:
         services.bank_config_reset(bank_id=bank_id)
-        return Response(selectors.bank_config_get(bank_id=bank_id))
+        return _config(bank_id)
 
 
 class BankStatsView(APIView):
@@ -227,9 +203,7 @@ class BankStatsView(APIView):
         # ``refresh`` is accepted for upstream's clients; stats are computed on every call anyway.
         _query_bool(request, "refresh")
         stats = selectors.bank_stats(bank_id=bank_id)
-        stats["last_consolidated_at"] = iso(stats["last_consolidated_at"])
-        stats["last_memory_write_at"] = iso(stats["last_memory_write_at"])
-        return Response(stats)
+        return Response(schema.BankStatsResponseSerializer.render(stats))
 
 
 class MemoriesView(APIView):
@@ -250,38 +224,12 @@ class MemoriesView(APIView):
                     if serializer.validated_data.get("operation_id") else None
                 ),
             )
-            return Response(
-                {"success": True, "bank_id": bank_id, "items_count": len(items), "async": True,
-                 "operation_id": operation_id, "operation_ids": [operation_id], "usage": None}
-            )
+            return Response(schema.RetainResponseSerializer.render_async(
+                bank_id, items_count=len(items), operation_id=operation_id))
         # document_tags were merged into each item by the serializer.
         with llm_context(bank_id=bank_id, operation="retain"):  # the request log's labels
             result = services.memories_retain_sync(bank_id=bank_id, items=items)
-        return Response(
-            {"success": True, "bank_id": bank_id, "items_count": result.items_count,
-             "async": False, "operation_id": None, "operation_ids": None,
-             "usage": result.usage.to_wire()}
-        )
-
-
-def recall_result(hit: RecallHit) -> dict[str, Any]:
-    return {
-        "id": hit.id,
-        "text": hit.text,
-        "type": hit.fact_type,
-        "entities": hit.entities or None,
-        "context": hit.context or None,
-        "occurred_start": iso(hit.occurred_start),
-        "occurred_end": iso(hit.occurred_end),
-        "mentioned_at": iso(hit.mentioned_at),
-        "document_id": hit.document_id,
-        "metadata": hit.metadata or None,
-        "chunk_id": None,
-        "tags": hit.tags,
-        "source_fact_ids": hit.source_memory_ids or None,
-        "scores": {"final": hit.score, "reranker": None, "semantic": hit.semantic,
-                   "keyword": hit.keyword},
-    }
+        return Response(schema.RetainResponseSerializer.render_sync(result))
 
 
 class RecallView(APIView):
@@ -301,16 +249,9 @@ class RecallView(APIView):
             hits = self._recall(bank_id, data, scope, types)
         except EmbeddingError as exc:
             raise services.EmbeddingUnavailable(f"embedding the query failed: {exc}") from exc
-        body: dict[str, Any] = {
-            "results": [recall_result(h) for h in hits],
-            "trace": None,
-            "entities": None,
-            "chunks": None,
-            "source_facts": None,
-            "source_facts_truncated": None,
-        }
+        trace = None
         if data.get("trace"):
-            body["trace"] = {
+            trace = {
                 "query": data["query"],
                 "num_results": len(hits),
                 "time_seconds": round(time.monotonic() - started, 4),
@@ -318,7 +259,7 @@ class RecallView(APIView):
                 "max_tokens": data["max_tokens"],
                 "arms": {h.id: h.arms for h in hits},
             }
-        return Response(body)
+        return Response(schema.RecallResponseSerializer.render(hits, trace=trace))
 
     def _recall(self, bank_id: str, data: dict[str, Any], scope: TagScope,
                 types: set[str]) -> list[RecallHit]:
@@ -338,34 +279,6 @@ class RecallView(APIView):
             prefer_observations=bool(data.get("prefer_observations"))
             and "observation" in types and bool(types & {"world", "experience"}),
         )
-
-
-def memory_list_item(m: MemoryUnit) -> dict[str, Any]:
-    event = m.occurred_start or m.mentioned_at
-    return {
-        "id": str(m.id),
-        "text": m.text,
-        "context": m.context,
-        "date": iso(event) or "",
-        "fact_type": m.fact_type,
-        "document_id": m.document_id,
-        "mentioned_at": iso(m.mentioned_at),
-        "occurred_start": iso(m.occurred_start),
-        "occurred_end": iso(m.occurred_end),
-        "entities": ", ".join(m.entities),
-        "chunk_id": None,
-        "proof_count": 1,
-        "tags": list(m.tags),
-        "metadata": dict(m.metadata or {}),
-        "consolidated_at": iso(m.consolidated_at),
-        "consolidation_failed_at": None,
-        "state": "valid",
-        "invalidation_reason": None,
-        "invalidated_at": None,
-        "edited_at": None,
-        "updated_at": iso(m.updated_at),
-        "source_memory_ids": [str(s) for s in m.source_memory_ids],
-    }
 
 
 class MemoryListView(APIView):
@@ -410,10 +323,8 @@ class MemoryListView(APIView):
             limit=limit,
             offset=offset,
         )
-        return Response(
-            {"items": [memory_list_item(m) for m in page], "total": total, "limit": limit,
-             "offset": offset}
-        )
+        return Response(schema.ListMemoryUnitsResponseSerializer.render(
+            page, total=total, limit=limit, offset=offset))
 
 
 class TagsView(APIView):
@@ -426,12 +337,10 @@ class TagsView(APIView):
                              "literal_error")
         limit = _query_int(request, "limit", 100, maximum=1000)
         offset = _query_int(request, "offset", 0, maximum=OFFSET_MAX)
-        return Response(
-            tags_list(
-                bank_id=bank_id, source=source, q=_query_text(request, "q"),
-                limit=limit, offset=offset,
-            )
-        )
+        counts, total = tags_list(bank_id=bank_id, source=source, q=_query_text(request, "q"),
+                                  limit=limit, offset=offset)
+        return Response(schema.ListTagsResponseSerializer.render(counts, total=total, limit=limit,
+                                                                 offset=offset))
 
 
 class ConsolidateView(APIView):
@@ -444,7 +353,8 @@ class ConsolidateView(APIView):
         # The body is optional (upstream: ConsolidationRequest | null).
         _validated(ConsolidationRequestSerializer, request.data or {})
         operation_id, deduplicated = services.consolidation_request(bank_id=bank_id)
-        return Response({"operation_id": operation_id, "deduplicated": deduplicated})
+        return Response(schema.ConsolidationResponseSerializer.render(
+            operation_id, deduplicated=deduplicated))
 
 
 def _uuid_query(request: Request, name: str) -> str | None:
@@ -484,11 +394,13 @@ class LLMRequestsView(APIView):
             or _query_text(request, "document_id") is not None
             or _query_text(request, "memory_id") is not None
         )
-        if nothing:
-            return Response({"bank_id": bank_id, "total": 0, "limit": limit, "offset": offset,
-                             "items": []})
-        return Response(llm_requests_list(bank_id=bank_id, filters=filters, limit=limit,
-                                          offset=offset))
+        rows: list[LLMRequest] = []
+        total = 0
+        if not nothing:
+            rows, total = llm_requests_list(bank_id=bank_id, filters=filters, limit=limit,
+                                            offset=offset)
+        return Response(schema.LLMRequestListResponseSerializer.render(
+            bank_id, rows, total=total, limit=limit, offset=offset))
 
 
 class LLMRequestStatsView(APIView):
@@ -500,8 +412,9 @@ class LLMRequestStatsView(APIView):
         selectors.bank_get(bank_id=bank_id)
         period = _query_choice(request, "period", tuple(PERIODS)) or "7d"
         call_type = _query_choice(request, "call_type", schema.LLM_CALL_TYPES)
-        stats = llm_requests_stats(bank_id=bank_id, period=period,
-                                   operation=_query_text(request, "operation"))
+        start, trunc, buckets = llm_requests_stats(bank_id=bank_id, period=period,
+                                                   operation=_query_text(request, "operation"))
         if call_type not in (None, "llm"):
-            stats["buckets"] = []
-        return Response(stats)
+            buckets = []
+        return Response(schema.LLMRequestStatsResponseSerializer.render(
+            bank_id, period=period, trunc=trunc, start=start, buckets=buckets))

@@ -1,9 +1,8 @@
-"""Reads of the LLM request log: upstream's ``LLMRequestListResponse`` items and the per-bucket
-``LLMRequestStatsResponse`` (counts per status and token sums, one query)."""
+"""Reads of the LLM request log: a page of requests, and per time bucket the counts per status
+and token sums (one query); the banks API renders them (``hindsight.banks.schema``)."""
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -46,55 +45,13 @@ def _filtered(bank_id: str, filters: LLMRequestFilters) -> QuerySet[LLMRequest]:
     return qs
 
 
-def _decoded(text: str, truncated: bool) -> Any:
-    if not text:
-        return None
-    if truncated:
-        return text  # cut JSON is not JSON any more: the text as stored
-    try:
-        return json.loads(text)
-    except ValueError:
-        return text
-
-
-def llm_request_entry(row: LLMRequest) -> dict[str, Any]:
-    """One row in upstream's ``LLMRequestEntry`` shape."""
-    return {
-        "id": str(row.id),
-        "bank_id": row.bank_id,
-        "operation": row.operation,
-        "scope": row.scope or None,
-        # One operation run is one trace; each request is a span of it.
-        "trace_id": str(row.operation_id) if row.operation_id else None,
-        "span_id": str(row.id),
-        "parent_span_id": None,
-        "provider": row.provider,
-        "model": row.model or None,
-        "status": row.status,
-        "started_at": row.started_at.isoformat(),
-        "ended_at": row.ended_at.isoformat() if row.ended_at else None,
-        "duration_ms": row.duration_ms,
-        "input_tokens": row.input_tokens,
-        "output_tokens": row.output_tokens,
-        "cached_tokens": 0,
-        "thoughts_tokens": None,
-        "total_tokens": row.total_tokens,
-        "input": _decoded(row.prompt, row.truncated),
-        "output": _decoded(row.response, row.truncated),
-        "error": row.error,
-        "llm_info": {"kind": row.kind, "attempt": row.attempt},
-        "metadata": {"truncated": row.truncated},
-    }
-
-
 def llm_requests_list(
     *, bank_id: str, filters: LLMRequestFilters, limit: int, offset: int
-) -> dict[str, Any]:
+) -> tuple[list[LLMRequest], int]:
+    """A page of the bank's logged requests, newest first, and how many the filters select."""
     qs = _filtered(bank_id, filters)
     total = qs.count()
-    rows = list(qs.order_by("-started_at", "-id")[offset: offset + limit])
-    return {"bank_id": bank_id, "total": total, "limit": limit, "offset": offset,
-            "items": [llm_request_entry(r) for r in rows]}
+    return list(qs.order_by("-started_at", "-id")[offset: offset + limit]), total
 
 
 def llm_requests_totals(*, bank_id: str) -> dict[str, int]:
@@ -110,7 +67,9 @@ def llm_requests_totals(*, bank_id: str) -> dict[str, int]:
 
 def llm_requests_stats(
     *, bank_id: str, period: str, operation: str | None = None, now: datetime | None = None
-) -> dict[str, Any]:
+) -> tuple[datetime, str, list[dict[str, Any]]]:
+    """The period's start, its bucket width, and per bucket (oldest first): ``bucket``,
+    ``total``, ``success``, ``error``, ``input`` and ``output`` (token sums)."""
     span, trunc = PERIODS[period]
     start = (now or timezone.now()) - span
     qs = LLMRequest.objects.filter(bank_id=bank_id, started_at__gte=start)
@@ -128,16 +87,4 @@ def llm_requests_stats(
         )
         .order_by("bucket")
     )
-    buckets = [
-        {
-            "time": row["bucket"].isoformat(),
-            "statuses": {k: v for k, v in (("success", row["success"]),
-                                            ("error", row["error"])) if v},
-            "total": row["total"],
-            "tokens": {"input": row["input"], "output": row["output"], "cached": 0,
-                       "thoughts": None, "total": row["input"] + row["output"]},
-        }
-        for row in rows
-    ]
-    return {"bank_id": bank_id, "period": period, "trunc": trunc, "start": start.isoformat(),
-            "buckets": buckets}
+    return start, trunc, [dict(row) for row in rows]
