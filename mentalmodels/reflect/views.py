@@ -21,7 +21,7 @@ from hindsight.llm import Deadline, LLMError, LLMTimeout
 from hindsight.llm.context import llm_context
 from mentalmodels.reflect import RetrievalError, reflect_run
 from mentalmodels.reflect.schema import ReflectResponseSerializer
-from mentalmodels.reflect.serializers import ReflectRequestSerializer, render_response
+from mentalmodels.reflect.serializers import ReflectRequestSerializer
 
 
 class ReflectView(APIView):
@@ -63,7 +63,7 @@ class ReflectView(APIView):
         except LLMError as exc:
             return Response({"detail": f"LLM request failed: {exc}"}, status=502)
         tool_calls = include.get("tool_calls")
-        body = render_response(
+        body = ReflectResponseSerializer.render(
             result,
             include_facts=include.get("facts") is not None,
             include_tool_calls=tool_calls is not None,
