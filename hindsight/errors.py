@@ -37,6 +37,12 @@ class Unavailable(DomainError):
     status_code = 503
 
 
+class UpstreamTimedOut(DomainError):
+    """A service this one depends on (the LLM) did not answer within the time allowed."""
+
+    status_code = 504
+
+
 class LLMNotConfigured(BadRequest):
     def __init__(self, what: str = "this call"):
         super().__init__(

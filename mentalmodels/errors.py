@@ -1,9 +1,10 @@
-"""The mental-model app's own failures: a refused refresh, and what the dry run answers for it.
+"""The mental-model app's own failures: a refused refresh, what the dry run answers for it, and
+what a failed reflect run answers.
 
 ``RefreshFailed`` is an ``OperationFailure`` (the engine records it as a failed attempt) that
 carries the client's ``details`` and the attempt's trace; ``RefreshInterrupted`` carries the
 trace of a refresh cut short from outside or by a bug, around the exception that did it. The
-dry run's failures are domain errors whose class picks the HTTP status (``hindsight.api.errors``
+dry run's and reflect's failures are domain errors whose class picks the HTTP status (``hindsight.api.errors``
 maps them by class).
 """
 
@@ -11,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from hindsight.errors import DomainError
+from hindsight.errors import DomainError, Unavailable, UpstreamFailed, UpstreamTimedOut
 from mentalmodels.refresh_types import MentalModelOperationType, RefreshFailureReason
 from operations.errors import AttemptInterrupted, OperationFailure
 
@@ -80,3 +81,15 @@ class DryRunRetrievalFailed(DryRunFailed):
 
 class DryRunTimedOut(DryRunFailed):
     status_code = 504
+
+
+class ReflectRetrievalFailed(Unavailable):
+    """A reflect run could not look (the database, the embedder): no answer, a 503."""
+
+
+class ReflectLLMFailed(UpstreamFailed):
+    """A reflect run's LLM call failed: a 502."""
+
+
+class ReflectLLMTimedOut(UpstreamTimedOut):
+    """A reflect run's LLM calls ran past ``HINDSIGHT_API_REFLECT_WALL_TIMEOUT``: a 504."""

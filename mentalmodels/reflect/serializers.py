@@ -1,4 +1,5 @@
-"""The reflect endpoint's wire format: upstream's ReflectRequest in, ReflectResponse out.
+"""The reflect endpoint's request: upstream's ReflectRequest (``mentalmodels.reflect.schema``
+renders the ReflectResponse).
 
 Every field upstream 1.1.0 accepts is accepted (the official client sends several of them as
 ``null``); a field it does not know is a 422 naming it (SPEC 0, deliberate difference).
@@ -17,10 +18,7 @@ from rest_framework import serializers
 from hindsight.api.serializers import StrictSerializer
 from hindsight.errors import FieldErrors
 from hindsight.tagscope import TagScope
-from mentalmodels.reflect.result import ReflectResult
 from mentalmodels.triggers import response_schema_problems
-
-MEMORY_BUCKETS = ("world", "experience", "opinion", "observation")
 
 
 # hindsight.api's strict serializer in reflect's wording (its answers, kept byte for byte): the
@@ -117,71 +115,3 @@ class ReflectRequestSerializer(ReflectStrictSerializer):
             attrs["max_tokens"] = 4096
         return attrs
 
-
-# ---------------------------------------------------------------------------------------------
-# Response
-
-
-def _fact(entry: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "id": entry["id"],
-        "text": entry["text"],
-        "type": entry.get("type"),
-        "context": entry.get("context"),
-        "occurred_start": entry.get("occurred_start"),
-        "occurred_end": entry.get("occurred_end"),
-        "mentioned_at": entry.get("mentioned_at"),
-        "document_id": entry.get("document_id"),
-        "tags": entry.get("tags") or [],
-    }
-
-
-def render_response(
-    result: ReflectResult,
-    *,
-    include_facts: bool,
-    include_tool_calls: bool,
-    include_tool_output: bool,
-    schema_requested: bool,
-) -> dict[str, Any]:
-    """ReflectResponse: ``text`` always; ``based_on``/``trace`` when asked; usage summed."""
-    body: dict[str, Any] = {"text": result.text}
-    if include_facts:
-        memories = [_fact(e) for key in MEMORY_BUCKETS for e in result.based_on.get(key, [])]
-        body["based_on"] = {
-            "memories": memories,
-            "mental_models": [
-                {"id": m["id"], "text": m["text"], "context": m.get("name")}
-                for m in result.based_on.get("mental-models", [])
-            ],
-            "directives": list(result.based_on.get("directives", [])),
-        }
-    else:
-        body["based_on"] = None
-    if schema_requested:
-        body["structured_output"] = result.structured_output
-        if result.structured_output_error:
-            body["structured_output_error"] = result.structured_output_error
-    else:
-        body["structured_output"] = None
-    body["usage"] = {**result.usage, "cached_tokens": 0, "thoughts_tokens": 0}
-    if include_tool_calls:
-        calls = []
-        for call, output in zip(result.tool_calls, result.tool_outputs, strict=False):
-            item: dict[str, Any] = {
-                "tool": call["name"],
-                "input": call["input"],
-                "duration_ms": call["duration_ms"],
-                "iteration": call["iteration"],
-            }
-            item["output"] = output if include_tool_output else None
-            calls.append(item)
-        body["trace"] = {
-            "tool_calls": calls,
-            "llm_calls": [
-                {"scope": c["scope"], "duration_ms": c["duration_ms"]} for c in result.llm_calls
-            ],
-        }
-    else:
-        body["trace"] = None
-    return body

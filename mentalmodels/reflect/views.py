@@ -3,7 +3,8 @@
 A thin edge (STYLE 1): the request is validated by ``ReflectRequestSerializer``, the scope by the
 one tag-scope compiler, then ``reflect_run`` does the work under the reflect wall timeout. A
 failed lookup is a 503 (we could not look), an LLM failure a 502 (a timeout 504): neither is
-dressed up as an answer.
+dressed up as an answer; each is a domain error of ``mentalmodels.errors``, which the one handler
+(``hindsight.api.errors``) maps by its class.
 """
 
 from __future__ import annotations
@@ -19,9 +20,10 @@ from hindsight.banks.selectors import bank_exists
 from hindsight.errors import NotFound
 from hindsight.llm import Deadline, LLMError, LLMTimeout
 from hindsight.llm.context import llm_context
+from mentalmodels.errors import ReflectLLMFailed, ReflectLLMTimedOut, ReflectRetrievalFailed
 from mentalmodels.reflect import RetrievalError, reflect_run
 from mentalmodels.reflect.schema import ReflectResponseSerializer
-from mentalmodels.reflect.serializers import ReflectRequestSerializer, render_response
+from mentalmodels.reflect.serializers import ReflectRequestSerializer
 
 
 class ReflectView(APIView):
@@ -57,13 +59,13 @@ class ReflectView(APIView):
                     observations_max_tokens=data.get("reflect_search_observations_max_tokens"),
                 )
         except RetrievalError as exc:
-            return Response({"detail": f"retrieval failed: {exc}"}, status=503)
+            raise ReflectRetrievalFailed(f"retrieval failed: {exc}") from exc
         except LLMTimeout as exc:
-            return Response({"detail": f"LLM timed out: {exc}"}, status=504)
+            raise ReflectLLMTimedOut(f"LLM timed out: {exc}") from exc
         except LLMError as exc:
-            return Response({"detail": f"LLM request failed: {exc}"}, status=502)
+            raise ReflectLLMFailed(f"LLM request failed: {exc}") from exc
         tool_calls = include.get("tool_calls")
-        body = render_response(
+        body = ReflectResponseSerializer.render(
             result,
             include_facts=include.get("facts") is not None,
             include_tool_calls=tool_calls is not None,
