@@ -30,3 +30,10 @@ def check_or_capture(case_id: str, got: tuple[int, str], expected: dict[str, tup
 
 def j(value: Any) -> str:
     return json.dumps(value)
+
+
+def send(api: Any, method: str, path: str, body: Any) -> Any:
+    """One request of a byte case: no body when ``body`` is None, else it as JSON text."""
+    if body is None:
+        return getattr(api, method)(path)
+    return getattr(api, method)(path, data=body, content_type="application/json")

@@ -17,7 +17,7 @@ from rest_framework.test import APIClient
 
 from hindsight.llm.models import LLMRequest
 from tests.factories import make_bank, make_memory, make_mental_model, make_operation
-from tests.wirebytes import DATETIME, DURATION_MS, capturing, check_or_capture, j
+from tests.wirebytes import DATETIME, DURATION_MS, capturing, check_or_capture, j, send
 
 pytestmark = pytest.mark.django_db
 
@@ -80,12 +80,6 @@ CASES: list[tuple[str, str, str, Any]] = [
     ("llm-stats", "get", f"{B}/llm-requests/stats", None),
     ("llm-stats-other-kind", "get", f"{B}/llm-requests/stats?call_type=rerank&period=1d", None),
 ]
-
-
-def _request(api: APIClient, method: str, path: str, body: Any) -> Any:
-    if body is None:
-        return getattr(api, method)(path)
-    return getattr(api, method)(path, data=body, content_type="application/json")
 
 
 EXPECTED: dict[str, tuple[int, str]] = {
@@ -458,6 +452,6 @@ def test_banks_answers_byte_for_byte(case_id: str, method: str, path: str, body:
                               started_at=datetime.now(UTC), error="boom", truncated=True,
                               prompt='{"cut', kind="structured", attempt=2)
     api = APIClient(raise_request_exception=False)
-    response = _request(api, method, path, body)
+    response = send(api, method, path, body)
     got = (response.status_code, _normalized(response.content.decode()))
     check_or_capture(case_id, got, EXPECTED)

@@ -16,7 +16,7 @@ from rest_framework.test import APIClient
 
 from mentalmodels.models import MentalModelHistory
 from tests.factories import make_bank, make_mental_model, make_operation
-from tests.wirebytes import DATETIME, DURATION_MS, capturing, check_or_capture, j
+from tests.wirebytes import DATETIME, DURATION_MS, capturing, check_or_capture, j, send
 
 pytestmark = pytest.mark.django_db
 
@@ -235,12 +235,6 @@ CASES: list[tuple[str, str, str, Any]] = [
     ("ops-retry-bad-uuid", "post", f"{OPS}/x/retry", None),
     ("ops-cancel-unknown", "delete", f"{OPS}/{UUID0}", None),
 ]
-
-
-def _request(api: APIClient, method: str, path: str, body: Any) -> Any:
-    if body is None:
-        return getattr(api, method)(path)
-    return getattr(api, method)(path, data=body, content_type="application/json")
 
 
 EXPECTED: dict[str, tuple[int, str]] = {
@@ -1258,6 +1252,6 @@ def test_edge_answers_byte_for_byte(case_id: str, method: str, path: str, body: 
     make_operation(bank_id="mm-bank", operation_type="retain", status="pending",
                    payload={"items": [{"content": "x", "document_id": "d1"}]})
     api = APIClient(raise_request_exception=False)
-    response = _request(api, method, path, body)
+    response = send(api, method, path, body)
     got = (response.status_code, _normalized(response.content.decode()))
     check_or_capture(case_id, got, EXPECTED)
