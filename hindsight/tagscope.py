@@ -392,16 +392,18 @@ def any_newer_batch(
     everything. Uses the staleness variant of the scope. ``cutoff`` (optional) ignores memories
     stamped after it. One SQL statement for the whole batch, one probe per distinct
     (bank, staleness scope) — not per watermark, and not per way of writing the same scope
-    (``_staleness_form``): a page of models sharing a scope asks once. Each probe reads the
-    newest memory in scope stamped after the group's earliest watermark (a backward scan of the
-    ``(bank_id, updated_at)`` index, stopped at the first match); a key is stale when that
-    memory is newer than its own watermark.
+    (``_staleness_form``): a page of models sharing a scope asks once. Each probe reads a
+    memory in scope stamped after the group's earliest watermark: the newest when the group's
+    watermarks differ (a backward scan of the ``(bank_id, updated_at)`` index, stopped at the
+    first match), else the first found, any of which is past them all; a key is stale when
+    that memory is newer than its own watermark.
     """
     groups: dict[tuple[str, TagScope], int] = {}
     # Per item, its group; per group, the earliest watermark (None: some key has none, so every
-    # memory counts).
+    # memory counts) and whether its keys' watermarks differ.
     item_groups: list[int] = []
     bounds: list[datetime | None] = []
+    mixed: list[bool] = []
     forms: dict[TagScope, TagScope] = {}
     for _, bank_id, scope, watermark in items:
         form = forms.get(scope)
@@ -411,8 +413,10 @@ def any_newer_batch(
         item_groups.append(index)
         if index == len(bounds):
             bounds.append(watermark)
-        elif (bound := bounds[index]) is not None:
-            bounds[index] = None if watermark is None else min(bound, watermark)
+            mixed.append(False)
+        elif watermark != (bound := bounds[index]):
+            mixed[index] = True
+            bounds[index] = None if bound is None or watermark is None else min(bound, watermark)
     if not groups:
         return set()
     branches: list[str] = []
@@ -429,17 +433,18 @@ def any_newer_batch(
             branch_params.append(cutoff)
         conditions.append(where)
         branch_params.extend(where_params)
+        order = " ORDER BY m.updated_at DESC" if mixed[index] else ""
         branches.append(
             f"SELECT {int(index)} AS i, (SELECT m.updated_at FROM banks_memoryunit m "
-            f"WHERE {' AND '.join(conditions)} ORDER BY m.updated_at DESC LIMIT 1) AS newest"
+            f"WHERE {' AND '.join(conditions)}{order} LIMIT 1) AS found"
         )
         params.extend(branch_params)
     with connections[using].cursor() as cursor:
         cursor.execute(" UNION ALL ".join(branches), params)
-        newest: dict[int, datetime | None] = dict(cursor.fetchall())
+        found_at: dict[int, datetime | None] = dict(cursor.fetchall())
     out: set[K] = set()
     for (key, _, _, watermark), index in zip(items, item_groups, strict=True):
-        found = newest[index]
+        found = found_at[index]
         if found is not None and (watermark is None or found > watermark):
             out.add(key)
     return out
