@@ -7,6 +7,7 @@ most recently refreshed ones, which is where a user who just created it looks fo
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, NamedTuple
@@ -14,7 +15,7 @@ from typing import Any, NamedTuple
 from django.db import connection
 from django.db.models import Count, F, QuerySet, Subquery, Window
 from psycopg.types.datetime import TimestamptzLoader
-from psycopg.types.json import JsonbLoader
+from psycopg.types.string import TextLoader
 
 from hindsight.banks.models import Bank, MemoryUnit
 from hindsight.errors import NotFound
@@ -53,6 +54,8 @@ LIST_FIELDS_BY_DETAIL = {
     "content": ListedModel._fields[:14],
     "full": ListedModel._fields,
 }
+_TRIGGER = ListedModel._fields.index("trigger")
+_REFLECT_RESPONSE = ListedModel._fields.index("reflect_response")
 
 
 def mental_model_get(*, bank_id: str, mental_model_id: str) -> MentalModel:
@@ -120,20 +123,36 @@ def mental_models_list(
     ).query
     sql, params = query.sql_with_params()
     with connection.cursor() as cursor:
-        # The values Django's loaders and JSONField give (aware datetimes in the connection's
-        # UTC; JSON parsed by ``json.loads``), the timestamps loaded in C.
+        # The instants Django's loader gives (aware, in the connection's UTC), loaded in C;
+        # JSON as text, as Django reads it, parsed below.
         adapters = cursor.cursor.adapters
         adapters.register_loader("timestamptz", TimestamptzLoader)
-        adapters.register_loader("jsonb", JsonbLoader)
+        adapters.register_loader("jsonb", TextLoader)
         cursor.execute(sql, params)
         rows = cursor.fetchall()
     if not rows:
         if not Bank.objects.filter(id=bank_id).exists():
             raise NotFound(f"Bank '{bank_id}' not found")
         return ListedPage([], qs.count() if offset else 0, None)
-    width = len(columns)
-    items = [ListedModel(*row[:width]) for row in rows]
-    return ListedPage(items, int(rows[0][width]), rows[0][width + 1])
+    return ListedPage(_listed(rows, width=len(columns)), int(rows[0][-2]), rows[0][-1])
+
+
+def _listed(rows: list[tuple[Any, ...]], *, width: int) -> list[ListedModel]:
+    """The page's rows as ``ListedModel``, JSON parsed as ``JSONField`` parses it; each distinct
+    trigger once, shared by its rows (read-only): a bank's models mostly share a few."""
+    triggers: dict[str, Any] = {}
+    items = []
+    for row in rows:
+        values = list(row[:width])
+        text = values[_TRIGGER]
+        trigger = triggers.get(text)
+        if trigger is None:
+            trigger = triggers[text] = json.loads(text)
+        values[_TRIGGER] = trigger
+        if width > _REFLECT_RESPONSE and values[_REFLECT_RESPONSE] is not None:
+            values[_REFLECT_RESPONSE] = json.loads(values[_REFLECT_RESPONSE])
+        items.append(ListedModel(*values))
+    return items
 
 
 def mental_model_history(*, bank_id: str, mental_model_id: str) -> list[MentalModelHistory]:
