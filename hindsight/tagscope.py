@@ -391,20 +391,32 @@ def any_newer_batch(
     ``items`` are ``(key, bank_id, scope, watermark)``; a null watermark is earlier than
     everything. Uses the staleness variant of the scope. ``cutoff`` (optional) ignores memories
     stamped after it. One SQL statement for the whole batch, one probe per distinct
-    (bank, scope) — not per watermark: a page of models sharing a scope asks once. Each probe
-    reads the newest memory in scope stamped after the group's earliest watermark (a backward
-    scan of the ``(bank_id, updated_at)`` index, stopped at the first match); a key is stale
-    when that memory is newer than its own watermark.
+    (bank, staleness scope) — not per watermark, and not per way of writing the same scope
+    (``_staleness_form``): a page of models sharing a scope asks once. Each probe reads a
+    memory in scope stamped after the group's earliest watermark: the newest when the group's
+    watermarks differ (a backward scan of the ``(bank_id, updated_at)`` index, stopped at the
+    first match), else the first found, any of which is past them all; a key is stale when
+    that memory is newer than its own watermark.
     """
     groups: dict[tuple[str, TagScope], int] = {}
-    # Per group, the earliest watermark (None: some key has none, so every memory counts).
+    # Per item, its group; per group, the earliest watermark (None: some key has none, so every
+    # memory counts) and whether its keys' watermarks differ.
+    item_groups: list[int] = []
     bounds: list[datetime | None] = []
+    mixed: list[bool] = []
+    forms: dict[TagScope, TagScope] = {}
     for _, bank_id, scope, watermark in items:
-        index = groups.setdefault((bank_id, scope), len(groups))
+        form = forms.get(scope)
+        if form is None:
+            form = forms[scope] = _staleness_form(scope)
+        index = groups.setdefault((bank_id, form), len(groups))
+        item_groups.append(index)
         if index == len(bounds):
             bounds.append(watermark)
-        elif (bound := bounds[index]) is not None:
-            bounds[index] = None if watermark is None else min(bound, watermark)
+            mixed.append(False)
+        elif watermark != (bound := bounds[index]):
+            mixed[index] = True
+            bounds[index] = None if bound is None or watermark is None else min(bound, watermark)
     if not groups:
         return set()
     branches: list[str] = []
@@ -421,20 +433,40 @@ def any_newer_batch(
             branch_params.append(cutoff)
         conditions.append(where)
         branch_params.extend(where_params)
+        order = " ORDER BY m.updated_at DESC" if mixed[index] else ""
         branches.append(
             f"SELECT {int(index)} AS i, (SELECT m.updated_at FROM banks_memoryunit m "
-            f"WHERE {' AND '.join(conditions)} ORDER BY m.updated_at DESC LIMIT 1) AS newest"
+            f"WHERE {' AND '.join(conditions)}{order} LIMIT 1) AS found"
         )
         params.extend(branch_params)
     with connections[using].cursor() as cursor:
         cursor.execute(" UNION ALL ".join(branches), params)
-        newest: dict[int, datetime | None] = dict(cursor.fetchall())
+        found_at: dict[int, datetime | None] = dict(cursor.fetchall())
     out: set[K] = set()
-    for key, bank_id, scope, watermark in items:
-        found = newest[groups[(bank_id, scope)]]
+    for (key, _, _, watermark), index in zip(items, item_groups, strict=True):
+        found = found_at[index]
         if found is not None and (watermark is None or found > watermark):
             out.add(key)
     return out
+
+
+def _staleness_form(scope: TagScope) -> TagScope:
+    """A flat scope written one way per set of memories its staleness variant selects, so that
+    ``any_newer_batch`` probes each such set once (a page's models name the same scope in many
+    ways). Tags are a set (sorted); on the tagged memories, the only ones the variant counts
+    under ``any``/``all``, those are ``any_strict``/``all_strict``, and with one tag either is
+    "carries it"; no tags is the whole bank but under ``exact``; fact types are a set. Scopes
+    with ``tag_groups`` are kept as they are."""
+    if scope.tag_groups is not None:
+        return scope
+    tags = tuple(sorted(set(scope.tags)))
+    match = _STRICT.get(scope.tags_match, scope.tags_match)
+    if not tags and match != "exact":
+        match = "any"
+    elif len(tags) == 1 and match == "any_strict":
+        match = "all_strict"
+    fact_types = None if scope.fact_types is None else tuple(sorted(set(scope.fact_types)))
+    return TagScope(tags=tags, tags_match=match, fact_types=fact_types)
 
 
 def matches(scope: TagScope, tags: Iterable[str], fact_type: str, *, staleness: bool = False) -> bool:

@@ -7,27 +7,55 @@ most recently refreshed ones, which is where a user who just created it looks fo
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
+from datetime import datetime
+from typing import Any, NamedTuple
 
-from django.db.models import Count, F, QuerySet, Window
+from django.db import connection
+from django.db.models import Count, F, QuerySet, Subquery, Window
+from psycopg.types.datetime import TimestamptzLoader
+from psycopg.types.string import TextLoader
 
-from hindsight.banks.models import Bank
+from hindsight.banks.models import Bank, MemoryUnit
 from hindsight.errors import NotFound
 from mentalmodels.models import MentalModel, MentalModelHistory
 
 LIST_TAGS_MATCH = ("any", "all", "exact")
-# The columns a list item reads at each detail level (and staleness: tags, trigger, watermark).
-# Never the embedding or the structured document; the content and reflect response only when
-# the detail level shows them.
-_LIST_FIELDS = (
-    "uid", "bank_id", "mental_model_id", "name", "tags", "trigger", "last_refreshed_at",
-    "last_memory_seen_at", "last_refresh_failed_at", "last_full_refreshed_at", "created_at",
-)
+
+
+class ListedModel(NamedTuple):
+    """One list item as read: the columns its detail level renders and staleness reads (tags,
+    trigger, watermark), under the model's attribute names, so the one render and the one
+    staleness rule take it as they take a model. Never the embedding or the structured
+    document; the content and reflect response only when the detail level shows them (``None``
+    otherwise, and not rendered then)."""
+
+    uid: int
+    bank_id: str
+    mental_model_id: str
+    name: str
+    tags: list[str]
+    trigger: dict[str, Any]
+    last_refreshed_at: datetime | None
+    last_memory_seen_at: datetime | None
+    last_refresh_failed_at: datetime | None
+    last_full_refreshed_at: datetime | None
+    created_at: datetime | None
+    source_query: str | None = None
+    content: str | None = None
+    max_tokens: int | None = None
+    reflect_response: dict[str, Any] | None = None
+
+
+# The columns read at each detail level: a prefix of ``ListedModel``'s fields, the rest None.
 LIST_FIELDS_BY_DETAIL = {
-    "metadata": _LIST_FIELDS,
-    "content": (*_LIST_FIELDS, "source_query", "content", "max_tokens"),
-    "full": (*_LIST_FIELDS, "source_query", "content", "max_tokens", "reflect_response"),
+    "metadata": ListedModel._fields[:11],
+    "content": ListedModel._fields[:14],
+    "full": ListedModel._fields,
 }
+_TRIGGER = ListedModel._fields.index("trigger")
+_REFLECT_RESPONSE = ListedModel._fields.index("reflect_response")
 
 
 def mental_model_get(*, bank_id: str, mental_model_id: str) -> MentalModel:
@@ -53,6 +81,15 @@ def _tags_filter(qs: QuerySet[MentalModel], tags: Sequence[str], tags_match: str
     return qs.filter(tags__overlap=tags)
 
 
+class ListedPage(NamedTuple):
+    items: list[ListedModel]
+    #: Every model matching the filter, on this page or not.
+    total: int
+    #: The bank's last memory write (``bank_last_memory_write_at``) read with the page, for the
+    #: staleness shortcut; ``None`` for an empty page or a bank without memories.
+    last_memory_write_at: datetime | None
+
+
 def mental_models_list(
     *,
     bank_id: str,
@@ -61,25 +98,61 @@ def mental_models_list(
     limit: int = 100,
     offset: int = 0,
     detail: str = "full",
-) -> tuple[list[MentalModel], int]:
-    """One page of a bank's models and the total matching the filter, in one query (the total
-    as a window count over the filtered rows); the columns ``detail`` renders, and no others.
+) -> ListedPage:
+    """One page of a bank's models, the total matching the filter and the bank's last memory
+    write, in one query (the total a window count over the filtered rows, the last write an
+    uncorrelated subquery run once); the columns ``detail`` renders, and no others.
+
+    The ORM builds the statement and a cursor with psycopg's own loaders runs it: Django's
+    timestamptz loader is pure Python, and a page of 1,000 spent more time in it and in
+    building model instances than anywhere else.
 
     A page with items proves the bank exists; only an empty one costs the existence check (and,
     past the end, a count).
     """
     qs = _tags_filter(MentalModel.objects.filter(bank_id=bank_id), tags, tags_match)
-    page: list[MentalModel] = list(
-        qs.only(*LIST_FIELDS_BY_DETAIL[detail])
-        .annotate(listed_total=Window(Count("uid")))
+    # ``bank_last_memory_write_at``: one backward probe of the (bank, updated_at) index.
+    last_write = MemoryUnit.objects.filter(bank_id=bank_id).order_by("-updated_at")
+    columns = LIST_FIELDS_BY_DETAIL[detail]
+    query = (
+        qs.annotate(listed_total=Window(Count("uid")),
+                    listed_write=Subquery(last_write.values("updated_at")[:1]))
         .order_by(F("last_refreshed_at").desc(nulls_first=True), F("mental_model_id").desc())
+        .values_list(*columns, "listed_total", "listed_write")
         [offset : offset + limit]
-    )
-    if page:
-        return page, int(getattr(page[0], "listed_total"))  # noqa: B009 - an annotation
-    if not Bank.objects.filter(id=bank_id).exists():
-        raise NotFound(f"Bank '{bank_id}' not found")
-    return page, (qs.count() if offset else 0)
+    ).query
+    sql, params = query.sql_with_params()
+    with connection.cursor() as cursor:
+        # The instants Django's loader gives (aware, in the connection's UTC), loaded in C;
+        # JSON as text, as Django reads it, parsed below.
+        adapters = cursor.cursor.adapters
+        adapters.register_loader("timestamptz", TimestamptzLoader)
+        adapters.register_loader("jsonb", TextLoader)
+        cursor.execute(sql, params)
+        rows = cursor.fetchall()
+    if not rows:
+        if not Bank.objects.filter(id=bank_id).exists():
+            raise NotFound(f"Bank '{bank_id}' not found")
+        return ListedPage([], qs.count() if offset else 0, None)
+    return ListedPage(_listed(rows, width=len(columns)), int(rows[0][-2]), rows[0][-1])
+
+
+def _listed(rows: list[tuple[Any, ...]], *, width: int) -> list[ListedModel]:
+    """The page's rows as ``ListedModel``, JSON parsed as ``JSONField`` parses it; each distinct
+    trigger once, shared by its rows (read-only): a bank's models mostly share a few."""
+    triggers: dict[str, Any] = {}
+    items = []
+    for row in rows:
+        values = list(row[:width])
+        text = values[_TRIGGER]
+        trigger = triggers.get(text)
+        if trigger is None:
+            trigger = triggers[text] = json.loads(text)
+        values[_TRIGGER] = trigger
+        if width > _REFLECT_RESPONSE and values[_REFLECT_RESPONSE] is not None:
+            values[_REFLECT_RESPONSE] = json.loads(values[_REFLECT_RESPONSE])
+        items.append(ListedModel(*values))
+    return items
 
 
 def mental_model_history(*, bank_id: str, mental_model_id: str) -> list[MentalModelHistory]:

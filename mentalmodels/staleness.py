@@ -7,25 +7,39 @@ variant: untagged memories never count under ``any``/``all``). GET, list, reflec
 automatic triggers and the refresh's own start check all call ``stale_flags``.
 
 ``stale_flags`` answers a whole page in a constant number of queries: one
-``bank_last_memory_write_at_many`` for every bank of the models given and one batched scope query
-for the models the bank-watermark shortcut cannot settle (a watermark at or after the bank's
-last write is fresh without looking at its scope).
+``bank_last_memory_write_at_many`` for every bank of the models given (none when the caller read
+the banks' last writes already, as the list does with its page) and one batched scope query for
+the models the bank-watermark shortcut cannot settle (a watermark at or after the bank's last
+write is fresh without looking at its scope). It takes model instances or any rows with their
+attributes (``Watermarked``: the list's ``ListedModel``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from hindsight.banks.selectors import bank_last_memory_write_at_many
 from hindsight.tagscope import TagScope, any_newer_batch, parse_tag_groups
 
-if TYPE_CHECKING:
-    from mentalmodels.models import MentalModel
+
+class Watermarked(Protocol):
+    """What the rule reads of a model: a ``MentalModel`` or a row under its attribute names."""
+
+    @property
+    def uid(self) -> int: ...
+    @property
+    def bank_id(self) -> str: ...
+    @property
+    def tags(self) -> Sequence[str]: ...
+    @property
+    def trigger(self) -> Mapping[str, Any] | None: ...
+    @property
+    def last_memory_seen_at(self) -> datetime | None: ...
 
 
-def resolve_scope(*, tags: Iterable[str], trigger: dict[str, Any]) -> TagScope:
+def resolve_scope(*, tags: Iterable[str], trigger: Mapping[str, Any]) -> TagScope:
     """The memories a model with ``tags`` and ``trigger`` reads (MM-5).
 
     ``trigger.tag_groups`` replaces the flat tags; otherwise a tagged model matches
@@ -50,17 +64,24 @@ def resolve_scope(*, tags: Iterable[str], trigger: dict[str, Any]) -> TagScope:
     return TagScope(tags=(), tags_match=trigger.get("tags_match") or "any", fact_types=fact_types)
 
 
-def model_scope(model: MentalModel) -> TagScope:
+def model_scope(model: Watermarked) -> TagScope:
     return resolve_scope(tags=model.tags, trigger=model.trigger or {})
 
 
-def stale_flags(models: Iterable[MentalModel]) -> dict[int, bool]:
-    """``{model.uid: is_stale}`` for every model given, in a constant number of queries."""
+def stale_flags(
+    models: Iterable[Watermarked], *, last_write: Mapping[str, datetime | None] | None = None
+) -> dict[int, bool]:
+    """``{model.uid: is_stale}`` for every model given, in a constant number of queries.
+
+    ``last_write``: ``bank_last_memory_write_at`` of every bank of the models, when the caller
+    read it already (in the same statement as the models: never older than they are).
+    """
     models = list(models)
     if not models:
         return {}
-    # One query for every bank (the cron tick evaluates models of many banks together).
-    last_write = bank_last_memory_write_at_many(bank_ids=(m.bank_id for m in models))
+    if last_write is None:
+        # One query for every bank (the cron tick evaluates models of many banks together).
+        last_write = bank_last_memory_write_at_many(bank_ids=(m.bank_id for m in models))
     flags: dict[int, bool] = {}
     pending: list[tuple[int, str, TagScope, datetime | None]] = []
     for model in models:
@@ -77,5 +98,5 @@ def stale_flags(models: Iterable[MentalModel]) -> dict[int, bool]:
     return flags
 
 
-def is_stale(model: MentalModel) -> bool:
+def is_stale(model: Watermarked) -> bool:
     return stale_flags([model])[model.uid]

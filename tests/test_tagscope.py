@@ -244,6 +244,55 @@ def test_any_newer_batch_probes_once_per_scope_whatever_the_watermarks(
     check()
 
 
+def _spellings(raw: dict[str, Any]) -> list[dict[str, Any]]:
+    """Ways of writing the flat scope ``raw`` that select the same memories for staleness:
+    tags and fact types in another order, any/any_strict, all/all_strict, and with one tag or
+    none, any of the four."""
+    tags = list(raw["tags"] or [])
+    mode = raw["tags_match"]
+    if mode == "exact":
+        modes: tuple[str, ...] = ("exact",)
+    elif len(tags) <= 1:
+        modes = ("any", "all", "any_strict", "all_strict")
+    else:
+        modes = ("any", "any_strict") if mode.startswith("any") else ("all", "all_strict")
+    fact_types = raw["fact_types"]
+    return [
+        {"tags": tags[::-1] if i % 2 else tags, "tags_match": m, "tag_groups": None,
+         "fact_types": fact_types[::-1] if fact_types and i % 2 else fact_types}
+        for i, m in enumerate(modes)
+    ]
+
+
+def test_any_newer_batch_probes_once_per_staleness_scope_however_it_is_written(
+    pool: list[dict[str, Any]], django_assert_num_queries: Any
+) -> None:
+    """A page's models name one scope in several ways: one probe, each key judged by its own
+    spelling and watermark (the reference knows nothing of the shared form)."""
+    stamps = sorted({r["updated_at"] for r in pool})
+    flat = raw_scopes.map(lambda raw: {**raw, "tag_groups": None})
+
+    @hsettings(max_examples=120, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(raw=flat, watermarks=st.lists(st.one_of(st.none(), st.sampled_from(stamps)),
+                                         min_size=4, max_size=4))
+    def check(raw: dict[str, Any], watermarks: list[datetime | None]) -> None:
+        spellings = _spellings(raw)
+        batch = [(s, wm) for s in spellings for wm in watermarks]
+        items = [(i, "b1", TagScope.parse(**s), wm) for i, (s, wm) in enumerate(batch)]
+        expected = {
+            i for i, (s, wm) in enumerate(batch)
+            if any(r["bank"] == "b1" and (wm is None or r["updated_at"] > wm)
+                   and ref_in_scope(r["tags"], r["fact_type"], s, staleness=True)
+                   for r in pool)
+        }
+        with django_assert_num_queries(1) as captured:
+            got = any_newer_batch(items)
+        assert got == expected, batch
+        assert "UNION ALL" not in captured.captured_queries[0]["sql"]
+
+    check()
+
+
 def test_any_newer_batch_of_nothing_runs_no_query(db: None, django_assert_num_queries: Any) -> None:
     with django_assert_num_queries(0):
         assert any_newer_batch([]) == set()

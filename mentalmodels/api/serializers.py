@@ -34,7 +34,7 @@ from hindsight.api.serializers import (
 from hindsight.tagscope import MAX_TAG_LENGTH, TAGS_MATCH_MODES
 from mentalmodels.models import HISTORY_KINDS, HistoryKind, MentalModel, MentalModelHistory
 from mentalmodels.refresh_types import RefreshMode
-from mentalmodels.selectors import LIST_TAGS_MATCH
+from mentalmodels.selectors import LIST_TAGS_MATCH, ListedModel
 from mentalmodels.services import mental_model_id_problem
 from mentalmodels.triggers import BUDGETS, FACT_TYPES, trigger_fill, trigger_normalize
 
@@ -435,8 +435,10 @@ class MentalModelResponseSerializer(serializers.Serializer):
     is_stale = serializers.BooleanField(allow_null=True)
 
     @staticmethod
-    def render(model: MentalModel, *, detail: str, is_stale: bool | None) -> dict[str, Any]:
-        """The declared fields, in their order (a list renders up to 1,000 of these)."""
+    def render(model: MentalModel | ListedModel, *, detail: str,
+               is_stale: bool | None) -> dict[str, Any]:
+        """The declared fields, in their order (a list renders up to 1,000 of these): of a model,
+        or of a list's row, which holds the columns its detail level renders."""
         with_content = detail in ("content", "full")
         return {
             "id": model.mental_model_id,

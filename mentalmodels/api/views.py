@@ -38,7 +38,7 @@ class MentalModelCollection(APIView):
                    responses={200: s.MentalModelListResponseSerializer, **errors(404, 422)})
     def get(self, request: Request, bank_id: str) -> Response:
         query = s.MentalModelListQuerySerializer.parse(request.query_params)
-        page, total = selectors.mental_models_list(
+        page = selectors.mental_models_list(
             bank_id=bank_id,
             tags=query["tags"],
             tags_match=query["tags_match"],
@@ -46,11 +46,11 @@ class MentalModelCollection(APIView):
             offset=query["offset"],
             detail=query["detail"],
         )
-        flags = stale_flags(page)
+        flags = stale_flags(page.items, last_write={bank_id: page.last_memory_write_at})
         render = s.MentalModelResponseSerializer.render
-        items = [render(m, detail=query["detail"], is_stale=flags[m.uid]) for m in page]
+        items = [render(m, detail=query["detail"], is_stale=flags[m.uid]) for m in page.items]
         return Response(s.MentalModelListResponseSerializer.render(
-            items, total=total, limit=query["limit"], offset=query["offset"]
+            items, total=page.total, limit=query["limit"], offset=query["offset"]
         ))
 
     @extend_schema(operation_id="create_mental_model",

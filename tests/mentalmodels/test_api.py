@@ -247,6 +247,64 @@ def test_list_at_metadata_reads_no_content_and_renders_it_null(api, bank):
     assert item["content"] == "# Doc" and item["reflect_response"] == {"text": "# Doc"}
 
 
+def _list_item_cases(bank) -> None:
+    """Models whose every list column varies: nulls, timestamps with and without microseconds,
+    non-ASCII and line-separator text, tag groups, stale and fresh."""
+    from datetime import datetime
+
+    make_memory(bank, "untagged")
+    newest = make_memory(bank, "tagged", tags=["é", "team"], fact_type="experience")
+    make_mental_model(bank, "never", tags=["team"])  # every timestamp but created_at null
+    make_mental_model(
+        bank, "unicode", name="Ünïcødé 名前 \u2028 \"q\"", source_query="Was ist \u2029 los?",
+        content="# Dok\n\n\u00e9\u2028😀\t\\", tags=["é", "日本"], max_tokens=4096,
+        trigger={"tags_match": "any", "fact_types": ["experience", "world"]},
+        last_refreshed_at=datetime(2026, 1, 1, tzinfo=UTC),
+        last_memory_seen_at=newest.updated_at,
+        last_refresh_failed_at=datetime(2026, 1, 2, 3, 4, 5, 6, tzinfo=UTC),
+        last_full_refreshed_at=datetime(2025, 12, 31, 23, 59, 59, 999999, tzinfo=UTC),
+        reflect_response={"text": "naïve \u2029", "based_on": {"world": [{"id": "x", "n": 1.5}]},
+                          "mental_models": [], "none": None},
+    )
+    make_mental_model(
+        bank, "grouped", content="",
+        trigger={"tag_groups": [{"or": [{"tags": ["team"]}, {"not": {"tags": ["x"],
+                                                                   "match": "all"}}]}]},
+        last_refreshed_at=datetime(2026, 1, 1, 0, 0, 0, 1, tzinfo=UTC),
+        last_memory_seen_at=datetime(2000, 1, 1, tzinfo=UTC),
+    )
+    make_mental_model(bank, "fresh", tags=["nobody"], fresh=True, reflect_response=None)
+
+
+@pytest.mark.parametrize("detail", ["metadata", "content", "full"])
+@pytest.mark.parametrize("query", ["", "&limit=2&offset=1", "&tags=%C3%A9&tags=team",
+                                   "&tags=team&tags_match=exact"])
+def test_list_items_are_the_single_model_answers_byte_for_byte(api, bank, detail, query):
+    """The list reads rows, not models, but renders them as the single-model GET does: its body
+    is the GET bodies of its items at the same detail level, joined, byte for byte."""
+    _list_item_cases(bank)
+    response = api.get(url() + f"?detail={detail}{query}")
+    body = response.json()
+    assert body["items"], "every case lists something"
+    gets = [api.get(url("mm-bank", item["id"]) + f"?detail={detail}").content
+            for item in body["items"]]
+    tail = f'],"total":{body["total"]},"limit":{body["limit"]},"offset":{body["offset"]}}}'
+    assert response.content == b'{"items":[' + b",".join(gets) + tail.encode()
+
+
+def test_list_item_cases_cover_nulls_staleness_and_escapes(api, bank):
+    _list_item_cases(bank)
+    items = {i["id"]: i for i in api.get(url() + "?detail=full").json()["items"]}
+    assert {k: i["is_stale"] for k, i in items.items()} == {
+        "never": True, "unicode": False, "grouped": True, "fresh": False}
+    assert items["never"]["last_refreshed_at"] is None
+    assert items["unicode"]["last_refreshed_at"] == "2026-01-01T00:00:00+00:00"
+    assert items["grouped"]["last_refreshed_at"] == "2026-01-01T00:00:00.000001+00:00"
+    assert items["fresh"]["reflect_response"] is None
+    raw = api.get(url() + "?detail=full").content
+    assert b"\\u2028" in raw and "名前".encode() in raw
+
+
 def test_list_of_unknown_bank_is_404(api, db):
     response = api.get(url("no-such-bank"))
     assert response.status_code == 404

@@ -209,8 +209,20 @@ def test_list_computes_every_flag_in_a_constant_number_of_queries(
         make_memory(bank, f"m{index}", tags=[TAGS[index % 3]])
     middle = datetime.now(UTC) - timedelta(days=1)
     _bulk_models(bank, page_size, middle)
-    # The page with its total, the bank's last write, one batched scope query.
-    with django_assert_max_num_queries(3):
+    # The page with its total and the bank's last write, one batched scope query.
+    with django_assert_max_num_queries(2):
         body = api.get(f"/v1/default/banks/{bank.id}/mental-models?limit={page_size}").json()
     assert len(body["items"]) == page_size
     assert all(isinstance(i["is_stale"], bool) for i in body["items"])
+
+
+def test_list_of_models_the_bank_watermark_settles_is_one_query(
+    api, bank, django_assert_num_queries
+):
+    make_memory(bank, "x", tags=["a"])
+    for index in range(3):
+        make_mental_model(bank, f"m{index}", tags=["a"], fresh=True)
+    # The page reads the bank's last write with it; no watermark is older, so no scope query.
+    with django_assert_num_queries(1):
+        body = api.get(f"/v1/default/banks/{bank.id}/mental-models").json()
+    assert [i["is_stale"] for i in body["items"]] == [False, False, False]
