@@ -133,7 +133,8 @@ def _retrieval_sql(
     - keyword: memories holding every lexeme of the query, best ``ts_rank_cd`` first; when there
       are fewer than ``candidates`` of them, the lexemes OR-ed instead (a question rarely matches
       in full) — the OR scan runs only then (a one-time filter). Each ranks the newest
-      ``KEYWORD_RANKED_PER_CANDIDATE × candidates`` matches at most;
+      ``KEYWORD_RANKED_PER_CANDIDATE × candidates`` matches at most (a retain stamps all its
+      rows alike: equal stamps go by id, so both sides below cut at the same row);
     - temporal (with a window): the latest events in it.
 
     Two ways to the same answer, chosen by a count of the rows in scope (up to
@@ -188,10 +189,10 @@ def _retrieval_sql(
         rank_floor, rank_floor_params = floor(floors.keyword, f"ts_rank_cd(c.sv, {q})")
         matches = (
             f"(SELECT s.id, s.search_vector AS sv, s.updated_at FROM scoped s WHERE {small} "
-            f"AND s.search_vector @@ {q} {extra} ORDER BY s.updated_at DESC LIMIT %s) UNION ALL "
+            f"AND s.search_vector @@ {q} {extra} ORDER BY s.updated_at DESC, s.id LIMIT %s) UNION ALL "
             "(SELECT m.id, m.search_vector AS sv, m.updated_at FROM banks_memoryunit m "
             f"WHERE {large} AND m.search_vector @@ {q} AND {where} {extra} "
-            "ORDER BY m.updated_at DESC LIMIT %s)"
+            "ORDER BY m.updated_at DESC, m.id LIMIT %s)"
         )
         ranked = candidates * KEYWORD_RANKED_PER_CANDIDATE
         sql = (

@@ -307,7 +307,10 @@ def test_recall_ranks_the_same_hits_exactly_and_through_the_indexes(
     for scope in _STRATEGY_SCOPES:
         for extra in ({}, {"budget": "low", "limit": 5}, {"exclude_ids": [some_id]},
                       {"floors": recall.RecallFloors(semantic=0.1, keyword=0.01)},
-                      {"cutoff": stamps[-1]}):
+                      {"cutoff": stamps[-1]}, {"budget": "low", "ranked": 1}):
+            # One retain, one stamp: a keyword cap of 30 (budget low, 1 per candidate) cuts
+            # the OR matches among equal stamps.
+            monkeypatch.setattr(recall, "KEYWORD_RANKED_PER_CANDIDATE", extra.pop("ranked", 20))
             kwargs: dict[str, Any] = {"bank_id": "rs", "query": "Bob deployed the release",
                                       "scope": scope, **extra}
             exact = _recall_with_bound(monkeypatch, 10_000, **kwargs)
