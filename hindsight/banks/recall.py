@@ -1,8 +1,9 @@
 """Recall (``memory_recall``): the one retrieval reflect and a mental-model refresh reuse.
 
-Semantic (pgvector cosine over the HNSW index) and lexical (PostgreSQL full text) arms, plus a
-temporal arm when a window is given, fused by reciprocal rank (k = 60), filtered by a
-``TagScope`` (``hindsight.tagscope`` compiles it) and cut to a token budget counted offline.
+Semantic (pgvector cosine: every row of a small scope, else the HNSW index) and lexical
+(PostgreSQL full text) arms, plus a temporal arm when a window is given, fused by reciprocal
+rank (k = 60), filtered by a ``TagScope`` (``hindsight.tagscope`` compiles it) and cut to a
+token budget counted offline.
 """
 
 from __future__ import annotations
@@ -137,10 +138,11 @@ def _retrieval_sql(
       rows alike: equal stamps go by id, so both sides below cut at the same row);
     - temporal (with a window): the latest events in it.
 
-    Two ways to the same answer, chosen by a count of the rows in scope (up to
-    ``exact_scan_max + 1``; one-time filters run one side only). At most ``exact_scan_max``: the
-    rows in scope are read once (``scoped``, with their distance to the query) and every arm
-    but the temporal one runs over them — the semantic arm ranks all of them (exact). More:
+    Two ways to the candidates (the same ones wherever HNSW finds the true nearest), chosen by
+    a count of the rows in scope (up to ``exact_scan_max + 1``; one-time filters run one side
+    only). At most ``exact_scan_max``: the rows in scope are read once (``scoped``, with their
+    distance to the query) and every arm but the temporal one runs over them — the semantic
+    arm ranks all of them (exact). More:
     each arm reads its own index — HNSW for the semantic arm (approximate), the bank-scoped full
     text index for the keyword arm. The count reads an index alone when ``index_only_count``
     (no tag or id filter); otherwise ``scoped`` itself, read up to the bound, is counted.
