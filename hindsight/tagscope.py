@@ -6,6 +6,7 @@ here and nowhere else. This module owns:
 * ``TagScope``: a validated, hashable scope (``TagScope.parse`` checks raw request input and
   raises ``FieldError`` naming the field and the rule);
 * ``scope_sql``: the scope as a WHERE fragment over ``banks_memoryunit`` columns;
+  ``filters_tags``: whether that fragment reads the tags at all;
 * ``any_newer_batch``: "does scope S hold a memory newer than W" for many (S, W) pairs in one
   query, one probe per distinct scope (the staleness check of a whole list page).
 
@@ -353,6 +354,11 @@ def includes_untagged(scope: TagScope, *, staleness: bool = False) -> bool:
     if not staleness:
         return recall
     return recall and all(_untagged(g, strict=True) for g in groups)
+
+
+def filters_tags(scope: TagScope) -> bool:
+    """Whether ``scope_sql(scope)`` reads the tags column (else it reads at most the fact type)."""
+    return bool(_groups(scope))
 
 
 def scope_sql(scope: TagScope, *, alias: str = "m", staleness: bool = False) -> tuple[str, list[Any]]:

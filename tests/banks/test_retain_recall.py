@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from django.db import connection
+from django.db import connection, transaction
 from rest_framework.test import APIClient
 
 from hindsight.banks import recall, services
@@ -240,3 +240,108 @@ def test_a_changed_text_drops_its_stored_token_count(api: APIClient) -> None:
     MemoryUnit.objects.filter(id=unit.id).update(text="short", text_tokens=1)  # set together
     unit.refresh_from_db()
     assert unit.text_tokens == 1
+
+
+# --- the two ways to the same recall: the rows in scope ranked exactly, or each arm's index ---
+
+_STRATEGY_TEXTS = [
+    f"{who} {what} the {thing}." for who in ("Alice", "Bob", "Carol", "Dave")
+    for what in ("reviewed", "deployed", "budgeted for", "postponed", "discussed")
+    for thing in ("release", "database index", "quarterly report")
+]
+_STRATEGY_SCOPES = [
+    TagScope(),
+    TagScope(tags=("ops",), tags_match="any_strict"),
+    TagScope(tags=("ops", "eng"), tags_match="all"),
+    TagScope(tags=("eng",), tags_match="exact"),
+    TagScope(fact_types=("world",)),
+]
+
+
+def _seed_strategies(api: APIClient, bank: str) -> None:
+    tag_sets: list[list[str]] = [[], ["ops"], ["eng"], ["ops", "eng"]]
+    post(api, f"{bank}/memories", {"items": [
+        {"content": text, "tags": tag_sets[i % 4]} for i, text in enumerate(_STRATEGY_TEXTS)]})
+
+
+# On a table this small the planner would rather sort the rows than walk HNSW: these make the
+# index side use the index (sorting costs more than anything then).
+_USE_THE_INDEXES = ("SET LOCAL enable_sort = off", "SET LOCAL enable_seqscan = off")
+
+
+def _recall_with_bound(monkeypatch: pytest.MonkeyPatch, bound: int, **kwargs: Any) -> list[Any]:
+    monkeypatch.setattr(recall, "EXACT_SCAN_MAX", bound)
+    hits = recall.memory_recall(max_tokens=100_000, **kwargs)
+    return [(h.id, h.score, h.semantic, h.keyword, h.tokens, h.arms) for h in hits]
+
+
+def _plan(monkeypatch: pytest.MonkeyPatch, bound: int, **kwargs: Any) -> list[str]:
+    """The retrieval statement's EXPLAIN ANALYZE, with ``EXACT_SCAN_MAX`` = ``bound``."""
+    from django.test.utils import CaptureQueriesContext
+
+    monkeypatch.setattr(recall, "EXACT_SCAN_MAX", bound)
+    with CaptureQueriesContext(connection) as captured:
+        recall.memory_recall(**kwargs)
+    *settings, statement = captured.captured_queries[-1]["sql"].split("; ", 2)
+    with connection.cursor() as cursor:
+        for setting in settings:
+            cursor.execute(setting)
+        cursor.execute("EXPLAIN (ANALYZE, COSTS OFF) " + statement)
+        return [row[0] for row in cursor.fetchall()]
+
+
+def _side(plan: list[str]) -> str:
+    """``exact`` when the semantic arm ranked ``scoped`` (its first reader, alias s), else
+    ``index``."""
+    (line,) = [line for line in plan if "CTE Scan on scoped s " in line]
+    return "index" if "never executed" in line else "exact"
+
+
+def test_recall_ranks_the_same_hits_exactly_and_through_the_indexes(
+    api: APIClient, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # On a bank this small HNSW finds every nearest row: both sides must agree to the bit.
+    _seed_strategies(api, "rs")
+    stamps = sorted(MemoryUnit.objects.filter(bank_id="rs").values_list("updated_at", flat=True))
+    some_id = str(MemoryUnit.objects.filter(bank_id="rs").values_list("id", flat=True)[0])
+    for scope in _STRATEGY_SCOPES:
+        for extra in ({}, {"budget": "low", "limit": 5}, {"exclude_ids": [some_id]},
+                      {"floors": recall.RecallFloors(semantic=0.1, keyword=0.01)},
+                      {"cutoff": stamps[-1]}, {"budget": "low", "ranked": 1}):
+            # One retain, one stamp: a keyword cap of 30 (budget low, 1 per candidate) cuts
+            # the OR matches among equal stamps.
+            monkeypatch.setattr(recall, "KEYWORD_RANKED_PER_CANDIDATE", extra.pop("ranked", 20))
+            kwargs: dict[str, Any] = {"bank_id": "rs", "query": "Bob deployed the release",
+                                      "scope": scope, **extra}
+            exact = _recall_with_bound(monkeypatch, 10_000, **kwargs)
+            with transaction.atomic():
+                with connection.cursor() as cursor:
+                    for setting in _USE_THE_INDEXES:
+                        cursor.execute(setting)
+                index = _recall_with_bound(monkeypatch, 0, **kwargs)
+                plan = _plan(monkeypatch, 0, **kwargs)
+                transaction.set_rollback(True)  # the settings go with the savepoint
+            assert exact and exact == index, (scope, extra)
+            assert _side(plan) == "index"
+            assert any("Index Scan using memory_embedding_hnsw" in line
+                       and "never executed" not in line for line in plan), (scope, extra)
+
+
+def test_recall_reads_the_rows_in_scope_at_most_the_bound_and_the_indexes_above(
+    api: APIClient, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    _seed_strategies(api, "rp")
+    everything = len(_STRATEGY_TEXTS)
+    tagged = TagScope(tags=("ops",), tags_match="any_strict")  # half of them
+    cases = [
+        (TagScope(), everything), (tagged, everything // 2),
+        # An id filter: the count reads the rows, as a tag filter does.
+        (TagScope(), everything),
+    ]
+    for index, (scope, rows) in enumerate(cases):
+        kwargs: dict[str, Any] = {"bank_id": "rp", "query": "the release", "scope": scope}
+        if index == 2:
+            kwargs["exclude_ids"] = [str(MemoryUnit.objects.filter(bank_id="rp").first().id)]  # type: ignore[union-attr]
+            rows -= 1
+        assert _side(_plan(monkeypatch, rows, **kwargs)) == "exact", scope
+        assert _side(_plan(monkeypatch, rows - 1, **kwargs)) == "index", scope
