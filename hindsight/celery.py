@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import os
 import warnings
+from typing import Any
 
 from celery import Celery
 from celery.exceptions import SecurityWarning
+from celery.signals import task_postrun, worker_process_init
+from django.db import connections
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "hindsight.settings")
 
@@ -35,3 +38,35 @@ app.autodiscover_tasks()
 from operations.workersteps import ReapDeadPoolProcesses  # noqa: E402
 
 app.steps["worker"].add(ReapDeadPoolProcesses)
+
+# A pool process keeps its database connection from one task to the next: opening one (TCP,
+# authentication, session setup) took longer than all the SQL of a refresh. Celery's Django
+# fixup would close it around every task; it closes it only every ``CELERY_DB_REUSE_MAX`` tasks
+# (settings), and in between a connection is dropped after a task when it is broken or older
+# than this, and health-checked (``SELECT 1``) before the next task's first query, so one the
+# server closed while idle is replaced instead of failing that task.
+WORKER_DB_CONN_MAX_AGE_SECONDS = 300.0
+
+
+def worker_db_connections_keep(*, max_age: float = WORKER_DB_CONN_MAX_AGE_SECONDS) -> None:
+    """In a pool process (``worker_process_init``): connections opened from now on persist."""
+    for alias in connections:
+        settings_dict = connections[alias].settings_dict
+        settings_dict["CONN_MAX_AGE"] = max_age
+        settings_dict["CONN_HEALTH_CHECKS"] = True
+
+
+def worker_db_connections_tidy() -> None:
+    """After a task: drop a broken or too old connection; the next task health-checks the rest."""
+    for connection in connections.all(initialized_only=True):
+        connection.close_if_unusable_or_obsolete()
+
+
+@worker_process_init.connect(weak=False)
+def _keep_db_connections(**_: Any) -> None:
+    worker_db_connections_keep()
+
+
+@task_postrun.connect(weak=False)
+def _tidy_db_connections(**_: Any) -> None:
+    worker_db_connections_tidy()

@@ -160,6 +160,10 @@ CELERY_TASK_REJECT_ON_WORKER_LOST = True
 # process recovers the job in about a second (operations.tasks.RunRequest).
 CELERY_WORKER_LOST_WAIT = 0.5
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+# Celery's Django fixup closes a pool process's database connections every this many tasks
+# (twice per task without it); between those, hindsight.celery keeps the connection, dropping
+# it when broken or too old and health-checking it before each task.
+CELERY_DB_REUSE_MAX = 1000
 CELERY_TASK_SOFT_TIME_LIMIT = HINDSIGHT.task_soft_time_limit_seconds
 CELERY_TASK_TIME_LIMIT = HINDSIGHT.task_time_limit_seconds
 CELERY_BROKER_TRANSPORT_OPTIONS = {
