@@ -20,7 +20,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from hindsight.banks import bankconfig
-from hindsight.banks.consolidation import consolidation_submit
+from hindsight.banks.consolidation import consolidation_submit, consolidation_submit_after_retain
 from hindsight.banks.extraction import ExtractedFact, facts_extract_many, uses_llm
 from hindsight.banks.models import Bank, MemoryUnit
 from hindsight.banks.operation_types import BankOperationType
@@ -332,7 +332,7 @@ def memories_retain(
         if created and auto_consolidation_enabled(bank_id=bank_id, config=config):
             # In the same transaction: the facts and the job that consolidates them commit
             # together (a crash in between cannot leave facts nothing will pick up).
-            consolidation_submit(bank_id=bank_id)
+            consolidation_submit_after_retain(bank_id=bank_id)
         if before_commit is not None:
             before_commit()
     return RetainResult(
