@@ -11,8 +11,9 @@ sets, and an invented tag would silently move a fact out of the scopes that shou
 from __future__ import annotations
 
 import contextvars
+import queue
+import threading
 from collections.abc import Sequence
-from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -84,9 +85,7 @@ def facts_extract_many(
 ) -> list[tuple[list[ExtractedFact], Usage]]:
     """``facts_extract`` of every item, in the items' order, the LLM calls run concurrently.
 
-    The first failure cancels the calls not started yet and is raised. Each call runs in a copy
-    of the caller's context (``collect_llm_calls`` blocks see it); a thread that touched the
-    database closes its connection when its call ends.
+    The first failure stops the calls not started yet and is raised once the running ones end.
     """
     results: list[tuple[list[ExtractedFact], Usage]] = [([], Usage())] * len(items)
     llm_indexes = []
@@ -99,30 +98,60 @@ def facts_extract_many(
     if workers <= 1:
         for i in llm_indexes:
             results[i] = facts_extract(item=items[i], bank_id=bank_id, deadline=deadline)
-    elif llm_indexes:
-        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="retain-extract") as pool:
-            futures = {
-                pool.submit(contextvars.copy_context().run, _extract_in_thread, items[i],
-                            bank_id, deadline): i
-                for i in llm_indexes
-            }
-            done, _ = wait(futures, return_when=FIRST_EXCEPTION)
-            error = next((f.exception() for f in done if f.exception() is not None), None)
-            if error is not None:
-                pool.shutdown(wait=True, cancel_futures=True)
-                raise error
-            for future, i in futures.items():
-                results[i] = future.result()
+    else:
+        _extract_concurrently(items, llm_indexes, results, workers, bank_id, deadline)
     return results
 
 
-def _extract_in_thread(
-    item: RetainItem, bank_id: str | None, deadline: Deadline | None
-) -> tuple[list[ExtractedFact], Usage]:
-    try:
-        return facts_extract(item=item, bank_id=bank_id, deadline=deadline)
-    finally:
-        connections.close_all()  # this thread's connections only (an LLM-call hook may write)
+def _extract_concurrently(
+    items: Sequence[RetainItem],
+    indexes: list[int],
+    results: list[tuple[list[ExtractedFact], Usage]],
+    workers: int,
+    bank_id: str | None,
+    deadline: Deadline | None,
+) -> None:
+    """``workers`` threads take the items at ``indexes`` in turn and fill ``results``, each run
+    in a copy of the caller's context (``collect_llm_calls`` blocks see its calls).
+
+    The LLM request log writes a row per call, so a thread holds a database connection: each
+    thread keeps its one connection for all the items it takes and closes it when it ends — a
+    thread (and a connection) per call would cost the database a new backend per item. The
+    caller's own connection (its transaction, its query count) sees none of those writes.
+    """
+    todo: queue.SimpleQueue[int] = queue.SimpleQueue()
+    for i in indexes:
+        todo.put(i)
+    failures: list[Exception] = []
+
+    def work() -> None:
+        while not failures:
+            try:
+                i = todo.get_nowait()
+            except queue.Empty:
+                return
+            try:
+                results[i] = facts_extract(item=items[i], bank_id=bank_id, deadline=deadline)
+            except Exception as exc:
+                failures.append(exc)
+
+    def work_in_thread() -> None:
+        try:
+            work()
+        finally:
+            connections.close_all()  # this thread's connections only
+
+    threads = [
+        threading.Thread(target=contextvars.copy_context().run, args=(work_in_thread,),
+                         name=f"retain-extract-{n}", daemon=True)
+        for n in range(workers)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if failures:
+        raise failures[0]
 
 
 def facts_extract(

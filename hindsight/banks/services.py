@@ -8,6 +8,7 @@ before that transaction opens, never inside it.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Callable, Sequence
@@ -16,11 +17,12 @@ from typing import Any
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import Q
+from django.db.models import Q, Value
+from django.db.models.functions import Cast
 from django.utils import timezone
 
 from hindsight.banks import bankconfig
-from hindsight.banks.consolidation import consolidation_submit
+from hindsight.banks.consolidation import consolidation_submit, consolidation_submit_after_retain
 from hindsight.banks.extraction import ExtractedFact, facts_extract_many, uses_llm
 from hindsight.banks.models import Bank, MemoryUnit
 from hindsight.banks.operation_types import BankOperationType
@@ -309,7 +311,7 @@ def memories_retain(
                 occurred_start=fact.occurred_start,
                 occurred_end=fact.occurred_end,
                 mentioned_at=mentioned,
-                embedding=vector,
+                embedding=_vector_value(vector),
                 text_tokens=tokens,
             )
         )
@@ -332,7 +334,7 @@ def memories_retain(
         if created and auto_consolidation_enabled(bank_id=bank_id, config=config):
             # In the same transaction: the facts and the job that consolidates them commit
             # together (a crash in between cannot leave facts nothing will pick up).
-            consolidation_submit(bank_id=bank_id)
+            consolidation_submit_after_retain(bank_id=bank_id)
         if before_commit is not None:
             before_commit()
     return RetainResult(
@@ -341,6 +343,20 @@ def memories_retain(
         memory_ids=[str(u.id) for u in created],
         usage=usage,
     )
+
+
+def _vector_value(vector: list[float]) -> Cast:
+    """The embedding as the ``vector`` literal PostgreSQL parses, written in one formatting
+    call: ``pgvector`` writes each component with ``str(float)`` (17 digits of the float32's
+    double, ~0.3 ms a vector in Python); nine significant digits give back the same float32
+    (``FLT_DECIMAL_DIG``), so the stored vector is the same, in 35% fewer bytes."""
+    field = MemoryUnit._meta.get_field("embedding")
+    return Cast(Value(_vector_format(len(vector)) % tuple(vector)), output_field=field)
+
+
+@functools.cache
+def _vector_format(dimensions: int) -> str:
+    return "[" + ",".join(["%.9g"] * dimensions) + "]"
 
 
 def _retain_begin(bank_id: str) -> tuple[datetime, dict[str, Any]]:

@@ -15,7 +15,10 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from hindsight import metrics
-from hindsight.banks.consolidation import consolidation_submit
+from hindsight.banks.consolidation import (
+    consolidation_submit,
+    consolidation_submit_after_retain,
+)
 from hindsight.banks.hooks import ConsolidationCompleted
 from hindsight.banks.models import Bank, MemoryUnit
 from hindsight.banks.selectors import bank_last_memory_write_at
@@ -257,6 +260,35 @@ def test_retain_queues_one_consolidation_for_many_retains_while_it_waits(bank, l
                         format="json").status_code == 200
     [op] = Operation.objects.filter(bank_id=BANK, operation_type="consolidation")
     assert op.status == "pending" and op.automatic is True
+
+
+@pytest.mark.parametrize("queued", ["automatic", "manual", "parked"])
+def test_retains_fold_into_the_queued_consolidation_as_the_general_submit_does(bank, queued):
+    other = Bank.objects.create(id=f"{BANK}-general")
+    fields = ("status", "automatic", "payload", "next_retry_at", "dedupe_key", "operation_type")
+    rows = {}
+    park = timezone.now() + timedelta(hours=1)
+    for bank_id, submit in ((BANK, lambda b: consolidation_submit_after_retain(bank_id=b)),
+                            (other.id, lambda b: consolidation_submit(bank_id=b))):
+        op = consolidation_submit(bank_id=bank_id, automatic=queued != "automatic").operation
+        if queued == "parked":
+            Operation.objects.filter(id=op.id).update(
+                automatic=True, next_retry_at=park)
+        before = Operation.objects.get(id=op.id)
+        submit(bank_id)
+        [after] = Operation.objects.filter(bank_id=bank_id)
+        assert after.id == op.id and after.updated_at > before.updated_at
+        rows[bank_id] = {f: getattr(after, f) for f in fields}
+    assert rows[BANK] == {**rows[other.id], "dedupe_key": f"consolidate:{BANK}"}
+
+
+def test_a_retain_queues_a_consolidation_behind_a_running_one(bank):
+    running = consolidation_submit(bank_id=BANK).operation
+    Operation.objects.filter(id=running.id).update(status="processing")
+    consolidation_submit_after_retain(bank_id=BANK)
+    consolidation_submit_after_retain(bank_id=BANK)
+    ops = Operation.objects.filter(bank_id=BANK).order_by("created_at")
+    assert [(o.status, o.automatic) for o in ops] == [("processing", True), ("pending", True)]
 
 
 def test_a_consolidation_run_without_an_llm_fails_at_once_without_retries(bank, llm, settings):

@@ -6,6 +6,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import numpy as np
 import pytest
 from django.db import connection, transaction
 from rest_framework.test import APIClient
@@ -14,6 +15,7 @@ from hindsight.banks import recall, services
 from hindsight.banks.models import Bank, MemoryUnit
 from hindsight.banks.retaintypes import RetainItem
 from hindsight.banks.tokens import count_tokens
+from hindsight.embeddings import get_embedder
 from hindsight.tagscope import TagScope
 from operations.models import Operation
 
@@ -29,6 +31,17 @@ def api() -> APIClient:
 
 def post(api: APIClient, path: str, body: Any) -> Any:
     return api.post(f"{BASE}/{path}", body, format="json")
+
+
+def test_a_retained_fact_stores_exactly_the_embedders_vector(api: APIClient) -> None:
+    texts = ["Alice prefers async communication.", "The deploy runs at 09:00 on Mondays.",
+             "Bob's budget review moved to Friday"]
+    response = post(api, "v/memories", {"items": [{"content": t} for t in texts]})
+    assert response.status_code == 200, response.content
+    wanted = np.array(get_embedder().embed(texts), dtype=np.float32)
+    for text, vector in zip(texts, wanted, strict=True):
+        stored = MemoryUnit.objects.get(bank_id="v", text=text).embedding
+        assert np.array_equal(np.array(stored, dtype=np.float32), vector)
 
 
 def test_retain_without_llm_stores_each_item_verbatim_as_world_fact(api: APIClient) -> None:

@@ -10,6 +10,7 @@ import time
 from typing import Any
 
 import pytest
+from django.db.backends.signals import connection_created
 from rest_framework.test import APIClient
 
 from hindsight.banks.models import MemoryUnit
@@ -17,6 +18,8 @@ from hindsight.banks.retaintypes import RetainItem
 from hindsight.banks.services import memories_retain_sync
 from hindsight.config import read_config
 from hindsight.llm import collect_llm_calls
+from hindsight.llm.context import llm_context
+from hindsight.llm.models import LLMRequest
 from tests.fakes.fixtures import Reply
 
 pytestmark = pytest.mark.django_db
@@ -73,6 +76,42 @@ def test_concurrent_extraction_reports_every_call_to_the_callers_collector(
     with collect_llm_calls() as records:
         memories_retain_sync(bank_id="r", items=[RetainItem(content=f"x{i}") for i in range(5)])
     assert len(records) == 5
+
+
+def test_concurrent_extraction_opens_a_connection_per_thread_not_per_call(
+    scripted_llm: Any, settings: Any
+) -> None:
+    # Each call writes its row of the LLM request log from the thread that made it.
+    settings.HINDSIGHT = dataclasses.replace(settings.HINDSIGHT, retain_extraction_concurrency=4)
+    scripted_llm.respond_with(InFlight(0.005))
+    opened: list[str] = []
+
+    def count(sender: Any, connection: Any, **kwargs: Any) -> None:
+        opened.append(threading.current_thread().name)
+
+    connection_created.connect(count)
+    try:
+        with llm_context(bank_id="n", operation="retain"):
+            result = memories_retain_sync(
+                bank_id="n", items=[RetainItem(content=f"x{i:02d}") for i in range(20)])
+    finally:
+        connection_created.disconnect(count)
+    assert len(result.memory_ids) == 20
+    assert LLMRequest.objects.filter(bank_id="n").count() == 20
+    assert 1 <= len(opened) <= 4 and len(set(opened)) == len(opened)
+
+
+def test_a_failed_call_among_concurrent_ones_is_raised_and_stores_nothing(
+    scripted_llm: Any, settings: Any
+) -> None:
+    settings.HINDSIGHT = dataclasses.replace(settings.HINDSIGHT, retain_extraction_concurrency=4)
+    answer = InFlight(0.005)
+    scripted_llm.respond_with(lambda body: Reply.error(400, "boom")
+                              if "item 07" in body["messages"][-1]["content"] else answer(body))
+    response = APIClient(raise_request_exception=False).post(
+        f"{BASE}/f/memories", {"items": _items(20)}, format="json")
+    assert response.status_code == 502 and "fact extraction failed" in response.json()["detail"]
+    assert not MemoryUnit.objects.filter(bank_id="f").exists()
 
 
 def test_sync_retain_over_the_llm_item_bound_is_refused_at_once_pointing_to_async(

@@ -71,13 +71,27 @@ def test_batched_results_equal_one_at_a_time_results(embedder: LocalEmbedder) ->
         "a somewhat longer sentence that needs padding in a batch with short ones",
         "",
         "Alice prefers asynchronous communication.",
-    ] * 20  # more than one internal batch of 64
+    ] * 20  # more than one internal batch
     batched = np.array(embedder.embed(texts))
     single = np.array([embedder.embed([t])[0] for t in texts[:4]])
     assert batched.shape == (80, 384)
     assert np.abs(batched[:4] - single).max() < 1e-5
     # order is preserved even though batches are formed by length
     assert np.abs(batched[4:8] - single).max() < 1e-5
+
+
+def test_the_batch_size_does_not_change_the_vectors(
+    embedder: LocalEmbedder, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from hindsight.embeddings import local
+
+    texts = [f"{'fact ' * (i % 13)}number {i} about the team's roadmap" for i in range(70)]
+    vectors = {}
+    for size in (1, 16, 64):
+        monkeypatch.setattr(local, "BATCH_SIZE", size)
+        vectors[size] = np.array(embedder.embed(texts))
+    assert np.abs(vectors[16] - vectors[1]).max() < 1e-6
+    assert np.abs(vectors[64] - vectors[1]).max() < 1e-6
 
 
 def test_empty_string_embeds_to_a_finite_unit_vector(embedder: LocalEmbedder) -> None:
