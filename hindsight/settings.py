@@ -191,5 +191,7 @@ LOGGING = {
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": "INFO"},
-    "loggers": {"httpx": {"level": "WARNING"}, "openai": {"level": "WARNING"}},
+    # The openai SDK sends through its vendored httpx2, which logs every request at INFO.
+    "loggers": {"httpx": {"level": "WARNING"}, "httpx2": {"level": "WARNING"},
+                "openai": {"level": "WARNING"}},
 }
