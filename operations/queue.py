@@ -135,6 +135,21 @@ def operation_submit(
     raise RuntimeError(f"could not submit {operation_type} for {dedupe_key!r}: too much contention")
 
 
+def operation_fold_automatic(*, dedupe_key: str) -> bool:
+    """Fold an automatic request without payload into the key's pending operation, in one
+    statement; False when none is pending (the caller submits instead).
+
+    Such a fold changes nothing of ``operation_fold``'s but ``updated_at`` (no payload to merge,
+    an automatic request leaves a park and the manual flag as they are); the ``UPDATE`` locks
+    the row as the fold's ``SELECT … FOR UPDATE`` does, so a claim waits for the caller's
+    transaction to commit.
+    """
+    return bool(
+        Operation.objects.filter(dedupe_key=dedupe_key, status=PENDING)
+        .update(updated_at=ClockTimestamp())
+    )
+
+
 def operation_fold(
     pending: Operation,
     *,

@@ -44,8 +44,7 @@ from hindsight.db import ClockTimestamp
 from hindsight.embeddings import get_embedder
 from hindsight.llm import get_llm
 from operations.jobs import Job
-from operations.models import PENDING, Operation
-from operations.queue import SubmitResult, operation_submit
+from operations.queue import SubmitResult, operation_fold_automatic, operation_submit
 
 log = logging.getLogger(__name__)
 
@@ -128,18 +127,10 @@ def consolidation_submit(*, bank_id: str, automatic: bool = True) -> SubmitResul
 
 
 def consolidation_submit_after_retain(*, bank_id: str) -> None:
-    """Retain's ``consolidation_submit`` (automatic, in the retain's transaction), in one
-    statement when a consolidation is queued already.
-
-    Folding an automatic request without payload into the pending operation changes nothing
-    but its ``updated_at``: that ``UPDATE`` is the whole fold, and it locks the row as the
-    fold does (a worker's claim waits for the retain to commit, so the consolidation it runs
-    reads the retain's facts). With none pending, the general submit queues one.
-    """
-    folded = Operation.objects.filter(
-        dedupe_key=consolidation_key(bank_id), status=PENDING
-    ).update(updated_at=ClockTimestamp())
-    if not folded:
+    """Retain's ``consolidation_submit`` (automatic, in the retain's transaction): one
+    ``UPDATE`` when a consolidation is queued already (``operation_fold_automatic``), else the
+    general submit queues one."""
+    if not operation_fold_automatic(dedupe_key=consolidation_key(bank_id)):
         consolidation_submit(bank_id=bank_id)
 
 
