@@ -256,8 +256,7 @@ def orchestrate(args: argparse.Namespace) -> int:
     base_dir = reachable_base(scratch)
     pg = EmbeddedPostgres(base_dir / "pg", free_port(), durable=False)
     valkey = EmbeddedValkey(base_dir / "valkey", free_port(), durable=False)
-    # Persistent connections, as a hosted LLM keeps them (both sides alike).
-    llm = ScriptedLLMServer(keep_alive=True)
+    llm = ScriptedLLMServer()
     results: dict[str, Any] = {}
     try:
         pg.start()

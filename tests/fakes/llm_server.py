@@ -180,9 +180,7 @@ def pseudo_embedding(text: str, dims: int) -> list[float]:
 
 
 class ScriptedLLMServer:
-    def __init__(self, host: str = "127.0.0.1", port: int = 0, *, keep_alive: bool = False) -> None:
-        """``keep_alive``: HTTP/1.1 with persistent connections, as a hosted LLM answers (the
-        benchmarks); tests keep the default, one request per connection."""
+    def __init__(self, host: str = "127.0.0.1", port: int = 0) -> None:
         self._lock = threading.Lock()
         self._replies: deque[Reply] = deque()
         self._responder: Responder | None = None
@@ -198,7 +196,7 @@ class ScriptedLLMServer:
         self.refuse_strict_schema = False
         self.embedding_dimensions: int | None = None
         self.refuse_embedding_dimensions = False
-        self._httpd = ThreadingHTTPServer((host, port), _handler_for(self, keep_alive=keep_alive))
+        self._httpd = ThreadingHTTPServer((host, port), _handler_for(self))
         self._httpd.daemon_threads = True
         self._thread: threading.Thread | None = None
 
@@ -446,11 +444,10 @@ def _error_body(status: int, message: str, param: str | None = None) -> dict[str
     return {"error": {"message": message, "type": kind, "param": param, "code": None}}
 
 
-def _handler_for(server: ScriptedLLMServer, *, keep_alive: bool) -> type[BaseHTTPRequestHandler]:
+def _handler_for(server: ScriptedLLMServer) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
-        # HTTP/1.0 by default: one request per connection, so a scripted disconnect never
-        # poisons a pool. Every answer carries its Content-Length, so HTTP/1.1 can keep it open.
-        protocol_version = "HTTP/1.1" if keep_alive else "HTTP/1.0"
+        # HTTP/1.0: one request per connection, so a scripted disconnect never poisons a pool.
+        protocol_version = "HTTP/1.0"
 
         def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - quiet tests
             return

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import http.client
 import json
 import threading
 import time
-from urllib.parse import urlparse
 
 import numpy as np
 import openai
@@ -203,46 +201,3 @@ def test_a_subprocess_reaches_the_server_with_the_fixture_env(scripted_llm) -> N
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "from the test"
     assert scripted_llm.requests[0]["model"] == "scripted"
-
-
-def _two_requests_on_one_connection(server: ScriptedLLMServer) -> tuple[list[int], bool]:
-    """Statuses of two chat requests sent on one HTTP/1.1 connection, and whether the server
-    kept the socket open after the first."""
-    url = urlparse(server.base_url)
-    conn = http.client.HTTPConnection(url.hostname, url.port, timeout=5)
-    body = json.dumps({"model": "scripted", "messages": [{"role": "user", "content": "hi"}]})
-    statuses, kept = [], False
-    try:
-        for index in range(2):
-            conn.request("POST", "/v1/chat/completions", body=body,
-                         headers={"Content-Type": "application/json"})
-            response = conn.getresponse()
-            response.read()
-            statuses.append(response.status)
-            if index == 0:
-                kept = not response.will_close
-    finally:
-        conn.close()
-    return statuses, kept
-
-
-def test_keep_alive_server_answers_many_requests_on_one_connection() -> None:
-    server = ScriptedLLMServer(keep_alive=True).start()
-    try:
-        server.respond_with(lambda body: Reply.text("ok"))
-        statuses, kept = _two_requests_on_one_connection(server)
-    finally:
-        server.stop()
-    assert kept and statuses == [200, 200]
-    assert len(server.requests) == 2
-
-
-def test_default_server_closes_each_connection_after_one_answer() -> None:
-    server = ScriptedLLMServer().start()
-    try:
-        server.respond_with(lambda body: Reply.text("ok"))
-        statuses, kept = _two_requests_on_one_connection(server)
-    finally:
-        server.stop()
-    # http.client reconnects for the second request once the server has closed the first.
-    assert not kept and statuses == [200, 200]
