@@ -18,6 +18,14 @@ def capturing() -> bool:
     return bool(os.environ.get("EDGE_BYTES_CAPTURE"))
 
 
+def check_cases(cases: list[tuple[Any, ...]], expected: dict[str, tuple[int, str]]) -> None:
+    """Every case id (a case's first item) is unique and, unless capturing, has its literal."""
+    ids = [case[0] for case in cases]
+    assert len(ids) == len(set(ids))
+    if not capturing():
+        assert set(ids) == set(expected)
+
+
 def check_or_capture(case_id: str, got: tuple[int, str], expected: dict[str, tuple[int, str]]) -> None:
     """``got == expected[case_id]``, or, when capturing, ``got`` appended to the capture file."""
     capture = os.environ.get("EDGE_BYTES_CAPTURE")

@@ -17,7 +17,7 @@ from rest_framework.test import APIClient
 
 from hindsight.llm.models import LLMRequest
 from tests.factories import make_bank, make_memory, make_mental_model, make_operation
-from tests.wirebytes import DATETIME, DURATION_MS, capturing, check_or_capture, j, send
+from tests.wirebytes import DATETIME, DURATION_MS, check_cases, check_or_capture, j, send
 
 pytestmark = pytest.mark.django_db
 
@@ -420,10 +420,7 @@ EXPECTED: dict[str, tuple[int, str]] = {
 
 
 def test_every_case_has_an_expectation() -> None:
-    ids = [case[0] for case in CASES]
-    assert len(ids) == len(set(ids))
-    if not capturing():
-        assert set(ids) == set(EXPECTED)
+    check_cases(CASES, EXPECTED)
 
 
 @pytest.mark.parametrize(("case_id", "method", "path", "body"), CASES,

@@ -19,7 +19,7 @@ from rest_framework.test import APIClient
 
 from tests.fakes.llm_server import Reply
 from tests.mentalmodels.reflect.conftest import add_memory, add_model
-from tests.wirebytes import DATETIME, DURATION_MS, capturing, check_or_capture
+from tests.wirebytes import DATETIME, DURATION_MS, check_cases, check_or_capture
 
 pytestmark = pytest.mark.django_db
 
@@ -178,10 +178,7 @@ EXPECTED: dict[str, tuple[int, str]] = {
 
 
 def test_every_case_has_an_expectation() -> None:
-    ids = [case[0] for case in CASES]
-    assert len(ids) == len(set(ids))
-    if not capturing():
-        assert set(ids) == set(EXPECTED)
+    check_cases(CASES, EXPECTED)
 
 
 @pytest.mark.parametrize(("case_id", "body", "replies"), CASES, ids=[case[0] for case in CASES])
