@@ -17,6 +17,7 @@ from typing import Any, NamedTuple
 from django.db import connection
 
 from hindsight.banks.tokens import count_tokens_batch
+from hindsight.db import vector_literal
 from hindsight.embeddings import get_embedder
 from hindsight.tagscope import TagScope, filters_tags, scope_sql
 
@@ -276,9 +277,8 @@ def memory_recall(
         bank_id=bank_id, scope=scope, cutoff=cutoff, updated_after=updated_after,
         exclude_ids=exclude_ids,
     )
-    vector_literal = "[" + ",".join(repr(float(x)) for x in query_vector) + "]"
     sql, sql_params = _retrieval_sql(
-        where=where, params=params, vector_literal=vector_literal, query=query,
+        where=where, params=params, vector_literal=vector_literal(query_vector), query=query,
         candidates=candidates, floors=floors, temporal_window=temporal_window,
         index_only_count=not filters_tags(scope) and not exclude_ids,
         exact_scan_max=EXACT_SCAN_MAX,

@@ -8,7 +8,6 @@ before that transaction opens, never inside it.
 
 from __future__ import annotations
 
-import functools
 import json
 import re
 from collections.abc import Callable, Sequence
@@ -31,7 +30,7 @@ from hindsight.banks.selectors import bank_disposition, bank_mission
 from hindsight.banks.serializers import parse_datetime_value
 from hindsight.banks.tokens import count_tokens_to_store
 from hindsight.banks.writeclock import WRITE_LOCK_CLASS
-from hindsight.db import ClockTimestamp
+from hindsight.db import ClockTimestamp, vector_literal
 from hindsight.embeddings import EmbeddingError, get_embedder
 from hindsight.errors import (
     DomainError,
@@ -346,17 +345,10 @@ def memories_retain(
 
 
 def _vector_value(vector: list[float]) -> Cast:
-    """The embedding as the ``vector`` literal PostgreSQL parses, written in one formatting
-    call: ``pgvector`` writes each component with ``str(float)`` (17 digits of the float32's
-    double, ~0.3 ms a vector in Python); nine significant digits give back the same float32
-    (``FLT_DECIMAL_DIG``), so the stored vector is the same, in 35% fewer bytes."""
+    """The embedding as a ``vector`` literal (``hindsight.db.vector_literal``): pgvector would
+    write each component with ``str(float)``, ~0.3 ms a vector in Python."""
     field = MemoryUnit._meta.get_field("embedding")
-    return Cast(Value(_vector_format(len(vector)) % tuple(vector)), output_field=field)
-
-
-@functools.cache
-def _vector_format(dimensions: int) -> str:
-    return "[" + ",".join(["%.9g"] * dimensions) + "]"
+    return Cast(Value(vector_literal(vector)), output_field=field)
 
 
 def _retain_begin(bank_id: str) -> tuple[datetime, dict[str, Any]]:

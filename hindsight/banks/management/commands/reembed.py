@@ -28,6 +28,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import connection, transaction
 
 from hindsight.banks.models import MemoryUnit
+from hindsight.db import vector_literal
 from hindsight.embeddings import EmbeddingError, configured_profile, get_embedder
 from hindsight.embeddings.profile import column_dimensions, profile_record, profile_recorded
 
@@ -134,7 +135,7 @@ class Command(BaseCommand):
 def _store_vectors(ids: list[Any], vectors: list[list[float]]) -> None:
     # Plain ``::vector`` rather than the model field's ``vector(N)`` cast: the column may have
     # just been converted to a dimension this process's model class was not imported with.
-    literals = ["[" + ",".join(repr(float(x)) for x in vector) + "]" for vector in vectors]
+    literals = [vector_literal(vector) for vector in vectors]
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute(
             "UPDATE banks_memoryunit AS m SET embedding = v.e::vector "
