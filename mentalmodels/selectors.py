@@ -13,11 +13,12 @@ from datetime import datetime
 from typing import Any, NamedTuple
 
 from django.db import connection
-from django.db.models import Count, F, QuerySet, Subquery, Window
+from django.db.models import Count, F, QuerySet, Window
 from psycopg.types.datetime import TimestamptzLoader
 from psycopg.types.string import TextLoader
 
-from hindsight.banks.models import Bank, MemoryUnit
+from hindsight.banks.models import Bank
+from hindsight.banks.selectors import bank_last_memory_write_subquery
 from hindsight.errors import NotFound
 from mentalmodels.models import MentalModel, MentalModelHistory
 
@@ -111,12 +112,10 @@ def mental_models_list(
     past the end, a count).
     """
     qs = _tags_filter(MentalModel.objects.filter(bank_id=bank_id), tags, tags_match)
-    # ``bank_last_memory_write_at``: one backward probe of the (bank, updated_at) index.
-    last_write = MemoryUnit.objects.filter(bank_id=bank_id).order_by("-updated_at")
     columns = LIST_FIELDS_BY_DETAIL[detail]
     query = (
         qs.annotate(listed_total=Window(Count("uid")),
-                    listed_write=Subquery(last_write.values("updated_at")[:1]))
+                    listed_write=bank_last_memory_write_subquery(bank_id=bank_id))
         .order_by(F("last_refreshed_at").desc(nulls_first=True), F("mental_model_id").desc())
         .values_list(*columns, "listed_total", "listed_write")
         [offset : offset + limit]

@@ -10,7 +10,7 @@ from datetime import datetime
 from typing import Any
 
 from django.db import connection
-from django.db.models import Count, Max, Q
+from django.db.models import Count, Max, Q, Subquery
 
 from hindsight.banks import bankconfig
 from hindsight.banks.models import Bank, MemoryUnit
@@ -42,6 +42,13 @@ def bank_last_memory_write_at(*, bank_id: str) -> datetime | None:
         )
         row = cursor.fetchone()
     return row[0] if row else None
+
+
+def bank_last_memory_write_subquery(*, bank_id: str) -> Subquery:
+    """``bank_last_memory_write_at`` as a subquery, for a statement that reads it beside its own
+    rows (the same backward probe of the (bank, updated_at) index)."""
+    newest = MemoryUnit.objects.filter(bank_id=bank_id).order_by("-updated_at")
+    return Subquery(newest.values("updated_at")[:1])
 
 
 def bank_last_memory_write_at_many(*, bank_ids: Iterable[str]) -> dict[str, datetime | None]:
