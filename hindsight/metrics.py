@@ -99,12 +99,27 @@ lock_contention_total = Counter(
     ["operation_type"],
 )
 
+operations_held_total = Counter(
+    "hindsight_operations_held",
+    "Due operations a handler's hold parked instead of running (reason: llm_token_budget), by "
+    "type and reason.",
+    ["operation_type", "reason"],
+)
+refresh_failures_total = Counter(
+    "hindsight_refresh_failures",
+    "Refresh operations that failed after their last attempt, by failure class (transient: "
+    "the model stays unpaused; permanent: it is paused).",
+    ["failure_class"],
+)
+
 # Series that exist from the start at 0, so a rate() or an alert has something to read before
 # the first event (labels with values only the traffic knows, like a bank, cannot be).
 for _outcome in REFRESH_OUTCOMES:
     refreshes_total.labels(outcome=_outcome)
 for _outcome in CONSOLIDATION_OUTCOMES:
     consolidation_runs_total.labels(outcome=_outcome)
+for _class in ("transient", "permanent"):
+    refresh_failures_total.labels(failure_class=_class)
 
 _ITERATION_SUFFIX = re.compile(r"_\d+$")
 

@@ -20,7 +20,9 @@ from contextlib import contextmanager
 from django.db import transaction
 
 from hindsight import metrics
+from hindsight.banks.budget import budget_hold
 from hindsight.banks.consolidation import Touched, consolidation_run
+from hindsight.banks.extraction import uses_llm
 from hindsight.banks.hooks import ConsolidationCompleted, consolidation_completed_notify
 from hindsight.banks.operation_types import BankOperationType
 from hindsight.banks.retaintypes import RetainItem
@@ -30,6 +32,7 @@ from hindsight.llm.context import LLMTally, llm_context
 from operations.errors import OperationFailure
 from operations.jobs import Job
 from operations.models import FAILED, Operation
+from operations.registry import Hold, Pending
 
 
 @contextmanager
@@ -51,6 +54,18 @@ def job_llm_accounting(job: Job) -> Iterator[LLMTally]:
 
 class RetainHandler:
     operation_type = BankOperationType.RETAIN
+
+    def hold(self, pending: Pending) -> Hold | None:
+        """A retain with items the LLM extracts waits for a spent bank's budget to free."""
+        hold = budget_hold(pending)
+        if hold is None:
+            return None
+        payload = Operation.objects.filter(id=pending.id).values_list("payload", flat=True).first()
+        try:
+            items = [RetainItem.from_json(item) for item in (payload or {}).get("items", [])]
+        except (TypeError, ValueError):
+            return None  # unreadable: its run fails it without spending
+        return hold if any(uses_llm(item) for item in items) else None
 
     def run(self, job: Job) -> None:
         try:
@@ -76,6 +91,9 @@ class RetainHandler:
 
 class ConsolidationHandler:
     operation_type = BankOperationType.CONSOLIDATION
+
+    def hold(self, pending: Pending) -> Hold | None:
+        return budget_hold(pending)
 
     def run(self, job: Job) -> None:
         with job_llm_accounting(job):
