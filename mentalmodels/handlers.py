@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING
 from django.conf import settings
 
 from hindsight import metrics
-from hindsight.banks.handlers import job_llm_accounting
 from mentalmodels.awaiting_llm import mental_model_await_llm, refresh_failed_for_missing_llm
 from mentalmodels.errors import RefreshInterrupted
 from mentalmodels.models import MentalModel
@@ -46,7 +45,7 @@ class RefreshMentalModelHandler:
         started = time.monotonic()
         # The refresh's LLM requests and tokens go into result_metadata["llm"], also when the
         # attempt fails (a refused refresh carries result_metadata of its own).
-        with job_llm_accounting(job) as tally:
+        with job.llm_accounting() as tally:
             try:
                 report = refresh_run(
                     bank_id=job.operation.bank_id,

@@ -102,6 +102,12 @@ class MentalModel(models.Model):
     def __str__(self) -> str:
         return f"{self.bank_id}/{self.mental_model_id}"
 
+    @property
+    def is_knowledge_page(self) -> bool:
+        """Whether a knowledge-base page holds this model (the one-to-one ``knowledge_node`` of
+        ``mentalmodels.knowledge``): one probe of its unique index."""
+        return MentalModel.objects.filter(uid=self.uid, knowledge_node__isnull=False).exists()
+
 
 class MentalModelHistory(models.Model):
     model = models.ForeignKey(MentalModel, on_delete=models.CASCADE, related_name="history")

@@ -405,7 +405,7 @@ class MentalModelListQuerySerializer(QuerySerializer):
     tags_match = TagsMatchField(required=False, default="any", help_text="How to match tags")
     exclude_knowledge_pages = QueryBoolField(
         required=False, default=False,
-        help_text="Accepted for upstream's clients; this service has no knowledge pages",
+        help_text="Leave out the mental models that hold knowledge pages",
     )
 
 
@@ -454,7 +454,7 @@ class MentalModelResponseSerializer(serializers.Serializer):
             "last_refresh_failed_at": iso(model.last_refresh_failed_at),
             "last_full_refreshed_at": iso(model.last_full_refreshed_at),
             "created_at": iso(model.created_at),
-            "is_knowledge_page": False,
+            "is_knowledge_page": model.is_knowledge_page,
             "reflect_response": model.reflect_response if detail == "full" else None,
             "is_stale": is_stale,
         }
