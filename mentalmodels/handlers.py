@@ -88,8 +88,9 @@ class RefreshMentalModelHandler:
                                    exception=f"{type(shown).__name__}: {shown}",
                                    operation_id=job.operation.id)
             return
+        outcome: str = RefreshOutcome.REFRESH_FAILED_ERROR
         if isinstance(exc, RefreshFailed):
-            reason, trace = exc.failure_reason, exc.trace
+            outcome, reason, trace = exc.outcome, exc.failure_reason, exc.trace
         elif isinstance(exc, RefreshInterrupted):
             # Timeouts enforced by the engine or the task, and bugs: no finer reason to give;
             # the trace so far came with it.
@@ -99,6 +100,7 @@ class RefreshMentalModelHandler:
             reason, trace = RefreshFailureReason.UNEXPECTED_ERROR, None
         mental_model_record_failure(
             model_uid=model.uid,
+            outcome=outcome,
             reason=reason,
             exception=f"{type(shown).__name__}: {shown}",
             operation_id=job.operation.id,
