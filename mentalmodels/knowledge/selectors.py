@@ -20,6 +20,7 @@ from datetime import datetime
 from typing import Any, NamedTuple
 
 from django.db.models import F
+from django.db.models.functions import Coalesce
 
 from hindsight.banks.models import Bank
 from hindsight.banks.recall import RRF_K
@@ -117,28 +118,45 @@ def _pruned(nodes: list[TreeNode], page_filter: PageFilter) -> list[TreeNode]:
     return [n for n in nodes if n.id in keep]
 
 
+def _rows(bank_id: str, **only: Any) -> list[tuple[Any, ...]]:
+    """The nodes as ``TreeNode`` columns, then the bank's last memory write (one statement)."""
+    return list(
+        KnowledgeNode.objects.filter(bank_id=bank_id, **only)
+        .annotate(**{f"mm_{c}": F(f"mental_model__{c}") for c in _MM},
+                  # A page was created when its mental model was (the same transaction).
+                  made=Coalesce("mental_model__created_at", "created_at"),
+                  bank_write=bank_last_memory_write_subquery(bank_id=bank_id))
+        .values_list("id", "parent_id", "kind", "name", "updated_at", "made", "bank_id",
+                     *(f"mm_{c}" for c in _MM), "bank_write")
+    )
+
+
+def _stale(pages: Sequence[TreeNode], last_write: datetime | None) -> dict[str, bool]:
+    pages = [p for p in pages if p.kind == NodeKind.PAGE]
+    flags = stale_flags(pages, last_write={p.bank_id: last_write for p in pages})  # type: ignore[arg-type]
+    return {p.id: flags[p.uid] for p in pages if p.uid is not None}
+
+
 def knowledge_tree(*, bank_id: str, page_filter: PageFilter = PageFilter(),
                    with_staleness: bool = True) -> Tree:
     """The bank's tree (404 for an unknown bank), each page with ``is_stale``."""
-    rows = list(
-        KnowledgeNode.objects.filter(bank_id=bank_id)
-        .annotate(**{f"mm_{c}": F(f"mental_model__{c}") for c in _MM},
-                  bank_write=bank_last_memory_write_subquery(bank_id=bank_id))
-        .values_list("id", "parent_id", "kind", "name", "updated_at", "created_at", "bank_id",
-                     *(f"mm_{c}" for c in _MM), "bank_write")
-    )
+    rows = _rows(bank_id)
     if not rows:
         _require_bank(bank_id)
         return Tree([])
-    last_write = rows[0][-1]
     nodes = _ordered([TreeNode(*row[:-1]) for row in rows])
     if page_filter.active:
         nodes = _pruned(nodes, page_filter)
-    if not with_staleness:
-        return Tree(nodes)
-    pages = [n for n in nodes if n.kind == NodeKind.PAGE]
-    flags = stale_flags(pages, last_write={bank_id: last_write})  # type: ignore[arg-type]
-    return Tree(nodes, {p.id: flags[p.uid] for p in pages if p.uid is not None})
+    return Tree(nodes, _stale(nodes, rows[0][-1]) if with_staleness else {})
+
+
+def knowledge_tree_node(*, bank_id: str, node_id: str) -> Tree:
+    """One node as the tree shows it (with ``is_stale`` for a page): what a write answers."""
+    rows = _rows(bank_id, id=node_id)
+    if not rows:
+        raise NotFound(f"Knowledge node '{node_id}' not found")
+    nodes = [TreeNode(*rows[0][:-1])]
+    return Tree(nodes, _stale(nodes, rows[0][-1]))
 
 
 def knowledge_page_get(*, bank_id: str, page_id: str) -> KnowledgeNode:
@@ -147,14 +165,6 @@ def knowledge_page_get(*, bank_id: str, page_id: str) -> KnowledgeNode:
             .filter(bank_id=bank_id, id=page_id, kind=NodeKind.PAGE).first())
     if node is None:
         raise NotFound(f"Knowledge page '{page_id}' not found")
-    return node
-
-
-def knowledge_node_get(*, bank_id: str, node_id: str) -> KnowledgeNode:
-    node = (KnowledgeNode.objects.select_related("mental_model")
-            .filter(bank_id=bank_id, id=node_id).first())
-    if node is None:
-        raise NotFound(f"Knowledge node '{node_id}' not found")
     return node
 
 
