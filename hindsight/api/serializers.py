@@ -486,11 +486,15 @@ class Query(serializers.Serializer):
         errors: dict[str, Any] = {}
         for name, field in cls().fields.items():
             try:
-                out[name] = field.run_validation(_query_value(field, params, name))
-            except ValidationError as exc:
-                errors[name] = exc.detail
+                value, problems = checked(field.run_validation, _query_value(field, params, name))
             except SkipField:
-                out[name] = None  # left out, and no default
+                value, problems = None, None  # left out, and no default
+            except ValidationError as exc:  # the text did not read as the field's type
+                value, problems = None, exc.detail
+            if problems is not None:
+                errors[name] = problems
+            else:
+                out[name] = value
         if errors:
             raise _parse_failed(errors, cls.location)
         return out

@@ -232,7 +232,7 @@ class MentalModelListQuerySerializer(Query):
     tags_match = tags_match_field(LIST_TAGS_MATCH, default="any")
     exclude_knowledge_pages = Boolean(
         required=False, default=False,
-        help_text="Accepted for upstream's clients; this service has no knowledge pages",
+        help_text="Leave out the mental models that hold knowledge pages",
     )
 
 
@@ -254,7 +254,7 @@ class MentalModelResponseSerializer(Rendered):
     last_refresh_failed_at = serializers.DateTimeField(allow_null=True)
     last_full_refreshed_at = serializers.DateTimeField(allow_null=True)
     created_at = serializers.DateTimeField(allow_null=True)
-    is_knowledge_page = const(serializers.BooleanField(allow_null=True), False)
+    is_knowledge_page = serializers.BooleanField(allow_null=True)
     reflect_response = serializers.DictField(allow_null=True)
     is_stale = serializers.BooleanField(allow_null=True)
 
@@ -293,25 +293,30 @@ def _failure(entry: MentalModelHistory) -> bool:
 
 
 class MentalModelHistoryEntrySerializer(Rendered):
-    """One history entry, newest first: a content ``version`` or a refresh ``failure``."""
+    """One history entry, newest first: a content ``version`` or a failed refresh attempt
+    (``refresh_failed``)."""
 
-    # Upstream's version entry {previous_content, previous_reflect_response, changed_at} in its
-    # wire order, then what the seed adds: ``kind`` (and, for failures, why and which operation).
-    # A failure leaves out the versions-only field, a version the failures-only ones.
+    # Upstream 1.1.0's entry {previous_content, previous_reflect_response, changed_at} in its
+    # wire order, then ``kind``; a failure record is upstream's too (kind ``refresh_failed``,
+    # outcome, failure_reason, error_message, no content), and adds which operation it was.
+    # A version leaves out the failures-only fields.
     previous_content = computed(serializers.CharField(allow_null=True, allow_blank=True),
                                 lambda e: None if _failure(e) else e.previous_content)
     previous_reflect_response = computed(
-        serializers.DictField(allow_null=True, required=False, help_text="Versions only"),
-        lambda e: OMIT if _failure(e) else e.previous_reflect_response,
+        serializers.DictField(allow_null=True, help_text="Versions only (null for a failure)"),
+        lambda e: None if _failure(e) else e.previous_reflect_response,
     )
     changed_at = serializers.DateTimeField()
     kind = serializers.ChoiceField(choices=HISTORY_KINDS)
-    reason = computed(serializers.CharField(allow_null=True, required=False,
-                                            help_text="Failures only"),
-                      lambda e: e.reason if _failure(e) else OMIT)
-    exception = computed(serializers.CharField(allow_null=True, required=False,
-                                               help_text="Failures only"),
-                         lambda e: e.exception if _failure(e) else OMIT)
+    outcome = computed(serializers.CharField(allow_null=True, required=False,
+                                             help_text="Failures only"),
+                       lambda e: e.outcome if _failure(e) else OMIT)
+    failure_reason = computed(serializers.CharField(allow_null=True, required=False,
+                                                    help_text="Failures only"),
+                              lambda e: e.reason if _failure(e) else OMIT)
+    error_message = computed(serializers.CharField(allow_null=True, required=False,
+                                                   help_text="Failures only"),
+                             lambda e: e.exception if _failure(e) else OMIT)
     operation_id = computed(serializers.UUIDField(allow_null=True, required=False,
                                                   help_text="Failures only"),
                             lambda e: e.operation_id if _failure(e) else OMIT)
