@@ -451,7 +451,7 @@ def apply_test_settings(settings: Any, **overrides: Any) -> None:
 
 
 @pytest.fixture(scope="session")
-def worker_pool(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WorkerPool]:
+def worker_pool(tmp_path_factory: pytest.TempPathFactory, django_db_blocker: Any) -> Iterator[WorkerPool]:
     from django.conf import settings
 
     pool = WorkerPool(tmp_path_factory.mktemp("workers"),
@@ -460,6 +460,23 @@ def worker_pool(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WorkerPool
         yield pool
     finally:
         pool.stop_all()
+        with django_db_blocker.unblock():
+            _wait_for_backends_to_end()
+
+
+def _wait_for_backends_to_end(timeout: float = 10.0) -> None:
+    """The server ends a killed worker's sessions a moment after it: wait for them, so that
+    pytest-django can drop the test database."""
+    from django.db import connection
+
+    def alone() -> bool:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+                           " AND pid <> pg_backend_pid() AND backend_type = 'client backend'")
+            return cursor.fetchone()[0] == 0
+
+    with suppress(AssertionError):
+        wait_until(alone, timeout, message="the workers' database sessions to end")
 
 
 @pytest.fixture
