@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING
 from django.conf import settings
 
 from hindsight import metrics
-from hindsight.banks.handlers import job_llm_accounting
 from mentalmodels.awaiting_llm import mental_model_await_llm, refresh_failed_for_missing_llm
 from mentalmodels.errors import RefreshInterrupted
 from mentalmodels.models import MentalModel
@@ -46,7 +45,7 @@ class RefreshMentalModelHandler:
         started = time.monotonic()
         # The refresh's LLM requests and tokens go into result_metadata["llm"], also when the
         # attempt fails (a refused refresh carries result_metadata of its own).
-        with job_llm_accounting(job) as tally:
+        with job.llm_accounting() as tally:
             try:
                 report = refresh_run(
                     bank_id=job.operation.bank_id,
@@ -89,8 +88,9 @@ class RefreshMentalModelHandler:
                                    exception=f"{type(shown).__name__}: {shown}",
                                    operation_id=job.operation.id)
             return
+        outcome: str = RefreshOutcome.REFRESH_FAILED_ERROR
         if isinstance(exc, RefreshFailed):
-            reason, trace = exc.failure_reason, exc.trace
+            outcome, reason, trace = exc.outcome, exc.failure_reason, exc.trace
         elif isinstance(exc, RefreshInterrupted):
             # Timeouts enforced by the engine or the task, and bugs: no finer reason to give;
             # the trace so far came with it.
@@ -100,6 +100,7 @@ class RefreshMentalModelHandler:
             reason, trace = RefreshFailureReason.UNEXPECTED_ERROR, None
         mental_model_record_failure(
             model_uid=model.uid,
+            outcome=outcome,
             reason=reason,
             exception=f"{type(shown).__name__}: {shown}",
             operation_id=job.operation.id,

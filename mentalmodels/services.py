@@ -23,7 +23,7 @@ from hindsight.banks.services import bank_ensure
 from hindsight.db import ClockTimestamp
 from hindsight.errors import Conflict, FieldError, NotFound
 from mentalmodels.models import HistoryKind, MentalModel, MentalModelHistory
-from mentalmodels.refresh_types import MentalModelOperationType
+from mentalmodels.refresh_types import MentalModelOperationType, RefreshOutcome
 from mentalmodels.triggers import trigger_normalize
 from operations.actions import operation_cancel
 from operations.leases import lease_bump
@@ -319,8 +319,10 @@ def history_record_failure(
     reason: str,
     exception: str,
     operation_id: uuid.UUID | str | None,
+    outcome: str = RefreshOutcome.REFRESH_FAILED_ERROR,
 ) -> MentalModelHistory | None:
-    """One entry per failed attempt (a retried refresh records one per attempt)."""
+    """One entry per failed attempt (a retried refresh records one per attempt), under the
+    attempt's outcome (a ``refresh_failed_*`` value) and failure reason."""
     if not settings.HINDSIGHT.enable_mental_model_history:
         return None
     with transaction.atomic():
@@ -329,6 +331,7 @@ def history_record_failure(
         entry = MentalModelHistory.objects.create(
             model_id=model_uid,
             kind=HistoryKind.FAILURE,
+            outcome=outcome,
             reason=reason,
             exception=exception[:4000],
             operation_id=operation_id,
@@ -345,6 +348,7 @@ def mental_model_record_failure(
     operation_id: uuid.UUID | str | None,
     final: bool,
     trace: dict[str, Any] | None = None,
+    outcome: str = RefreshOutcome.REFRESH_FAILED_ERROR,
 ) -> None:
     """A failed attempt's bookkeeping, in one transaction (the engine's failure transaction,
     when called from the refresh handler): a failure entry, the trace (keep_trace), and on the
@@ -358,7 +362,8 @@ def mental_model_record_failure(
         if model is None:
             return
         history_record_failure(
-            model_uid=model_uid, reason=reason, exception=exception, operation_id=operation_id
+            model_uid=model_uid, reason=reason, exception=exception, operation_id=operation_id,
+            outcome=outcome,
         )
         fields: list[str] = []
         if trace is not None and (model.trigger or {}).get("keep_trace"):

@@ -10,7 +10,8 @@ Order matters and is deliberate:
    (the processing unique index refuses a second running job even without Redis);
 4. heartbeat thread: extends the lock's TTL and stamps ``heartbeat_at`` (and, if recovery took
    the operation back meanwhile, releases the lock and sends the retry);
-5. ``handler.run(job)`` under the wall timeout; completion is fenced (``Job.finishing``);
+5. ``handler.run(job)`` under the wall timeout (``Job.under_wall_timeout``, the mechanism in
+   ``operations.walltimeout``); completion is fenced (``Job.finishing``, which disarms it);
 6. failure → retry / follower merge / failed (``operations.leases``), then the handler's
    hooks; superseded (``FenceLost``, or a failure after the key's fence moved on) →
    ``cancelled``, not an attempt;
@@ -24,11 +25,8 @@ sweep (``recover``) is the backstop for a host that is gone with its main proces
 from __future__ import annotations
 
 import logging
-import signal
 import threading
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import redis
@@ -135,37 +133,6 @@ def _send_next_of_key(key: str, operation_id: str) -> None:
         log.warning("cannot hand %s on", key, exc_info=True)
 
 
-@contextmanager
-def _wall_timeout(job: Job, seconds: float | None) -> Iterator[None]:
-    """Raise ``WallTimeout`` in the handler after ``seconds`` (main thread only, SIGALRM).
-
-    Disarmed as soon as the handler starts its final write (``job.finishing()``): the clock
-    bounds the work, not the commit. Elsewhere (threads) the Celery soft limit is the bound.
-    """
-    usable = (
-        threading.current_thread() is threading.main_thread() and hasattr(signal, "setitimer")
-    )
-    if seconds is None or seconds <= 0 or not usable:
-        yield
-        return
-
-    def on_alarm(signum: int, frame: Any) -> None:
-        raise WallTimeout(f"wall timeout of {seconds:g}s exceeded")
-
-    previous = signal.signal(signal.SIGALRM, on_alarm)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-
-    def disarm() -> None:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-
-    job.before_finishing(disarm)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
-
-
 def _wall_seconds(handler: Any, job: Job) -> float | None:
     """``handler.wall_timeout_seconds``: a number, or a method taking the job."""
     value = getattr(handler, "wall_timeout_seconds", None)
@@ -183,7 +150,7 @@ def _drop_broken_connection() -> None:
 def _run_handler(handler: Any, job: Job) -> str:
     """Run the handler and record how the attempt ended. Returns a label (logs, tests)."""
     try:
-        with _wall_timeout(job, _wall_seconds(handler, job)):
+        with job.under_wall_timeout(_wall_seconds(handler, job)):
             handler.run(job)
         if not job.finished and Operation.objects.filter(
             id=job.id, status=PROCESSING, fence=job.fence
@@ -210,16 +177,15 @@ def _run_handler(handler: Any, job: Job) -> str:
         _drop_broken_connection()
         failure = exc if isinstance(exc, OperationFailure) else None
         message = failure.message if failure else f"{type(exc).__name__}: {exc}"
+        details, result_metadata = job.record(failure)
         record = operation_record_failure(
             operation_id=job.id,
             fence=job.fence,
             exc=exc,
             message=message,
             retryable=failure.retryable if failure else True,
-            details=(failure.details if failure and failure.details is not None
-                     else (job.details or None)),
-            result_metadata=(failure.result_metadata if failure and failure.result_metadata
-                             is not None else job.result_metadata),
+            details=details,
+            result_metadata=result_metadata,
         )
         if record is None:
             return "lost"

@@ -67,12 +67,32 @@ class _ThisProcess:
         yield from REGISTRY.collect()
 
 
+class _EveryFamily:
+    """The service's counters from ``source``, plus an empty family (HELP and TYPE) for each
+    one no process has written yet: in multiprocess mode a family exists only once a series of
+    it was created, so one labelled by a bank would be missing until the first LLM call."""
+
+    def __init__(self, source: MultiProcessCollector | _ThisProcess):
+        self.source = source
+
+    def collect(self) -> Iterator[Metric]:
+        seen = set()
+        for family in self.source.collect():
+            seen.add(family.name)
+            yield family
+        for declared in metrics.FAMILIES:
+            for family in declared.describe():
+                if family.name not in seen:
+                    yield family
+
+
 def scrape_registry() -> CollectorRegistry:
+    # This process's zeros for every series whose labels the code knows (registered types too).
+    metrics.series_declare(operation_types=registered_types())
     registry = CollectorRegistry()
-    if metrics.MULTIPROC_DIR:
-        MultiProcessCollector(registry, path=metrics.MULTIPROC_DIR)
-    else:
-        registry.register(_ThisProcess())
+    source = (MultiProcessCollector(None, path=metrics.MULTIPROC_DIR) if metrics.MULTIPROC_DIR
+              else _ThisProcess())
+    registry.register(_EveryFamily(source))
     registry.register(QueueCollector())
     return registry
 
