@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from django.conf import settings
 
 from hindsight import metrics
+from hindsight.banks.budget import budget_hold
 from mentalmodels.awaiting_llm import mental_model_await_llm, refresh_failed_for_missing_llm
 from mentalmodels.errors import RefreshInterrupted
 from mentalmodels.models import MentalModel
@@ -17,6 +18,7 @@ from mentalmodels.pipeline import RefreshFailed, refresh_run
 from mentalmodels.refresh_types import MentalModelOperationType, RefreshFailureReason, RefreshOutcome
 from mentalmodels.services import mental_model_record_failure
 from operations.errors import FenceLost, OperationFailure
+from operations.registry import Hold, Pending
 
 if TYPE_CHECKING:
     from operations.jobs import Job
@@ -30,6 +32,10 @@ class RefreshMentalModelHandler:
         # RF-9: the engine's alarm is the backstop; the pipeline's own deadline (LLM calls)
         # normally ends a slow refresh first, with a precise failure record.
         return settings.HINDSIGHT.reflect_wall_timeout_seconds + 1.0
+
+    def hold(self, pending: Pending) -> Hold | None:
+        # A spent bank's refreshes (automatic or not) wait for its budget to free.
+        return budget_hold(pending)
 
     def run(self, job: Job) -> None:
         # What an attempt cut short from outside (wall timeout, crash) reports on the operation.

@@ -43,6 +43,7 @@ import jsonschema
 from django.db import DatabaseError, connection, transaction
 
 from hindsight.banks import writeclock
+from hindsight.banks.budget import bank_budget_require
 from hindsight.db import ClockTimestamp
 from hindsight.embeddings import get_embedder
 from hindsight.errors import LLMNotConfigured, NotFound
@@ -776,6 +777,7 @@ def refresh_dry_run(*, bank_id: str, mental_model_id: str) -> Preview:
     model = _load(bank_id=bank_id, mental_model_id=mental_model_id)
     if model is None:
         raise NotFound(f"Mental model {mental_model_id} not found")
+    bank_budget_require(bank_id=bank_id)  # a dry run spends as a refresh does
     clock = RefreshClock()
     try:
         with llm_context(bank_id=bank_id, operation="refresh_dry_run"):  # the request log

@@ -19,6 +19,7 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import Subquery
 
+from hindsight.banks.budget import bank_budget_require
 from hindsight.banks.services import bank_ensure
 from hindsight.db import ClockTimestamp
 from hindsight.errors import Conflict, FieldError, NotFound
@@ -255,12 +256,15 @@ def mental_model_clear(*, bank_id: str, mental_model_id: str) -> MentalModel:
 def mental_model_refresh_request(
     *, bank_id: str, mental_model_id: str, mode: str | None = None
 ) -> Any:
-    """A manual refresh (API, admin): returns the queued operation (coalesced, OP-1)."""
+    """A manual refresh (API, admin): returns the queued operation (coalesced, OP-1).
+
+    A bank that spent its token budget answers ``BudgetSpent`` (429), nothing queued."""
     with transaction.atomic():
         try:
             model = MentalModel.objects.get(bank_id=bank_id, mental_model_id=mental_model_id)
         except MentalModel.DoesNotExist:
             raise NotFound(f"Mental model {mental_model_id} not found in bank {bank_id}") from None
+        bank_budget_require(bank_id=bank_id)
         return mental_model_refresh_submit(model=model, mode=mode)
 
 
