@@ -29,7 +29,12 @@ MCP_CORE_TOOL_NAMES = (
     "list_memories", "list_operations", "get_operation", "cancel_operation", "list_tags",
     "get_bank", "get_bank_stats", "update_bank", "delete_bank",
 )
-MCP_KNOWLEDGE_TOOL_NAMES: tuple[str, ...] = ()
+# hindsight.mcp_server.knowledge_tools
+MCP_KNOWLEDGE_TOOL_NAMES = (
+    "get_knowledge_base_tree", "search_knowledge_base", "get_knowledge_page",
+    "create_knowledge_folder", "create_knowledge_page", "update_knowledge_node",
+    "delete_knowledge_node",
+)
 MCP_TOOL_NAMES = MCP_CORE_TOOL_NAMES + MCP_KNOWLEDGE_TOOL_NAMES
 # Offered only across banks (/mcp, `hindsight mcp` without --bank), as upstream.
 MCP_ONE_BANK_EXCLUDED = frozenset({"list_banks", "create_bank", "get_bank_stats"})

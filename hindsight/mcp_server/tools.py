@@ -39,6 +39,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from hindsight.cli.api import ApiError, HindsightApi
 from hindsight.config import MCP_ONE_BANK_EXCLUDED, MCP_TOOL_NAMES
+from hindsight.mcp_server.knowledge_tools import KNOWLEDGE_TOOL_ANNOTATIONS, knowledge_tools
 
 TagsMatch = Literal["any", "all", "any_strict", "all_strict", "exact"]
 FactType = Literal["world", "experience", "observation"]
@@ -101,19 +102,17 @@ _HINTS = {
 @dataclass(frozen=True)
 class ToolDef:
     fn: Callable[..., Any]
-    kind: str  # READ_ONLY, WRITE or DESTRUCTIVE (upstream's hints)
-
-    @property
-    def annotations(self) -> ToolAnnotations:
-        return _HINTS[self.kind]
+    annotations: ToolAnnotations  # upstream's hints
 
 
 TOOLS: dict[str, ToolDef] = {}
 
 
 def tool(kind: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Register a tool with its hint: READ_ONLY, WRITE or DESTRUCTIVE."""
+
     def register(fn: Callable[..., Any]) -> Callable[..., Any]:
-        TOOLS[fn.__name__] = ToolDef(fn, kind)
+        TOOLS[fn.__name__] = ToolDef(fn, _HINTS[kind])
         return fn
 
     return register
@@ -601,13 +600,9 @@ def delete_bank(bank_id: BankArg = None) -> dict[str, Any]:
 # --- the server -----------------------------------------------------------------------------
 
 
-def _all_tools() -> dict[str, ToolDef]:
-    """These tools, then the knowledge base's (``knowledge_tools`` builds on this module, so it
-    is imported when the server is built)."""
-    from hindsight.mcp_server import knowledge_tools  # noqa: PLC0415
-
-    return {**TOOLS, **{name: ToolDef(fn, kind)
-                        for name, (fn, kind) in knowledge_tools.TOOLS.items()}}
+# Then the knowledge base's tools (hindsight.mcp_server.knowledge_tools), around the same call.
+TOOLS.update({name: ToolDef(fn, KNOWLEDGE_TOOL_ANNOTATIONS[name])
+              for name, fn in knowledge_tools(_call).items()})
 
 
 def _for_one_bank(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -669,7 +664,7 @@ def build_server(enabled: Iterable[str] = (), *, one_bank: bool = False) -> MCPS
     """An MCP server with the given tools (all of them when ``enabled`` is empty), for all
     banks (every tool takes ``bank_id``) or for one bank (no ``bank_id``; the bank tools that
     only make sense across banks are left out, as upstream)."""
-    tools = _all_tools()
+    tools = TOOLS
     assert tuple(tools) == MCP_TOOL_NAMES, "hindsight.config.MCP_TOOL_NAMES lists every tool"
     names = tuple(enabled) or tuple(tools)
     unknown = sorted(set(names) - set(tools))
