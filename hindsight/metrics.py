@@ -100,10 +100,24 @@ lock_contention_total = Counter(
     ["operation_type"],
 )
 
+operations_held_total = Counter(
+    "hindsight_operations_held",
+    "Due operations a handler's hold parked instead of running (reason: llm_token_budget), by "
+    "type and reason.",
+    ["operation_type", "reason"],
+)
+refresh_failures_total = Counter(
+    "hindsight_refresh_failures",
+    "Refresh operations that failed after their last attempt, by failure class (transient: "
+    "the model stays unpaused; permanent: it is paused).",
+    ["failure_class"],
+)
+FAILURE_CLASSES = ("transient", "permanent")
+
 FAMILIES = (
     refresh_duration_seconds, refreshes_total, consolidation_runs_total, llm_requests_total,
     llm_input_tokens_total, llm_output_tokens_total, operations_recovered_total,
-    lock_contention_total,
+    lock_contention_total, operations_held_total, refresh_failures_total,
 )
 
 
@@ -121,6 +135,8 @@ def series_declare(*, operation_types: Iterable[str]) -> None:
             refresh_duration_seconds.labels(outcome=outcome, mode=mode)
     for outcome in CONSOLIDATION_OUTCOMES:
         consolidation_runs_total.labels(outcome=outcome)
+    for failure_class in FAILURE_CLASSES:
+        refresh_failures_total.labels(failure_class=failure_class)
     for operation_type in operation_types:
         operations_recovered_total.labels(operation_type=operation_type)
         lock_contention_total.labels(operation_type=operation_type)

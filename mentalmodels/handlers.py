@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from django.conf import settings
 
 from hindsight import metrics
+from hindsight.banks.budget import budget_hold
 from mentalmodels.awaiting_llm import mental_model_await_llm
 from mentalmodels.errors import RefreshFailed
 from mentalmodels.models import MentalModel
@@ -18,6 +19,7 @@ from mentalmodels.refresh.pipeline import refresh_run
 from mentalmodels.refresh_types import MentalModelOperationType, RefreshOutcome
 from mentalmodels.services import mental_model_record_failure
 from operations.errors import FenceLost
+from operations.registry import Hold, Pending
 
 if TYPE_CHECKING:
     from operations.jobs import Job
@@ -31,6 +33,10 @@ class RefreshMentalModelHandler:
         # RF-9: the engine's alarm is the backstop; the attempt's own deadline (LLM calls)
         # normally ends a slow refresh first, with a precise failure record.
         return settings.HINDSIGHT.reflect_wall_timeout_seconds + 1.0
+
+    def hold(self, pending: Pending) -> Hold | None:
+        # A spent bank's refreshes (automatic or not) wait for its budget to free.
+        return budget_hold(pending)
 
     def run(self, job: Job) -> None:
         requested_mode = job.payload.get("mode") or "full"
@@ -73,6 +79,7 @@ class RefreshMentalModelHandler:
             return
         mental_model_record_failure(
             model_uid=model.uid,
+            outcome=entry.outcome,
             reason=entry.reason,
             exception=entry.exception,
             operation_id=job.operation.id,

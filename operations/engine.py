@@ -27,6 +27,7 @@ from __future__ import annotations
 import logging
 import threading
 import uuid
+from collections.abc import Mapping
 from typing import Any
 
 import redis
@@ -56,8 +57,9 @@ from operations.leases import (
 )
 from operations.locks import key_lock, key_lock_break, lock_token
 from operations.models import PENDING, PROCESSING, Operation, is_own_key, lease_key_for
-from operations.queue import operations_release_due
+from operations.queue import operation_park, operations_release_due
 from operations.recovery import RecoveryReport, operation_recover_lost, operations_recover
+from operations.registry import Pending
 
 log = logging.getLogger(__name__)
 
@@ -199,6 +201,31 @@ def _run_handler(handler: Any, job: Job) -> str:
         return "failed" if record.final else "retrying"
 
 
+def _held(operation_id: uuid.UUID, row: Mapping[str, Any]) -> bool:
+    """Ask the handler's ``hold`` about a due operation before it is claimed; park it when the
+    handler holds it back. A hold that fails is logged and the operation runs."""
+    hold_of = getattr(registry.get_handler(row["operation_type"]), "hold", None)
+    if hold_of is None:
+        return False
+    pending = Pending(id=operation_id, bank_id=row["bank_id"],
+                      operation_type=row["operation_type"], automatic=row["automatic"])
+    try:
+        hold = hold_of(pending)
+    except Exception:
+        log.exception("hold of %s %s failed; it runs", row["operation_type"], operation_id)
+        return False
+    if hold is None:
+        return False
+    parked = operation_park(operation_id=operation_id, until=hold.until, parked_by=hold.parked_by)
+    if parked:
+        metrics.operations_held_total.labels(
+            operation_type=row["operation_type"], reason=str(hold.parked_by.get("reason"))
+        ).inc()
+        log.info("operation %s parked until %s: %s", operation_id, hold.until.isoformat(),
+                 hold.parked_by.get("message"))
+    return parked
+
+
 def worker_holder(*, hostname: str | None, pid: int | None, task_id: str | None) -> str:
     """The name a pool process claims with (lease ``holder``, lock token): host, pid, message.
 
@@ -215,7 +242,7 @@ def operation_execute(*, operation_id: str, holder: str) -> str:
         return "invalid"
     row = (
         Operation.objects.filter(id=op_uuid)
-        .values("status", "dedupe_key", "operation_type").first()
+        .values("status", "dedupe_key", "operation_type", "bank_id", "automatic").first()
     )
     if row is None or row["status"] != PENDING:
         return "skipped"
@@ -232,6 +259,8 @@ def operation_execute(*, operation_id: str, holder: str) -> str:
     heartbeat: _Heartbeat | None = None
     outcome = "skipped"
     try:
+        if _held(op_uuid, row):
+            return "parked"
         claimed = operation_claim(operation_id=op_uuid, holder=holder, lease_key=key)
         if claimed is None:
             return "skipped"

@@ -17,7 +17,9 @@ from __future__ import annotations
 from django.db import transaction
 
 from hindsight import metrics
+from hindsight.banks.budget import budget_hold
 from hindsight.banks.consolidation import Touched, consolidation_run
+from hindsight.banks.extraction import uses_llm
 from hindsight.banks.hooks import ConsolidationCompleted, consolidation_completed_notify
 from hindsight.banks.operation_types import BankOperationType
 from hindsight.banks.retaintypes import RetainItem
@@ -26,10 +28,23 @@ from hindsight.errors import DomainError, LLMNotConfigured, Unavailable, Upstrea
 from operations.errors import OperationFailure
 from operations.jobs import Job
 from operations.models import FAILED, Operation
+from operations.registry import Hold, Pending
 
 
 class RetainHandler:
     operation_type = BankOperationType.RETAIN
+
+    def hold(self, pending: Pending) -> Hold | None:
+        """A retain with items the LLM extracts waits for a spent bank's budget to free."""
+        hold = budget_hold(pending)
+        if hold is None:
+            return None
+        payload = Operation.objects.filter(id=pending.id).values_list("payload", flat=True).first()
+        try:
+            items = [RetainItem.from_json(item) for item in (payload or {}).get("items", [])]
+        except (TypeError, ValueError):
+            return None  # unreadable: its run fails it without spending
+        return hold if any(uses_llm(item) for item in items) else None
 
     def run(self, job: Job) -> None:
         try:
@@ -55,6 +70,9 @@ class RetainHandler:
 
 class ConsolidationHandler:
     operation_type = BankOperationType.CONSOLIDATION
+
+    def hold(self, pending: Pending) -> Hold | None:
+        return budget_hold(pending)
 
     def run(self, job: Job) -> None:
         with job.llm_accounting():

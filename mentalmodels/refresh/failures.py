@@ -102,6 +102,7 @@ def retrieval_guarded(step: str) -> Iterator[None]:
 class FailureEntry:
     """What the failure entry of a failed attempt records."""
 
+    outcome: str
     reason: str
     exception: str  # "<type>: <text>" of what ended the attempt
     trace: dict[str, Any] | None
@@ -113,9 +114,10 @@ class FailureEntry:
         # with it. A lost worker (any other exception) leaves no trace.
         shown = exc.cause if isinstance(exc, RefreshInterrupted) else exc
         if isinstance(exc, RefreshFailed):
-            reason, trace = exc.failure_reason, exc.trace
+            outcome, reason, trace = exc.outcome, exc.failure_reason, exc.trace
         else:
+            outcome = RefreshOutcome.REFRESH_FAILED_ERROR
             reason = RefreshFailureReason.UNEXPECTED_ERROR
             trace = exc.trace if isinstance(exc, RefreshInterrupted) else None
-        return cls(reason=reason, exception=f"{type(shown).__name__}: {shown}", trace=trace,
+        return cls(outcome=outcome, reason=reason, exception=f"{type(shown).__name__}: {shown}", trace=trace,
                    awaiting_llm=refresh_failed_for_missing_llm(exc))
