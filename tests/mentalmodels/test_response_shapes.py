@@ -39,21 +39,24 @@ def _declared(serializer_class: type) -> list[str]:
     return list(serializer_class().fields)
 
 
+@pytest.mark.django_db  # is_knowledge_page probes the knowledge base's index
 @pytest.mark.parametrize("detail", DETAILS)
 def test_a_rendered_model_has_the_declared_fields_in_order(detail: str) -> None:
     model = MentalModel(bank_id="b", mental_model_id="m", name="n", source_query="q", tags=["t"],
                         content="c", trigger={}, reflect_response={"text": "c"},
                         created_at=NOW)
-    body = MentalModelResponseSerializer.render(model, detail=detail, is_stale=False)
+    body = MentalModelResponseSerializer.render_model(model, detail=detail, is_stale=False)
     assert list(body) == _declared(MentalModelResponseSerializer)
 
 
 def test_the_small_responses_have_their_declared_fields_in_order() -> None:
-    assert list(MentalModelListResponseSerializer.render([], total=0, limit=1, offset=0)) == \
+    assert list(MentalModelListResponseSerializer.render(
+        {"total": 0, "limit": 1, "offset": 0}, items=[])) == \
         _declared(MentalModelListResponseSerializer)
-    assert list(CreateMentalModelResponseSerializer.render("m", uuid.uuid4())) == \
+    assert list(CreateMentalModelResponseSerializer.render(
+        {"mental_model_id": "m", "operation_id": uuid.uuid4()})) == \
         _declared(CreateMentalModelResponseSerializer)
-    assert list(AsyncOperationSubmitResponseSerializer.render(uuid.uuid4())) == \
+    assert list(AsyncOperationSubmitResponseSerializer.render({"id": uuid.uuid4()})) == \
         _declared(AsyncOperationSubmitResponseSerializer)
     assert list(MentalModelDeleteResponseSerializer.render()) == \
         _declared(MentalModelDeleteResponseSerializer)
