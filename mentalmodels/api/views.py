@@ -16,7 +16,7 @@ from mentalmodels import selectors, services
 from mentalmodels.api import serializers as s
 from mentalmodels.api.preview import MentalModelDryRunRefreshResultSerializer
 from mentalmodels.models import MentalModel
-from mentalmodels.pipeline import refresh_dry_run
+from mentalmodels.refresh.pipeline import refresh_dry_run
 from mentalmodels.staleness import stale_flags
 
 
