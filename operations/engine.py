@@ -24,7 +24,6 @@ sweep (``recover``) is the backstop for a host that is gone with its main proces
 from __future__ import annotations
 
 import logging
-import signal
 import threading
 import uuid
 from collections.abc import Iterator
@@ -33,11 +32,13 @@ from typing import Any
 
 import redis
 from django.conf import settings
-from django.db import connection
+from django.db import DEFAULT_DB_ALIAS, connection, connections
 from redis.exceptions import LockError
 
 from hindsight import metrics
-from operations import dispatch, registry
+from hindsight.db import connection_release_to_pool
+from hindsight.llm import Deadline, slot_deadline
+from operations import dispatch, registry, walltime
 from operations.errors import (
     AttemptInterrupted,
     FenceLost,
@@ -103,6 +104,7 @@ class _Heartbeat(threading.Thread):
                     # the lock, the fence protects the writes either way.
                     log.warning("heartbeat: cannot stamp %s", self.job.id, exc_info=True)
                     ours = True
+                connection_release_to_pool()
                 if not ours:
                     self.lease_lost = True
                     try:
@@ -116,7 +118,13 @@ class _Heartbeat(threading.Thread):
 
     def stop(self) -> None:
         self.stopped.set()
-        self.join(timeout=10)
+        if self is not threading.current_thread():
+            self.join(timeout=10)
+
+    def abandon(self) -> None:
+        """Stop beating, from another thread (the wall-timeout watchdog, for a stuck slot): the
+        operation falls silent and the sweep recovers it, fence bumped."""
+        self.stopped.set()
 
 
 def _send_next_of_key(key: str, operation_id: str) -> None:
@@ -136,34 +144,29 @@ def _send_next_of_key(key: str, operation_id: str) -> None:
 
 
 @contextmanager
-def _wall_timeout(job: Job, seconds: float | None) -> Iterator[None]:
-    """Raise ``WallTimeout`` in the handler after ``seconds`` (main thread only, SIGALRM).
+def _wall_timeout(job: Job, seconds: float | None,
+                  heartbeat: _Heartbeat | None = None) -> Iterator[None]:
+    """Raise ``WallTimeout`` in the handler after ``seconds``, in whatever pool slot it runs
+    (``operations.walltime``: a watchdog thread, no signal), and end its LLM requests by then.
 
     Disarmed as soon as the handler starts its final write (``job.finishing()``): the clock
-    bounds the work, not the commit. Elsewhere (threads) the Celery soft limit is the bound.
+    bounds the work, not the commit. A slot stuck past the clock in a call that never returns
+    stops its heartbeat (``on_stuck``): the beat's sweep then recovers the operation and bumps
+    its fence, so whatever the stuck slot writes later is refused.
     """
-    usable = (
-        threading.current_thread() is threading.main_thread() and hasattr(signal, "setitimer")
-    )
-    if seconds is None or seconds <= 0 or not usable:
+    if seconds is None or seconds <= 0:
         yield
         return
-
-    def on_alarm(signum: int, frame: Any) -> None:
-        raise WallTimeout(f"wall timeout of {seconds:g}s exceeded")
-
-    previous = signal.signal(signal.SIGALRM, on_alarm)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-
-    def disarm() -> None:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-
-    job.before_finishing(disarm)
+    slot = walltime.slot_arm(
+        seconds, on_stuck=heartbeat.abandon if heartbeat is not None else None,
+        connection=connections[DEFAULT_DB_ALIAS],  # this thread's wrapper
+    )
+    job.before_finishing(slot.disarm)
     try:
-        yield
+        with slot_deadline(Deadline(seconds)):
+            yield
     finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
+        slot.disarm()
 
 
 def _wall_seconds(handler: Any, job: Job) -> float | None:
@@ -180,10 +183,10 @@ def _drop_broken_connection() -> None:
         connection.close_if_unusable_or_obsolete()
 
 
-def _run_handler(handler: Any, job: Job) -> str:
+def _run_handler(handler: Any, job: Job, heartbeat: _Heartbeat | None = None) -> str:
     """Run the handler and record how the attempt ended. Returns a label (logs, tests)."""
     try:
-        with _wall_timeout(job, _wall_seconds(handler, job)):
+        with _wall_timeout(job, _wall_seconds(handler, job), heartbeat):
             handler.run(job)
         if not job.finished and Operation.objects.filter(
             id=job.id, status=PROCESSING, fence=job.fence
@@ -285,8 +288,11 @@ def operation_execute(*, operation_id: str, holder: str) -> str:
             )
             outcome = "failed"
         else:
-            outcome = _run_handler(handler, job)
+            outcome = _run_handler(handler, job, heartbeat)
     finally:
+        # A pooled connection goes back before waiting for the heartbeat thread, which may be
+        # waiting for one itself (a threads-pool worker's slots share a few).
+        connection_release_to_pool()
         if heartbeat is not None:
             heartbeat.stop()
         try:

@@ -169,19 +169,22 @@ class WorkerFactory:
         env: dict[str, str] | None = None,
         wait: bool = True,
         name: str | None = None,
+        pool: str = "prefork",
     ) -> WorkerProcess:
         name = name or f"w{len(self.workers) + 1}-{uuid.uuid4().hex[:4]}"
         log_path = self.tmp_path / f"{name}.log"
         log_file = open(log_path, "ab")
         cmd = [
             sys.executable, "-m", "celery", "-A", "hindsight", "worker",
-            "-Q", self.settings.HINDSIGHT.task_queue, "-c", str(concurrency), "-P", "prefork",
+            "-Q", self.settings.HINDSIGHT.task_queue, "-c", str(concurrency), "-P", pool,
             "-n", f"{name}@%h", "--without-gossip", "--without-mingle", "--without-heartbeat",
             "-l", "INFO",
         ]
+        # Celery reads an explicit "-P prefork" as "no choice" when settings name a pool
+        # (CELERY_WORKER_POOL): the setting is what picks it.
         process = subprocess.Popen(
-            cmd, cwd=REPO_ROOT, env=self.env(env), stdout=log_file, stderr=subprocess.STDOUT,
-            start_new_session=True,
+            cmd, cwd=REPO_ROOT, env=self.env({"HINDSIGHT_API_WORKER_POOL": pool, **(env or {})}),
+            stdout=log_file, stderr=subprocess.STDOUT, start_new_session=True,
         )
         worker = WorkerProcess(name, process, log_path, log_file)
         self.workers.append(worker)
