@@ -122,6 +122,9 @@ class Config:
     llm_request_log_retention_hours: float = 24.0
     llm_request_log_max_chars: int = 20_000
     llm_request_log_purge_interval_seconds: float = 600.0
+    # Tokens a bank may spend on the LLM in a rolling 24 h (hindsight.banks.budget), when the
+    # bank's config sets no ``llm_token_budget_per_day`` of its own; None = unlimited.
+    llm_token_budget_per_day: int | None = None
 
     errors: tuple[ConfigProblem, ...] = field(default=())
 
@@ -316,6 +319,10 @@ def read_config(env: Mapping[str, str] | None = None) -> Config:
         llm_request_log_max_chars=r.integer(p + "LLM_REQUEST_LOG_MAX_CHARS", 20_000, minimum=0),
         llm_request_log_purge_interval_seconds=r.number(
             p + "LLM_REQUEST_LOG_PURGE_INTERVAL_SECONDS", 600.0, minimum=1.0
+        ),
+        llm_token_budget_per_day=(
+            r.integer(p + "LLM_TOKEN_BUDGET_PER_DAY", 0, minimum=0)
+            if r.raw(p + "LLM_TOKEN_BUDGET_PER_DAY") is not None else None
         ),
         errors=(),
     )

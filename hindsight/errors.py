@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 
 class DomainError(Exception):
@@ -11,6 +12,14 @@ class DomainError(Exception):
     def __init__(self, detail: str):
         super().__init__(detail)
         self.detail = detail
+
+    def body_extra(self) -> dict[str, Any]:
+        """Keys the error body carries beside ``detail`` (none unless a subclass has some)."""
+        return {}
+
+    def headers(self) -> dict[str, str]:
+        """Response headers of the error (none unless a subclass has some)."""
+        return {}
 
 
 class BadRequest(DomainError):
@@ -23,6 +32,12 @@ class NotFound(DomainError):
 
 class Conflict(DomainError):
     status_code = 409
+
+
+class TooManyRequests(DomainError):
+    """A limit of this service refuses the call for now (``Retry-After`` says how long)."""
+
+    status_code = 429
 
 
 class UpstreamFailed(DomainError):

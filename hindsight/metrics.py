@@ -26,6 +26,7 @@ from __future__ import annotations
 import os
 import re
 import socket
+from collections.abc import Iterable
 
 from prometheus_client import Counter, Histogram, values
 
@@ -99,12 +100,49 @@ lock_contention_total = Counter(
     ["operation_type"],
 )
 
-# Series that exist from the start at 0, so a rate() or an alert has something to read before
-# the first event (labels with values only the traffic knows, like a bank, cannot be).
-for _outcome in REFRESH_OUTCOMES:
-    refreshes_total.labels(outcome=_outcome)
-for _outcome in CONSOLIDATION_OUTCOMES:
-    consolidation_runs_total.labels(outcome=_outcome)
+operations_held_total = Counter(
+    "hindsight_operations_held",
+    "Due operations a handler's hold parked instead of running (reason: llm_token_budget), by "
+    "type and reason.",
+    ["operation_type", "reason"],
+)
+refresh_failures_total = Counter(
+    "hindsight_refresh_failures",
+    "Refresh operations that failed after their last attempt, by failure class (transient: "
+    "the model stays unpaused; permanent: it is paused).",
+    ["failure_class"],
+)
+FAILURE_CLASSES = ("transient", "permanent")
+
+FAMILIES = (
+    refresh_duration_seconds, refreshes_total, consolidation_runs_total, llm_requests_total,
+    llm_input_tokens_total, llm_output_tokens_total, operations_recovered_total,
+    lock_contention_total, operations_held_total, refresh_failures_total,
+)
+
+
+def series_declare(*, operation_types: Iterable[str]) -> None:
+    """Create at 0 every series whose labels the code knows, so a rate() or an alert has
+    something to read before the first event: refresh outcomes (and modes), consolidation
+    outcomes, and the per-type counters for every registered operation type (which only the
+    app registry knows, so the scrape passes them). Idempotent; in multiprocess mode each
+    process that calls it adds zeros to the sum. Series labelled with a value only the traffic
+    knows (a bank) cannot exist before it; their families are still listed
+    (``operations.metrics``)."""
+    for outcome in REFRESH_OUTCOMES:
+        refreshes_total.labels(outcome=outcome)
+        for mode in REFRESH_MODES:
+            refresh_duration_seconds.labels(outcome=outcome, mode=mode)
+    for outcome in CONSOLIDATION_OUTCOMES:
+        consolidation_runs_total.labels(outcome=outcome)
+    for failure_class in FAILURE_CLASSES:
+        refresh_failures_total.labels(failure_class=failure_class)
+    for operation_type in operation_types:
+        operations_recovered_total.labels(operation_type=operation_type)
+        lock_contention_total.labels(operation_type=operation_type)
+
+
+series_declare(operation_types=())
 
 _ITERATION_SUFFIX = re.compile(r"_\d+$")
 

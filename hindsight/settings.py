@@ -55,6 +55,7 @@ INSTALLED_APPS = [
     "hindsight.banks",
     "operations",
     "mentalmodels",
+    "mentalmodels.knowledge",
 ]
 
 MIDDLEWARE = [

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from django.conf import settings
 
 from hindsight import metrics
-from hindsight.banks.handlers import job_llm_accounting
+from hindsight.banks.budget import budget_hold
 from mentalmodels.awaiting_llm import mental_model_await_llm, refresh_failed_for_missing_llm
 from mentalmodels.errors import RefreshInterrupted
 from mentalmodels.models import MentalModel
@@ -18,6 +18,7 @@ from mentalmodels.pipeline import RefreshFailed, refresh_run
 from mentalmodels.refresh_types import MentalModelOperationType, RefreshFailureReason, RefreshOutcome
 from mentalmodels.services import mental_model_record_failure
 from operations.errors import FenceLost, OperationFailure
+from operations.registry import Hold, Pending
 
 if TYPE_CHECKING:
     from operations.jobs import Job
@@ -31,6 +32,10 @@ class RefreshMentalModelHandler:
         # RF-9: the engine's alarm is the backstop; the pipeline's own deadline (LLM calls)
         # normally ends a slow refresh first, with a precise failure record.
         return settings.HINDSIGHT.reflect_wall_timeout_seconds + 1.0
+
+    def hold(self, pending: Pending) -> Hold | None:
+        # A spent bank's refreshes (automatic or not) wait for its budget to free.
+        return budget_hold(pending)
 
     def run(self, job: Job) -> None:
         # What an attempt cut short from outside (wall timeout, crash) reports on the operation.
@@ -46,7 +51,7 @@ class RefreshMentalModelHandler:
         started = time.monotonic()
         # The refresh's LLM requests and tokens go into result_metadata["llm"], also when the
         # attempt fails (a refused refresh carries result_metadata of its own).
-        with job_llm_accounting(job) as tally:
+        with job.llm_accounting() as tally:
             try:
                 report = refresh_run(
                     bank_id=job.operation.bank_id,
@@ -89,8 +94,9 @@ class RefreshMentalModelHandler:
                                    exception=f"{type(shown).__name__}: {shown}",
                                    operation_id=job.operation.id)
             return
+        outcome: str = RefreshOutcome.REFRESH_FAILED_ERROR
         if isinstance(exc, RefreshFailed):
-            reason, trace = exc.failure_reason, exc.trace
+            outcome, reason, trace = exc.outcome, exc.failure_reason, exc.trace
         elif isinstance(exc, RefreshInterrupted):
             # Timeouts enforced by the engine or the task, and bugs: no finer reason to give;
             # the trace so far came with it.
@@ -100,6 +106,7 @@ class RefreshMentalModelHandler:
             reason, trace = RefreshFailureReason.UNEXPECTED_ERROR, None
         mental_model_record_failure(
             model_uid=model.uid,
+            outcome=outcome,
             reason=reason,
             exception=f"{type(shown).__name__}: {shown}",
             operation_id=job.operation.id,

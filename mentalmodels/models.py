@@ -22,11 +22,11 @@ from hindsight.db import ClockTimestamp
 
 
 class HistoryKind(models.TextChoices):
-    """A history entry: a stored version of the content, or a failed refresh (each label is its
-    value)."""
+    """A history entry: a stored version of the content, or a failed refresh attempt (each label
+    is its value; ``refresh_failed`` is upstream 1.1.0's kind for a failure record)."""
 
     VERSION = "version", "version"
-    FAILURE = "failure", "failure"
+    FAILURE = "refresh_failed", "refresh_failed"
 
 
 HISTORY_KINDS: tuple[str, ...] = tuple(HistoryKind.values)
@@ -102,6 +102,12 @@ class MentalModel(models.Model):
     def __str__(self) -> str:
         return f"{self.bank_id}/{self.mental_model_id}"
 
+    @property
+    def is_knowledge_page(self) -> bool:
+        """Whether a knowledge-base page holds this model (the one-to-one ``knowledge_node`` of
+        ``mentalmodels.knowledge``): one probe of its unique index."""
+        return MentalModel.objects.filter(uid=self.uid, knowledge_node__isnull=False).exists()
+
 
 class MentalModelHistory(models.Model):
     model = models.ForeignKey(MentalModel, on_delete=models.CASCADE, related_name="history")
@@ -111,7 +117,9 @@ class MentalModelHistory(models.Model):
     previous_content = models.TextField(null=True, blank=True)
     # Slim: only based_on and trace of the replaced reflect_response.
     previous_reflect_response = models.JSONField(null=True, blank=True)
-    # Failure entries: why the attempt failed (a failure_reason) and the exception text.
+    # Failure entries: the attempt's outcome (a refresh_failed_* value), why it failed (its
+    # failure_reason) and the exception text (the wire's error_message).
+    outcome = models.CharField(max_length=64, null=True, blank=True)
     reason = models.TextField(null=True, blank=True)
     exception = models.TextField(null=True, blank=True)
     operation_id = models.UUIDField(null=True, blank=True)

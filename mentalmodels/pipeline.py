@@ -43,6 +43,7 @@ import jsonschema
 from django.db import DatabaseError, connection, transaction
 
 from hindsight.banks import writeclock
+from hindsight.banks.budget import bank_budget_require
 from hindsight.db import ClockTimestamp
 from hindsight.embeddings import get_embedder
 from hindsight.errors import LLMNotConfigured, NotFound
@@ -763,9 +764,12 @@ def refresh_run(
                   tool_outputs=clock.tool_outputs)
 
 
-_DELTA_ANSWERS = (RefreshFailureReason.DELTA_OPS_ALL_SKIPPED,
-                  RefreshFailureReason.STRUCTURED_DOC_UNREADABLE,
-                  RefreshFailureReason.DELTA_NOT_APPLIED)
+# Refusals of an answer the LLM gave (a delta that cannot be applied, an empty answer): each has
+# an outcome value of its own, so the dry run previews them (200) instead of failing.
+_ANSWERED_REFUSALS = (RefreshFailureReason.DELTA_OPS_ALL_SKIPPED,
+                      RefreshFailureReason.STRUCTURED_DOC_UNREADABLE,
+                      RefreshFailureReason.DELTA_NOT_APPLIED,
+                      RefreshFailureReason.EMPTY_CANDIDATE)
 
 
 def refresh_dry_run(*, bank_id: str, mental_model_id: str) -> Preview:
@@ -773,6 +777,7 @@ def refresh_dry_run(*, bank_id: str, mental_model_id: str) -> Preview:
     model = _load(bank_id=bank_id, mental_model_id=mental_model_id)
     if model is None:
         raise NotFound(f"Mental model {mental_model_id} not found")
+    bank_budget_require(bank_id=bank_id)  # a dry run spends as a refresh does
     clock = RefreshClock()
     try:
         with llm_context(bank_id=bank_id, operation="refresh_dry_run"):  # the request log
@@ -782,11 +787,12 @@ def refresh_dry_run(*, bank_id: str, mental_model_id: str) -> Preview:
             # No refresh can run on this server at all: the same 400 as reflect, not a 502
             # (no LLM was asked, so nothing upstream failed).
             raise exc.__cause__ from None
-        if exc.failure_reason not in _DELTA_ANSWERS or clock.plan is None:
+        if exc.failure_reason not in _ANSWERED_REFUSALS or clock.plan is None:
             raise DryRunFailed.for_refusal(exc) from exc
-        # A delta the LLM answered but that cannot be applied is an outcome the preview has a
-        # value for: the operations it was given and why each was dropped are what the caller
-        # needs to see. (A provider that failed is an error, as for any refresh.)
+        # An answer the refresh would refuse (a delta that cannot be applied, an empty answer)
+        # is an outcome the preview has a value for: what it was given and why it was refused
+        # are what the caller needs to see. (A provider that failed is an error, as for any
+        # refresh.)
         clock.warnings.append(str(exc))
         plan = clock.plan
         decided = Outcome(

@@ -13,7 +13,7 @@ from datetime import datetime
 from typing import Any, NamedTuple
 
 from django.db import connection
-from django.db.models import Count, F, QuerySet, Window
+from django.db.models import BooleanField, Count, ExpressionWrapper, F, Q, QuerySet, Window
 from psycopg.types.datetime import TimestamptzLoader
 from psycopg.types.string import TextLoader
 
@@ -47,16 +47,19 @@ class ListedModel(NamedTuple):
     content: str | None = None
     max_tokens: int | None = None
     reflect_response: dict[str, Any] | None = None
+    #: Read at every detail level (a join on the page's one-to-one, ``mentalmodels.knowledge``).
+    is_knowledge_page: bool = False
 
 
 # The columns read at each detail level: a prefix of ``ListedModel``'s fields, the rest None.
 LIST_FIELDS_BY_DETAIL = {
     "metadata": ListedModel._fields[:11],
     "content": ListedModel._fields[:14],
-    "full": ListedModel._fields,
+    "full": ListedModel._fields[:15],
 }
 _TRIGGER = ListedModel._fields.index("trigger")
 _REFLECT_RESPONSE = ListedModel._fields.index("reflect_response")
+_IS_PAGE = ListedModel._fields.index("is_knowledge_page")
 
 
 def mental_model_get(*, bank_id: str, mental_model_id: str) -> MentalModel:
@@ -99,6 +102,7 @@ def mental_models_list(
     limit: int = 100,
     offset: int = 0,
     detail: str = "full",
+    exclude_knowledge_pages: bool = False,
 ) -> ListedPage:
     """One page of a bank's models, the total matching the filter and the bank's last memory
     write, in one query (the total a window count over the filtered rows, the last write an
@@ -112,12 +116,16 @@ def mental_models_list(
     past the end, a count).
     """
     qs = _tags_filter(MentalModel.objects.filter(bank_id=bank_id), tags, tags_match)
+    if exclude_knowledge_pages:
+        qs = qs.filter(knowledge_node__isnull=True)
     columns = LIST_FIELDS_BY_DETAIL[detail]
     query = (
         qs.annotate(listed_total=Window(Count("uid")),
+                    listed_page=ExpressionWrapper(Q(knowledge_node__isnull=False),
+                                                  output_field=BooleanField()),
                     listed_write=bank_last_memory_write_subquery(bank_id=bank_id))
         .order_by(F("last_refreshed_at").desc(nulls_first=True), F("mental_model_id").desc())
-        .values_list(*columns, "listed_total", "listed_write")
+        .values_list(*columns, "listed_page", "listed_total", "listed_write")
         [offset : offset + limit]
     ).query
     sql, params = query.sql_with_params()
@@ -143,6 +151,7 @@ def _listed(rows: list[tuple[Any, ...]], *, width: int) -> list[ListedModel]:
     items = []
     for row in rows:
         values = list(row[:width])
+        is_page = row[width]
         text = values[_TRIGGER]
         trigger = triggers.get(text)
         if trigger is None:
@@ -150,6 +159,8 @@ def _listed(rows: list[tuple[Any, ...]], *, width: int) -> list[ListedModel]:
         values[_TRIGGER] = trigger
         if width > _REFLECT_RESPONSE and values[_REFLECT_RESPONSE] is not None:
             values[_REFLECT_RESPONSE] = json.loads(values[_REFLECT_RESPONSE])
+        values += [None] * (_IS_PAGE - width)
+        values.append(is_page)
         items.append(ListedModel(*values))
     return items
 

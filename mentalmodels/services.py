@@ -19,11 +19,12 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import Subquery
 
+from hindsight.banks.budget import bank_budget_require
 from hindsight.banks.services import bank_ensure
 from hindsight.db import ClockTimestamp
 from hindsight.errors import Conflict, FieldError, NotFound
 from mentalmodels.models import HistoryKind, MentalModel, MentalModelHistory
-from mentalmodels.refresh_types import MentalModelOperationType
+from mentalmodels.refresh_types import MentalModelOperationType, RefreshOutcome
 from mentalmodels.triggers import trigger_normalize
 from operations.actions import operation_cancel
 from operations.leases import lease_bump
@@ -255,12 +256,15 @@ def mental_model_clear(*, bank_id: str, mental_model_id: str) -> MentalModel:
 def mental_model_refresh_request(
     *, bank_id: str, mental_model_id: str, mode: str | None = None
 ) -> Any:
-    """A manual refresh (API, admin): returns the queued operation (coalesced, OP-1)."""
+    """A manual refresh (API, admin): returns the queued operation (coalesced, OP-1).
+
+    A bank that spent its token budget answers ``BudgetSpent`` (429), nothing queued."""
     with transaction.atomic():
         try:
             model = MentalModel.objects.get(bank_id=bank_id, mental_model_id=mental_model_id)
         except MentalModel.DoesNotExist:
             raise NotFound(f"Mental model {mental_model_id} not found in bank {bank_id}") from None
+        bank_budget_require(bank_id=bank_id)
         return mental_model_refresh_submit(model=model, mode=mode)
 
 
@@ -319,8 +323,10 @@ def history_record_failure(
     reason: str,
     exception: str,
     operation_id: uuid.UUID | str | None,
+    outcome: str = RefreshOutcome.REFRESH_FAILED_ERROR,
 ) -> MentalModelHistory | None:
-    """One entry per failed attempt (a retried refresh records one per attempt)."""
+    """One entry per failed attempt (a retried refresh records one per attempt), under the
+    attempt's outcome (a ``refresh_failed_*`` value) and failure reason."""
     if not settings.HINDSIGHT.enable_mental_model_history:
         return None
     with transaction.atomic():
@@ -329,6 +335,7 @@ def history_record_failure(
         entry = MentalModelHistory.objects.create(
             model_id=model_uid,
             kind=HistoryKind.FAILURE,
+            outcome=outcome,
             reason=reason,
             exception=exception[:4000],
             operation_id=operation_id,
@@ -345,6 +352,7 @@ def mental_model_record_failure(
     operation_id: uuid.UUID | str | None,
     final: bool,
     trace: dict[str, Any] | None = None,
+    outcome: str = RefreshOutcome.REFRESH_FAILED_ERROR,
 ) -> None:
     """A failed attempt's bookkeeping, in one transaction (the engine's failure transaction,
     when called from the refresh handler): a failure entry, the trace (keep_trace), and on the
@@ -358,7 +366,8 @@ def mental_model_record_failure(
         if model is None:
             return
         history_record_failure(
-            model_uid=model_uid, reason=reason, exception=exception, operation_id=operation_id
+            model_uid=model_uid, reason=reason, exception=exception, operation_id=operation_id,
+            outcome=outcome,
         )
         fields: list[str] = []
         if trace is not None and (model.trigger or {}).get("keep_trace"):

@@ -10,15 +10,18 @@ Order matters and is deliberate:
    (the processing unique index refuses a second running job even without Redis);
 4. heartbeat thread: extends the lock's TTL and stamps ``heartbeat_at`` (and, if recovery took
    the operation back meanwhile, releases the lock and sends the retry);
-5. ``handler.run(job)`` under the wall timeout; completion is fenced (``Job.finishing``);
+5. ``handler.run(job)`` under the wall timeout (``Job.under_wall_timeout``, the mechanism in
+   ``operations.walltimeout``); completion is fenced (``Job.finishing``, which disarms it);
 6. failure → retry / follower merge / failed (``operations.leases``), then the handler's
    hooks; superseded (``FenceLost``, or a failure after the key's fence moved on) →
    ``cancelled``, not an attempt;
 7. release the lock, **then** dispatch the key's next due pending operation.
 
 A worker process that dies mid-job (SIGKILL, OOM) is recovered at once by the worker's main
-process (``operation_worker_lost``, called from ``operations.tasks.RunRequest``); the beat
-sweep (``recover``) is the backstop for a host that is gone with its main process.
+process (``operation_worker_lost``, called from ``operations.tasks.RunRequest``); a
+threads-pool worker process that dies is recovered by its peers' liveness watch, through the
+same function (``operations.liveness``); the beat sweep (``recover``) is the backstop for a host
+that is gone with its main process.
 """
 
 from __future__ import annotations
@@ -26,19 +29,17 @@ from __future__ import annotations
 import logging
 import threading
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Mapping
 from typing import Any
 
 import redis
 from django.conf import settings
-from django.db import DEFAULT_DB_ALIAS, connection, connections
+from django.db import connection
 from redis.exceptions import LockError
 
 from hindsight import metrics
 from hindsight.db import connection_release_to_pool
-from hindsight.llm import Deadline, slot_deadline
-from operations import dispatch, registry, walltime
+from operations import dispatch, registry
 from operations.errors import (
     AttemptInterrupted,
     FenceLost,
@@ -59,8 +60,9 @@ from operations.leases import (
 )
 from operations.locks import key_lock, key_lock_break, lock_token
 from operations.models import PENDING, PROCESSING, Operation, is_own_key, lease_key_for
-from operations.queue import operations_release_due
+from operations.queue import operation_park, operations_release_due
 from operations.recovery import RecoveryReport, operation_recover_lost, operations_recover
+from operations.registry import Pending
 
 log = logging.getLogger(__name__)
 
@@ -143,32 +145,6 @@ def _send_next_of_key(key: str, operation_id: str) -> None:
         log.warning("cannot hand %s on", key, exc_info=True)
 
 
-@contextmanager
-def _wall_timeout(job: Job, seconds: float | None,
-                  heartbeat: _Heartbeat | None = None) -> Iterator[None]:
-    """Raise ``WallTimeout`` in the handler after ``seconds``, in whatever pool slot it runs
-    (``operations.walltime``: a watchdog thread, no signal), and end its LLM requests by then.
-
-    Disarmed as soon as the handler starts its final write (``job.finishing()``): the clock
-    bounds the work, not the commit. A slot stuck past the clock in a call that never returns
-    stops its heartbeat (``on_stuck``): the beat's sweep then recovers the operation and bumps
-    its fence, so whatever the stuck slot writes later is refused.
-    """
-    if seconds is None or seconds <= 0:
-        yield
-        return
-    slot = walltime.slot_arm(
-        seconds, on_stuck=heartbeat.abandon if heartbeat is not None else None,
-        connection=connections[DEFAULT_DB_ALIAS],  # this thread's wrapper
-    )
-    job.before_finishing(slot.disarm)
-    try:
-        with slot_deadline(Deadline(seconds)):
-            yield
-    finally:
-        slot.disarm()
-
-
 def _wall_seconds(handler: Any, job: Job) -> float | None:
     """``handler.wall_timeout_seconds``: a number, or a method taking the job."""
     value = getattr(handler, "wall_timeout_seconds", None)
@@ -186,7 +162,9 @@ def _drop_broken_connection() -> None:
 def _run_handler(handler: Any, job: Job, heartbeat: _Heartbeat | None = None) -> str:
     """Run the handler and record how the attempt ended. Returns a label (logs, tests)."""
     try:
-        with _wall_timeout(job, _wall_seconds(handler, job), heartbeat):
+        with job.under_wall_timeout(
+            _wall_seconds(handler, job), on_stuck=heartbeat.abandon if heartbeat else None
+        ):
             handler.run(job)
         if not job.finished and Operation.objects.filter(
             id=job.id, status=PROCESSING, fence=job.fence
@@ -213,16 +191,15 @@ def _run_handler(handler: Any, job: Job, heartbeat: _Heartbeat | None = None) ->
         _drop_broken_connection()
         failure = exc if isinstance(exc, OperationFailure) else None
         message = failure.message if failure else f"{type(exc).__name__}: {exc}"
+        details, result_metadata = job.record(failure)
         record = operation_record_failure(
             operation_id=job.id,
             fence=job.fence,
             exc=exc,
             message=message,
             retryable=failure.retryable if failure else True,
-            details=(failure.details if failure and failure.details is not None
-                     else (job.details or None)),
-            result_metadata=(failure.result_metadata if failure and failure.result_metadata
-                             is not None else job.result_metadata),
+            details=details,
+            result_metadata=result_metadata,
         )
         if record is None:
             return "lost"
@@ -234,6 +211,31 @@ def _run_handler(handler: Any, job: Job, heartbeat: _Heartbeat | None = None) ->
         log.info("operation %s attempt %d failed (%s): %s", job.id, job.attempt,
                  "final" if record.final else f"retry as {record.retried_as}", message)
         return "failed" if record.final else "retrying"
+
+
+def _held(operation_id: uuid.UUID, row: Mapping[str, Any]) -> bool:
+    """Ask the handler's ``hold`` about a due operation before it is claimed; park it when the
+    handler holds it back. A hold that fails is logged and the operation runs."""
+    hold_of = getattr(registry.get_handler(row["operation_type"]), "hold", None)
+    if hold_of is None:
+        return False
+    pending = Pending(id=operation_id, bank_id=row["bank_id"],
+                      operation_type=row["operation_type"], automatic=row["automatic"])
+    try:
+        hold = hold_of(pending)
+    except Exception:
+        log.exception("hold of %s %s failed; it runs", row["operation_type"], operation_id)
+        return False
+    if hold is None:
+        return False
+    parked = operation_park(operation_id=operation_id, until=hold.until, parked_by=hold.parked_by)
+    if parked:
+        metrics.operations_held_total.labels(
+            operation_type=row["operation_type"], reason=str(hold.parked_by.get("reason"))
+        ).inc()
+        log.info("operation %s parked until %s: %s", operation_id, hold.until.isoformat(),
+                 hold.parked_by.get("message"))
+    return parked
 
 
 def worker_holder(*, hostname: str | None, pid: int | None, task_id: str | None) -> str:
@@ -252,7 +254,7 @@ def operation_execute(*, operation_id: str, holder: str) -> str:
         return "invalid"
     row = (
         Operation.objects.filter(id=op_uuid)
-        .values("status", "dedupe_key", "operation_type").first()
+        .values("status", "dedupe_key", "operation_type", "bank_id", "automatic").first()
     )
     if row is None or row["status"] != PENDING:
         return "skipped"
@@ -269,6 +271,8 @@ def operation_execute(*, operation_id: str, holder: str) -> str:
     heartbeat: _Heartbeat | None = None
     outcome = "skipped"
     try:
+        if _held(op_uuid, row):
+            return "parked"
         claimed = operation_claim(operation_id=op_uuid, holder=holder, lease_key=key)
         if claimed is None:
             return "skipped"

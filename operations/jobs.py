@@ -1,9 +1,18 @@
-"""The ``Job`` a handler receives: the claimed operation, its fence, and the fenced finish.
+"""The ``Job`` a handler receives: the claimed operation, its fence, the attempt's record, and
+the fenced finish.
 
 A job may write only while its key's lease still carries the fence it was claimed with. The
 check locks the lease row (``SELECT … FOR UPDATE``) inside the writer's transaction, so a
 concurrent ``lease_bump`` (an edit that supersedes the job) either commits before the check —
 and the job's writes are refused — or waits until the job's transaction has committed.
+
+The attempt's record is what the operation row stores of it: ``details`` and ``result_metadata``
+(written by the handler) and, for a handler that counts its LLM requests
+(``llm_accounting``), their tally under ``result_metadata["llm"]``. ``record`` assembles it, the
+same way for the completion and for a failed attempt.
+
+The job runs under its wall timeout (``under_wall_timeout``, ``operations.walltimeout``);
+``finishing`` disarms it before the final write: the clock bounds the work, not the commit.
 """
 
 from __future__ import annotations
@@ -15,7 +24,9 @@ from typing import Any
 from django.db import connection, transaction
 
 from hindsight.db import ClockTimestamp
-from operations.errors import FenceLost
+from hindsight.llm.context import LLMTally, llm_context
+from operations import walltimeout
+from operations.errors import FenceLost, OperationFailure
 from operations.models import COMPLETED, PROCESSING, Lease, Operation, is_own_key
 
 
@@ -28,8 +39,10 @@ class Job:
         # Filled by the handler; stored with the completion (and with a failed attempt).
         self.result_metadata: dict[str, Any] = dict(operation.result_metadata or {})
         self.details: dict[str, Any] = dict(operation.details or {})
+        # The job's LLM requests, counted while the handler is inside ``llm_accounting``.
+        self.llm: LLMTally | None = None
         self.finished = False
-        self._before_finishing: list[Callable[[], None]] = []
+        self._alarm = walltimeout.NO_ALARM
 
     # Convenience views of the snapshot.
     @property
@@ -55,6 +68,46 @@ class Job:
 
     def __repr__(self) -> str:
         return f"<Job {self.operation_type} {self.id} key={self.key} fence={self.fence}>"
+
+    # -- the attempt's record ------------------------------------------------------------------
+
+    @contextmanager
+    def llm_accounting(self) -> Iterator[LLMTally]:
+        """Log the block's LLM requests under this job (bank, operation type, id) and count
+        them: the record stores the tally, with the completion or with the failed attempt."""
+        with llm_context(bank_id=self.bank_id, operation=self.operation_type,
+                         operation_id=self.id) as tally:
+            self.llm = tally
+            yield tally
+
+    def record(
+        self, failure: OperationFailure | None = None
+    ) -> tuple[dict[str, Any] | None, dict[str, Any]]:
+        """``(details, result_metadata)`` as the operation row stores them: the handler's, or
+        those a failure carries instead, plus the LLM tally."""
+        details = failure.details if failure and failure.details is not None else self.details
+        metadata = (failure.result_metadata if failure and failure.result_metadata is not None
+                    else self.result_metadata)
+        if self.llm is not None:
+            metadata = {**metadata, "llm": self.llm.as_dict()}
+        return details or None, metadata
+
+    # -- the wall timeout ------------------------------------------------------------------------
+
+    @contextmanager
+    def under_wall_timeout(self, seconds: float | None, *,
+                           on_stuck: Callable[[], None] | None = None) -> Iterator[None]:
+        """Run the block (the handler) under the wall timeout; ``finishing`` disarms it.
+        ``on_stuck``: what gives the job up if it is still running long after its clock (the
+        engine stops its heartbeat; ``operations.walltimeout``)."""
+        with walltimeout.armed(seconds, on_stuck=on_stuck) as alarm:
+            self._alarm = alarm
+            try:
+                yield
+            finally:
+                self._alarm = walltimeout.NO_ALARM
+
+    # -- the fenced finish -----------------------------------------------------------------------
 
     def check_fence(self) -> None:
         """Raise ``FenceLost`` unless the lease still carries this job's fence.
@@ -82,9 +135,10 @@ class Job:
         For handlers whose writes run in a transaction of their own (async retain passes this
         as ``before_commit``): the writes and the completion commit together or not at all.
         """
-        self._run_before_finishing()
+        self._alarm.disarm()  # the final write is not cut short
         if not _fence_checked:
             self.check_fence()
+        details, result_metadata = self.record()
         updated = Operation.objects.filter(
             id=self.operation.id, status=PROCESSING, fence=self.fence
         ).update(
@@ -93,8 +147,8 @@ class Job:
             updated_at=ClockTimestamp(),
             next_retry_at=None,
             error_message=None,
-            result_metadata=self.result_metadata,
-            details=self.details or None,
+            result_metadata=result_metadata,
+            details=details,
         )
         if updated != 1:
             # Recovered or cancelled meanwhile: roll the caller's writes back with it.
@@ -111,20 +165,11 @@ class Job:
         Raises ``FenceLost`` (nothing written) when the job was superseded.
         """
         with transaction.atomic():
-            self._run_before_finishing()
+            self._alarm.disarm()  # the clock bounds the work, not the commit
             self.check_fence()
             yield self
             # The lease row stays locked since the check above: no bump can have landed.
             self.complete_in_transaction(_fence_checked=True)
-
-    def before_finishing(self, callback: Callable[[], None]) -> None:
-        """Engine hook: run ``callback`` once when the handler starts its final write."""
-        self._before_finishing.append(callback)
-
-    def _run_before_finishing(self) -> None:
-        callbacks, self._before_finishing = self._before_finishing, []
-        for callback in callbacks:
-            callback()
 
     def _mark_finished(self) -> None:
         self.finished = True

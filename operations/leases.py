@@ -47,6 +47,7 @@ from operations.jobs import Job
 from operations.models import (
     CANCELLED,
     FAILED,
+    PARKED_BY,
     PENDING,
     PROCESSING,
     SUPERSEDED_BY,
@@ -97,7 +98,8 @@ RETURNING fence
 _CLAIM_SQL = """
 UPDATE operations_operation
    SET status = 'processing', fence = %s,
-       heartbeat_at = clock_timestamp(), updated_at = clock_timestamp(), next_retry_at = NULL
+       heartbeat_at = clock_timestamp(), updated_at = clock_timestamp(), next_retry_at = NULL,
+       result_metadata = result_metadata - %s
  WHERE id = %s AND status = 'pending'
    AND (next_retry_at IS NULL OR next_retry_at <= clock_timestamp())
 RETURNING *
@@ -136,7 +138,7 @@ def operation_claim(
             with connection.cursor() as cursor:
                 cursor.execute(_BUMP_SQL, [lease_key, holder])
                 (fence,) = cursor.fetchone()
-            rows = list(Operation.objects.raw(_CLAIM_SQL, [fence, operation_id]))
+            rows = list(Operation.objects.raw(_CLAIM_SQL, [fence, PARKED_BY, operation_id]))
             if not rows:
                 raise _NotClaimable
     except _NotClaimable:

@@ -4,12 +4,14 @@ wrote them) and the queue's gauges, read from the operations table at scrape tim
 The gauges are not kept by the processes that change the queue: a counter of "pending" kept in
 memory would drift with every crash, lost message and recovery, while the table is the truth
 (DESIGN: PostgreSQL is the one source of truth). One query per scrape, over the operations
-still queued (``operations.selectors.operations_queue_gauges``).
+still queued (``operations.selectors.operations_queue_gauges``). Apps above the engine add
+gauges of their own the same way (``scrape_collector_register``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 from django.http import HttpRequest, HttpResponse
 from django.views.decorators.http import require_safe
@@ -60,6 +62,16 @@ class QueueCollector:
         )
 
 
+_collectors: list[Any] = []
+
+
+def scrape_collector_register(collector: Any) -> None:
+    """Add a collector read at every scrape (an app above the engine registers its gauges in
+    its ``AppConfig.ready``: banks' token spend and budgets). Idempotent per collector class."""
+    if not any(type(c) is type(collector) for c in _collectors):
+        _collectors.append(collector)
+
+
 class _ThisProcess:
     """Without a multiprocess directory: this process's own values (a runserver, a shell)."""
 
@@ -67,13 +79,35 @@ class _ThisProcess:
         yield from REGISTRY.collect()
 
 
+class _EveryFamily:
+    """The service's counters from ``source``, plus an empty family (HELP and TYPE) for each
+    one no process has written yet: in multiprocess mode a family exists only once a series of
+    it was created, so one labelled by a bank would be missing until the first LLM call."""
+
+    def __init__(self, source: MultiProcessCollector | _ThisProcess):
+        self.source = source
+
+    def collect(self) -> Iterator[Metric]:
+        seen = set()
+        for family in self.source.collect():
+            seen.add(family.name)
+            yield family
+        for declared in metrics.FAMILIES:
+            for family in declared.describe():
+                if family.name not in seen:
+                    yield family
+
+
 def scrape_registry() -> CollectorRegistry:
+    # This process's zeros for every series whose labels the code knows (registered types too).
+    metrics.series_declare(operation_types=registered_types())
     registry = CollectorRegistry()
-    if metrics.MULTIPROC_DIR:
-        MultiProcessCollector(registry, path=metrics.MULTIPROC_DIR)
-    else:
-        registry.register(_ThisProcess())
+    source = (MultiProcessCollector(None, path=metrics.MULTIPROC_DIR) if metrics.MULTIPROC_DIR
+              else _ThisProcess())
+    registry.register(_EveryFamily(source))
     registry.register(QueueCollector())
+    for collector in _collectors:
+        registry.register(collector)
     return registry
 
 

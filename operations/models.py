@@ -43,6 +43,12 @@ TERMINAL_STATUSES: tuple[str, ...] = (COMPLETED, FAILED, CANCELLED)
 SUPERSEDED_BY = "superseded_by"
 
 
+# ``result_metadata`` key of a pending operation a handler's ``hold`` parked (``{"reason",
+# "message", …}``: what holds it back). Set by ``operations.queue.operation_park``; the claim
+# removes it.
+PARKED_BY = "parked_by"
+
+
 _OWN_KEY_PREFIX = "op:"
 
 

@@ -1,5 +1,6 @@
 """The queue's writes: submit (coalescing by the database, folding into the key's pending
-operation), release a park, send the parked operations that are due, cancel a key's parked
+operation), park a due operation a handler holds back, release a park (one, or a bank's
+parked by one reason), send the parked operations that are due, cancel a key's parked
 automatic operations.
 
 Every state change is a compare-and-set on the row's current status, in a short transaction;
@@ -24,7 +25,7 @@ from hindsight.db import ClockTimestamp
 from hindsight.errors import Conflict
 from operations import dispatch
 from operations.hooks import call_on_cancelled
-from operations.models import CANCELLED, PENDING, PROCESSING, Operation
+from operations.models import CANCELLED, PARKED_BY, PENDING, PROCESSING, Operation
 
 _SUBMIT_ATTEMPTS = 100
 
@@ -196,6 +197,47 @@ def operation_fold(
 # --------------------------------------------------------------------------------------------
 # Parking and release
 # --------------------------------------------------------------------------------------------
+
+
+_PARK_SQL = """
+UPDATE operations_operation
+   SET next_retry_at = %s, error_message = %s, dispatched_at = NULL,
+       result_metadata = result_metadata || jsonb_build_object(%s, %s::jsonb),
+       updated_at = clock_timestamp()
+ WHERE id = %s AND status = 'pending'
+   AND (next_retry_at IS NULL OR next_retry_at <= clock_timestamp())
+"""
+
+
+def operation_park(
+    *, operation_id: uuid.UUID | str, until: datetime, parked_by: dict[str, Any]
+) -> bool:
+    """Park a due pending operation until ``until`` (a handler's ``hold``): not an attempt,
+    ``retry_count`` unchanged; ``error_message`` and ``result_metadata.parked_by`` say why
+    (``parked_by["message"]``). False when it is no longer pending and due."""
+    with connection.cursor() as cursor:
+        cursor.execute(_PARK_SQL, [until, str(parked_by.get("message") or "parked"), PARKED_BY,
+                                   json.dumps(parked_by, default=str), operation_id])
+        return cursor.rowcount == 1
+
+
+def operations_release_parked(*, bank_id: str, reason: str) -> list[uuid.UUID]:
+    """Release (send now) the bank's pending operations parked by ``reason`` (``parked_by``):
+    what held them back has changed. A handler whose ``hold`` still applies parks one again."""
+    with transaction.atomic():
+        ids = list(
+            Operation.objects.filter(
+                bank_id=bank_id, status=PENDING, next_retry_at__isnull=False,
+                **{f"result_metadata__{PARKED_BY}__reason": reason},
+            ).values_list("id", flat=True)
+        )
+        if ids:
+            Operation.objects.filter(id__in=ids, status=PENDING).update(
+                next_retry_at=None, updated_at=ClockTimestamp()
+            )
+        for op_id in ids:
+            dispatch.operation_send_on_commit(operation_id=op_id)
+    return ids
 
 
 def operation_release(*, operation_id: uuid.UUID | str) -> bool:

@@ -25,16 +25,43 @@ A handler is an object (or a class, instantiated once) with:
   for what may be lost with a crash (notifications, metrics).
 - optional ``on_cancelled(job)`` — called after the operation ended ``cancelled`` (API cancel,
   superseded by a fence bump, parked op cancelled).
+- optional ``hold(pending: Pending) -> Hold | None`` — asked before a due operation is
+  claimed (its key's lock held): a ``Hold`` parks it until ``Hold.until`` instead
+  (``operations.queue.operation_park``: not an attempt, ``result_metadata.parked_by`` says
+  why), for a limit the work must wait for (a bank's token budget). Reads only; a hold that
+  raises is logged and the operation runs.
 
 Handlers register in their app's ``AppConfig.ready``.
 """
 
 from __future__ import annotations
 
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 if TYPE_CHECKING:
     from operations.jobs import Job
+
+
+@dataclass(frozen=True)
+class Pending:
+    """A due operation about to be claimed, as a handler's ``hold`` sees it."""
+
+    id: uuid.UUID
+    bank_id: str
+    operation_type: str
+    automatic: bool
+
+
+@dataclass(frozen=True)
+class Hold:
+    """Park the operation until ``until``; ``parked_by`` (with a ``reason`` and a ``message``)
+    is stored in its ``result_metadata`` and the message in its ``error_message``."""
+
+    until: datetime
+    parked_by: dict[str, Any]
 
 
 class Handler(Protocol):

@@ -97,7 +97,7 @@ def test_an_outage_costs_bounded_requests_loses_nothing_and_resumes_by_hand(
         wait_until(lambda: models.get().last_refresh_failed_at, 10, message=f"{mm_id} paused")
         model = models.get()
         assert model.content == f"# {mm_id}\n\nbefore the outage"
-        failures = MentalModelHistory.objects.filter(model=model, kind="failure")
+        failures = MentalModelHistory.objects.filter(model=model, kind="refresh_failed")
         wait_until(lambda: failures.count() == attempts, 10, message="a failure per attempt")
         assert {str(f.operation_id) for f in failures} == {op_id}
     assert not scripted_llm.overlaps

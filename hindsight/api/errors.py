@@ -44,7 +44,8 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
     if isinstance(exc, (FieldError, FieldErrors)):
         return Response({"detail": exc.errors}, status=422)
     if isinstance(exc, DomainError):
-        return Response({"detail": exc.detail}, status=exc.status_code)
+        return Response({"detail": exc.detail, **exc.body_extra()}, status=exc.status_code,
+                        headers=exc.headers() or None)
     if isinstance(exc, exceptions.ValidationError):
         return Response(validation_body(exc.detail), status=422)
     if isinstance(exc, exceptions.ParseError):

@@ -12,7 +12,10 @@ class BanksConfig(AppConfig):
 
     def ready(self) -> None:
         # Handlers import the services, whose models need the app registry ready.
+        from hindsight.banks.budget import SpendCollector  # noqa: PLC0415
         from hindsight.banks.handlers import ConsolidationHandler, RetainHandler  # noqa: PLC0415
+        from operations.metrics import scrape_collector_register  # noqa: PLC0415
 
         register(RetainHandler)
         register(ConsolidationHandler)
+        scrape_collector_register(SpendCollector())

@@ -196,6 +196,12 @@ ACCEPTED_WITHOUT_EFFECT: dict[str, Callable[[Any, Loc], Any]] = {
     "audit_log_enabled": _bool,
 }
 FIELDS.update({key: (check, lambda: None) for key, check in ACCEPTED_WITHOUT_EFFECT.items()})
+# Ours, after upstream's keys: the tokens the bank may spend on the LLM in a rolling 24 h
+# (hindsight.banks.budget); unset: the deployment's HINDSIGHT_API_LLM_TOKEN_BUDGET_PER_DAY,
+# whose absence means unlimited.
+FIELDS["llm_token_budget_per_day"] = (
+    _int_range(0, 2**62), lambda: settings.HINDSIGHT.llm_token_budget_per_day
+)
 
 _ENV_PREFIX = "HINDSIGHT_API_"
 

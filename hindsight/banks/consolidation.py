@@ -19,7 +19,8 @@ database) raises: its facts stay pending and the engine retries the operation, w
 from the rounds that had committed (what they touched is kept in ``result_metadata``).
 
 When the chain has nothing left to read (or spent ``HINDSIGHT_API_CONSOLIDATION_MAX_ROUNDS``
-rounds, in which case it queues its continuation), the operation completes and, in the same
+rounds, or the bank spent its token budget after a round — ``hindsight.banks.budget`` —, in
+which case it queues its continuation), the operation completes and, in the same
 transaction, the bank's consolidation listeners (``hindsight.banks.hooks``) hear once which tag
 scopes it touched — mental models queue their ``refresh_after_consolidation`` refreshes there.
 """
@@ -36,6 +37,7 @@ from django.conf import settings
 from django.db import transaction
 from pgvector.django import CosineDistance
 
+from hindsight.banks.budget import bank_budget_spent
 from hindsight.banks.hooks import ConsolidationCompleted, consolidation_completed_notify
 from hindsight.banks.models import MemoryUnit
 from hindsight.banks.operation_types import BankOperationType
@@ -327,7 +329,12 @@ def consolidation_run(*, job: Job) -> Touched:
     bank_id = job.bank_id
     touched = Touched.from_metadata(job.result_metadata)
     more = False
-    for _ in range(settings.HINDSIGHT.consolidation_max_rounds):
+    for index in range(settings.HINDSIGHT.consolidation_max_rounds):
+        if index and bank_budget_spent(bank_id=bank_id) is not None:
+            # The bank spent its token budget during the chain: the rounds done stand, the
+            # rest is the continuation's, which the engine parks until the budget frees.
+            more = True
+            break
         # Progress so far is what a failed attempt records, and what its retry resumes from.
         job.result_metadata = {**job.result_metadata, "consolidation": touched.as_metadata()}
         more = consolidation_round(bank_id=bank_id, job=job, touched=touched)

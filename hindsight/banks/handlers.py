@@ -9,48 +9,42 @@ so a redelivered or recovered job never inserts twice: either the first attempt 
 Consolidation: ``hindsight.banks.consolidation.consolidation_run``.
 
 Every job's LLM requests are logged under its bank and operation id, and counted in its
-``result_metadata["llm"]`` (``job_llm_accounting``).
+``result_metadata["llm"]`` (``Job.llm_accounting``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
-
 from django.db import transaction
 
 from hindsight import metrics
+from hindsight.banks.budget import budget_hold
 from hindsight.banks.consolidation import Touched, consolidation_run
+from hindsight.banks.extraction import uses_llm
 from hindsight.banks.hooks import ConsolidationCompleted, consolidation_completed_notify
 from hindsight.banks.operation_types import BankOperationType
 from hindsight.banks.retaintypes import RetainItem
 from hindsight.banks.services import memories_retain
 from hindsight.errors import DomainError, LLMNotConfigured, Unavailable, UpstreamFailed
-from hindsight.llm.context import LLMTally, llm_context
 from operations.errors import OperationFailure
 from operations.jobs import Job
 from operations.models import FAILED, Operation
-
-
-@contextmanager
-def job_llm_accounting(job: Job) -> Iterator[LLMTally]:
-    """Log the block's LLM requests under ``job`` and store their count and tokens in its
-    ``result_metadata["llm"]`` — with the completion, or with the failed attempt."""
-    with llm_context(bank_id=job.bank_id, operation=job.operation_type,
-                     operation_id=job.id) as tally:
-
-        def store() -> None:
-            job.result_metadata = {**job.result_metadata, "llm": tally.as_dict()}
-
-        job.before_finishing(store)
-        try:
-            yield tally
-        finally:
-            store()
+from operations.registry import Hold, Pending
 
 
 class RetainHandler:
     operation_type = BankOperationType.RETAIN
+
+    def hold(self, pending: Pending) -> Hold | None:
+        """A retain with items the LLM extracts waits for a spent bank's budget to free."""
+        hold = budget_hold(pending)
+        if hold is None:
+            return None
+        payload = Operation.objects.filter(id=pending.id).values_list("payload", flat=True).first()
+        try:
+            items = [RetainItem.from_json(item) for item in (payload or {}).get("items", [])]
+        except (TypeError, ValueError):
+            return None  # unreadable: its run fails it without spending
+        return hold if any(uses_llm(item) for item in items) else None
 
     def run(self, job: Job) -> None:
         try:
@@ -60,7 +54,7 @@ class RetainHandler:
             raise OperationFailure(f"retain payload unreadable: {exc}", retryable=False) from exc
         job.result_metadata = {**job.result_metadata, "items_count": len(items)}
         try:
-            with job_llm_accounting(job):
+            with job.llm_accounting():
                 memories_retain(
                     bank_id=job.bank_id,
                     items=items,
@@ -77,8 +71,11 @@ class RetainHandler:
 class ConsolidationHandler:
     operation_type = BankOperationType.CONSOLIDATION
 
+    def hold(self, pending: Pending) -> Hold | None:
+        return budget_hold(pending)
+
     def run(self, job: Job) -> None:
-        with job_llm_accounting(job):
+        with job.llm_accounting():
             try:
                 consolidation_run(job=job)
             except LLMNotConfigured as exc:

@@ -241,6 +241,10 @@ class BankStatsResponseSerializer(serializers.Serializer):
     pending_consolidation = serializers.IntegerField()
     failed_consolidation = serializers.IntegerField()
     total_observations = serializers.IntegerField()
+    # Ours (hindsight.banks.budget): the tokens of the last 24 hours and the budget (null:
+    # unlimited).
+    llm_tokens_last_24h = serializers.IntegerField()
+    llm_token_budget_per_day = serializers.IntegerField(allow_null=True)
 
     @staticmethod
     def render(stats: dict[str, Any]) -> dict[str, Any]:
@@ -262,6 +266,8 @@ class BankStatsResponseSerializer(serializers.Serializer):
             "pending_consolidation": stats["pending_consolidation"],
             "failed_consolidation": stats["failed_consolidation"],
             "total_observations": stats["total_observations"],
+            "llm_tokens_last_24h": stats["llm_tokens_last_24h"],
+            "llm_token_budget_per_day": stats["llm_token_budget_per_day"],
         }
 
 

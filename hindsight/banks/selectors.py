@@ -13,6 +13,7 @@ from django.db import connection
 from django.db.models import Count, Max, Q, Subquery
 
 from hindsight.banks import bankconfig
+from hindsight.banks.budget import bank_spend
 from hindsight.banks.models import Bank, MemoryUnit
 from hindsight.banks.operation_types import BankOperationType
 from hindsight.errors import NotFound
@@ -131,6 +132,7 @@ def bank_stats(*, bank_id: str) -> dict[str, Any]:
         failed_consolidation=Count("id", filter=failed),
     )
     operations_by_status = operation_counts(bank_id=bank_id)
+    spend = bank_spend(bank_id=bank_id)
     return {
         "bank_id": bank_id,
         "total_nodes": sum(by_type.values()),
@@ -150,6 +152,8 @@ def bank_stats(*, bank_id: str) -> dict[str, Any]:
         - aggregates["failed_consolidation"],
         "failed_consolidation": aggregates["failed_consolidation"],
         "total_observations": by_type.get("observation", 0),
+        "llm_tokens_last_24h": spend.spent,
+        "llm_token_budget_per_day": spend.budget,
     }
 
 

@@ -21,6 +21,7 @@ from django.db.models.functions import Cast
 from django.utils import timezone
 
 from hindsight.banks import bankconfig
+from hindsight.banks.budget import BUDGET_KEY, bank_budget_require, budget_parked_release
 from hindsight.banks.consolidation import consolidation_submit, consolidation_submit_after_retain
 from hindsight.banks.extraction import ExtractedFact, facts_extract_many, uses_llm
 from hindsight.banks.models import Bank, MemoryUnit
@@ -184,6 +185,7 @@ def bank_config_update(*, bank_id: str, updates: dict[str, Any]) -> Bank:
     bank_ensure(bank_id=bank_id)
     bank = Bank.objects.select_for_update().get(id=bank_id)
     config = dict(bank.config or {})
+    budget_before = config.get(BUDGET_KEY)
     for key, value in clean.items():
         if value is None:
             config.pop(key, None)
@@ -193,6 +195,8 @@ def bank_config_update(*, bank_id: str, updates: dict[str, Any]) -> Bank:
     _mirror_disposition(bank)
     bank.updated_at = ClockTimestamp()
     bank.save(update_fields=["config", "disposition", "mission", "updated_at"])
+    if config.get(BUDGET_KEY) != budget_before:
+        budget_parked_release(bank_id=bank_id)
     return bank
 
 
@@ -201,11 +205,14 @@ def bank_config_reset(*, bank_id: str) -> Bank:
     bank = Bank.objects.select_for_update().filter(id=bank_id).first()
     if bank is None:
         raise NotFound(f"Bank '{bank_id}' not found")
+    had_budget = (bank.config or {}).get(BUDGET_KEY) is not None
     bank.config = {}
     bank.disposition = dict(DEFAULT_DISPOSITION)
     bank.mission = ""
     bank.updated_at = ClockTimestamp()
     bank.save(update_fields=["config", "disposition", "mission", "updated_at"])
+    if had_budget:
+        budget_parked_release(bank_id=bank_id)
     return bank
 
 
@@ -230,6 +237,8 @@ def memories_retain_sync(*, bank_id: str, items: Sequence[RetainItem]) -> Retain
     """
     cfg = settings.HINDSIGHT
     llm_items = sum(1 for item in items if uses_llm(item))
+    if llm_items:
+        bank_budget_require(bank_id=bank_id)
     if llm_items > cfg.retain_sync_max_llm_items:
         raise FieldError(
             ("body", "items"),
@@ -402,6 +411,7 @@ def consolidation_request(*, bank_id: str) -> tuple[str, bool]:
     bank_id_validate(bank_id)
     if not settings.HINDSIGHT.llm_configured:
         raise LLMNotConfigured("consolidation")
+    bank_budget_require(bank_id=bank_id)
     with transaction.atomic():
         bank_ensure(bank_id=bank_id)
         result = consolidation_submit(bank_id=bank_id, automatic=False)
@@ -423,6 +433,8 @@ def retain_submit_async(
     The job later calls ``memories_retain`` with ``before_commit=job.complete_in_transaction``.
     """
     bank_id_validate(bank_id)
+    if any(uses_llm(item) for item in items):
+        bank_budget_require(bank_id=bank_id)
     with transaction.atomic():
         bank_ensure(bank_id=bank_id)
         result = operation_submit(

@@ -135,9 +135,10 @@ def history(entries: list[dict[str, Any]], current_content: str | None) -> None:
     for index, entry in enumerate(entries):
         kind = entry.get("kind", "version")
         title = f"#{len(entries) - index}  {entry.get('changed_at')}  {kind}"
-        if kind == "failure":
-            body = key_values("", [("reason", entry.get("reason")),
-                                   ("exception", entry.get("exception")),
+        if kind == "refresh_failed":
+            body = key_values("", [("outcome", entry.get("outcome")),
+                                   ("reason", entry.get("failure_reason")),
+                                   ("error", entry.get("error_message")),
                                    ("operation", entry.get("operation_id"))])
             out.print(Panel(body, title=title, title_align="left", border_style="red"))
             continue

@@ -158,17 +158,27 @@ def _control_socket_arguments(base: Path) -> list[str]:
 
 
 def exports(data_dir: Path) -> str:
-    """Shell ``export`` lines for the servers a running ``make run`` started (servers.json)."""
+    """Shell ``export`` lines for what a running ``make run`` started (servers.json) and the
+    secret key it signs with, so that after ``eval "$(python -m hindsight.devstack env)"`` every
+    ``manage.py`` command of that shell runs as the stack's own processes do (with the URLs set,
+    ``manage.py`` no longer looks the stack up, so the key has to come from here too)."""
     path = data_dir / "servers.json"
     if not path.exists():
         raise SystemExit(f"{path} does not exist: start the service with `make run` first")
     servers = json.loads(path.read_text())
-    lines = []
-    for variable, key in (("HINDSIGHT_API_DATABASE_URL", "database_url"),
-                          ("HINDSIGHT_API_REDIS_URL", "redis_url")):
-        if servers.get(key):
-            lines.append(f"export {variable}={shlex.quote(servers[key])}")
-    return "\n".join(lines)
+    values: dict[str, str] = {
+        variable: str(servers[key]) for variable, key in (
+            (state.DATABASE_VARIABLE, "database_url"), (state.REDIS_VARIABLE, "redis_url"))
+        if servers.get(key)
+    }
+    key_path = data_dir / state.SECRET_KEY_FILE
+    # A key this shell already exports wins (a run started with it keeps using it too).
+    if not os.environ.get(state.SECRET_VARIABLE, "").strip() and key_path.exists():
+        values[state.SECRET_VARIABLE] = key_path.read_text().strip()
+    # A worker or beat started by hand from that shell is one of the stack's processes too.
+    values[state.MARKER_VARIABLE] = "1"
+    return "\n".join(f"export {variable}={shlex.quote(value)}"
+                     for variable, value in values.items() if value)
 
 
 def main(argv: list[str] | None = None) -> int:

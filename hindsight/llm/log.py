@@ -82,9 +82,21 @@ def llm_request_record(event: LLMRequestEvent, context: LLMContext | None) -> No
         cursor.execute(_INSERT_SQL, values)
 
 
+# The banks' token budgets count the last 24 hours of rows (``hindsight.banks.budget``).
+SPEND_WINDOW = timedelta(hours=24)
+
+
 def llm_requests_purge(*, now: datetime | None = None) -> int:
-    """Delete rows older than the retention period; returns how many went."""
-    hours = settings.HINDSIGHT.llm_request_log_retention_hours
-    horizon = (now or timezone.now()) - timedelta(hours=hours)
+    """Delete rows older than the retention period; returns how many went.
+
+    A row of the last 24 hours is what a bank's token budget counts: with a retention shorter
+    than that, such a row only loses its prompt and response (its tokens stay counted)."""
+    now = now or timezone.now()
+    horizon = now - timedelta(hours=settings.HINDSIGHT.llm_request_log_retention_hours)
+    if horizon > now - SPEND_WINDOW:
+        LLMRequest.objects.filter(started_at__lt=horizon).exclude(prompt="", response="").update(
+            prompt="", response="", truncated=True
+        )
+        horizon = now - SPEND_WINDOW
     deleted, _ = LLMRequest.objects.filter(started_at__lt=horizon).delete()
     return deleted

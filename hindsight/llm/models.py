@@ -49,6 +49,9 @@ class LLMRequest(models.Model):
             models.Index(fields=["bank_id", "-started_at"], name="llmrequest_bank_started_idx"),
             models.Index(fields=["started_at"], name="llmrequest_started_idx"),
             models.Index(fields=["operation_id"], name="llmrequest_operation_idx"),
+            # A bank's spend in a window (hindsight.banks.budget) in an index-only scan.
+            models.Index(fields=["bank_id", "started_at"], include=["input_tokens", "output_tokens"],
+                         name="llmrequest_bank_spend_idx"),
         ]
 
     def __str__(self) -> str:

@@ -405,7 +405,7 @@ class MentalModelListQuerySerializer(QuerySerializer):
     tags_match = TagsMatchField(required=False, default="any", help_text="How to match tags")
     exclude_knowledge_pages = QueryBoolField(
         required=False, default=False,
-        help_text="Accepted for upstream's clients; this service has no knowledge pages",
+        help_text="Leave out the mental models that hold knowledge pages",
     )
 
 
@@ -454,7 +454,7 @@ class MentalModelResponseSerializer(serializers.Serializer):
             "last_refresh_failed_at": iso(model.last_refresh_failed_at),
             "last_full_refreshed_at": iso(model.last_full_refreshed_at),
             "created_at": iso(model.created_at),
-            "is_knowledge_page": False,
+            "is_knowledge_page": model.is_knowledge_page,
             "reflect_response": model.reflect_response if detail == "full" else None,
             "is_stale": is_stale,
         }
@@ -499,32 +499,38 @@ class MentalModelDeleteResponseSerializer(serializers.Serializer):
 
 
 class MentalModelHistoryEntrySerializer(serializers.Serializer):
-    """One history entry, newest first: a content ``version`` or a refresh ``failure``."""
+    """One history entry, newest first: a content ``version`` or a failed refresh attempt
+    (``refresh_failed``)."""
 
-    # Upstream's version entry {previous_content, previous_reflect_response, changed_at} in its
-    # wire order, then what the seed adds: ``kind`` (and, for failures, why and which operation).
+    # Upstream 1.1.0's entry {previous_content, previous_reflect_response, changed_at} in its
+    # wire order, then ``kind``; a failure record is upstream's too (kind ``refresh_failed``,
+    # outcome, failure_reason, error_message, no content), and adds which operation it was.
     previous_content = serializers.CharField(allow_null=True, allow_blank=True)
     previous_reflect_response = serializers.DictField(
-        allow_null=True, required=False, help_text="Versions only"
+        allow_null=True, help_text="Versions only (null for a failure)"
     )
     changed_at = serializers.DateTimeField()
     kind = serializers.ChoiceField(choices=HISTORY_KINDS)
-    reason = serializers.CharField(allow_null=True, required=False, help_text="Failures only")
-    exception = serializers.CharField(allow_null=True, required=False, help_text="Failures only")
+    outcome = serializers.CharField(allow_null=True, required=False, help_text="Failures only")
+    failure_reason = serializers.CharField(allow_null=True, required=False,
+                                           help_text="Failures only")
+    error_message = serializers.CharField(allow_null=True, required=False,
+                                          help_text="Failures only")
     operation_id = serializers.UUIDField(allow_null=True, required=False,
                                          help_text="Failures only")
 
     @staticmethod
     def render(entry: MentalModelHistory) -> dict[str, Any]:
-        """The declared fields in their order; a failure leaves out the versions-only field, a
-        version the failures-only ones."""
+        """The declared fields in their order; a version leaves out the failures-only ones."""
         if entry.kind == HistoryKind.FAILURE:
             return {
                 "previous_content": None,
+                "previous_reflect_response": None,
                 "changed_at": iso(entry.changed_at),
                 "kind": HistoryKind.FAILURE,
-                "reason": entry.reason,
-                "exception": entry.exception,
+                "outcome": entry.outcome,
+                "failure_reason": entry.reason,
+                "error_message": entry.exception,
                 "operation_id": str(entry.operation_id) if entry.operation_id else None,
             }
         return {

@@ -45,6 +45,7 @@ class MentalModelCollection(APIView):
             limit=query["limit"],
             offset=query["offset"],
             detail=query["detail"],
+            exclude_knowledge_pages=query["exclude_knowledge_pages"],
         )
         flags = stale_flags(page.items, last_write={bank_id: page.last_memory_write_at})
         render = s.MentalModelResponseSerializer.render

@@ -160,6 +160,71 @@ def _rank_lexically(query: str, models: list[MentalModel], limit: int) -> list[R
     return [RankedModel(m, None) for m in ordered[:limit]]
 
 
+@dataclass(frozen=True)
+class SemanticRelevance:
+    """Cosine similarity of each model with a comparable embedding to the query, by ``uid``
+    (models without one, such as an empty document, are absent), and how many were re-embedded
+    first."""
+
+    scores: dict[int, float]
+    reembedded: int
+
+
+def semantic_relevance(
+    models: Sequence[MentalModel], query: str, *,
+    query_vectors: dict[str, list[float]] | None = None,
+) -> SemanticRelevance:
+    """Re-embed the stragglers among ``models`` (seed 004) and score each against ``query``,
+    in one embedder request. Raises ``EmbeddingError`` when the embedder cannot serve it.
+    ``query_vectors``: a run's memo of query embeddings by text, read and filled here."""
+    embedder = get_embedder()
+    profile = embedder.profile
+    stragglers = [
+        m
+        for m in models
+        if needs_embedding(m, profile_model=profile.model, profile_dims=profile.dimensions)
+    ]
+    known = query_vectors.get(query) if query_vectors is not None else None
+    texts = ([] if known is not None else [query]) + [embedding_text(m) for m in stragglers]
+    vectors = embedder.embed(texts) if texts else []
+    if known is not None:
+        vectors = [known, *vectors]
+    elif query_vectors is not None:
+        query_vectors[query] = list(vectors[0])
+
+    query_vec = np.asarray(vectors[0], dtype=np.float64)
+    for model, vec in zip(stragglers, vectors[1:], strict=True):
+        text = embedding_text(model)
+        digest = content_hash(text)
+        # Compare-and-set on the text embedded: an edit that landed meanwhile keeps its own turn.
+        MentalModel.objects.filter(
+            uid=model.uid, name=model.name, content=model.content
+        ).update(
+            embedding=list(vec),
+            embedding_model=profile.model,
+            embedding_dimensions=profile.dimensions,
+            embedding_content_hash=digest,
+        )
+        model.embedding = list(vec)
+        model.embedding_model = profile.model
+        model.embedding_dimensions = profile.dimensions
+        model.embedding_content_hash = digest
+
+    scores: dict[int, float] = {}
+    for model in models:
+        comparable = (
+            model.embedding is not None
+            and (model.content or "").strip()
+            and model.embedding_model == profile.model
+            and model.embedding_dimensions == profile.dimensions
+        )
+        score = (_cosine(query_vec, model.embedding)
+                 if comparable and model.embedding is not None else None)
+        if score is not None:
+            scores[model.uid] = score
+    return SemanticRelevance(scores=scores, reembedded=len(stragglers))
+
+
 # ---------------------------------------------------------------------------------------------
 # Search
 
@@ -194,57 +259,13 @@ def mental_models_search(
 
     warnings: list[str] = []
     try:
-        embedder = get_embedder()
-        profile = embedder.profile
-        stragglers = [
-            m
-            for m in models
-            if needs_embedding(m, profile_model=profile.model, profile_dims=profile.dimensions)
-        ]
-        known = query_vectors.get(query) if query_vectors is not None else None
-        texts = ([] if known is not None else [query]) + [embedding_text(m) for m in stragglers]
-        vectors = embedder.embed(texts) if texts else []
-        if known is not None:
-            vectors = [known, *vectors]
-        elif query_vectors is not None:
-            query_vectors[query] = list(vectors[0])
+        relevance = semantic_relevance(models, query, query_vectors=query_vectors)
     except EmbeddingError as exc:
         warnings.append(f"mental-model search used lexical ranking: the embedder failed ({exc})")
         return MentalModelSearch(
             ranked=_rank_lexically(query, models, limit), semantic=False, warnings=warnings
         )
-
-    query_vec = np.asarray(vectors[0], dtype=np.float64)
-    for model, vec in zip(stragglers, vectors[1:], strict=True):
-        text = embedding_text(model)
-        digest = content_hash(text)
-        # Compare-and-set on the text embedded: an edit that landed meanwhile keeps its own turn.
-        MentalModel.objects.filter(
-            uid=model.uid, name=model.name, content=model.content
-        ).update(
-            embedding=list(vec),
-            embedding_model=profile.model,
-            embedding_dimensions=profile.dimensions,
-            embedding_content_hash=digest,
-        )
-        model.embedding = list(vec)
-        model.embedding_model = profile.model
-        model.embedding_dimensions = profile.dimensions
-        model.embedding_content_hash = digest
-
-    scored: list[tuple[MentalModel, float | None]] = []
-    for model in models:
-        comparable = (
-            model.embedding is not None
-            and (model.content or "").strip()
-            and model.embedding_model == profile.model
-            and model.embedding_dimensions == profile.dimensions
-        )
-        score = (
-            _cosine(query_vec, model.embedding)
-            if comparable and model.embedding is not None else None
-        )
-        scored.append((model, score))
+    scored = [(model, relevance.scores.get(model.uid)) for model in models]
     scored.sort(
         key=lambda pair: (
             pair[1] is None,
@@ -257,5 +278,5 @@ def mental_models_search(
         RankedModel(m, round(float(r), 6) if r is not None else None) for m, r in scored[:limit]
     ]
     return MentalModelSearch(
-        ranked=ranked, semantic=True, reembedded=len(stragglers), warnings=warnings
+        ranked=ranked, semantic=True, reembedded=relevance.reembedded, warnings=warnings
     )

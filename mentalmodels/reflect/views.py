@@ -16,6 +16,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from hindsight.api.schema import errors
+from hindsight.banks.budget import bank_budget_require
 from hindsight.banks.selectors import bank_exists
 from hindsight.errors import NotFound
 from hindsight.llm import Deadline, LLMError, LLMTimeout
@@ -40,6 +41,7 @@ class ReflectView(APIView):
         scope = data["scope"]
         if not bank_exists(bank_id=bank_id):
             raise NotFound(f"Bank '{bank_id}' not found")
+        bank_budget_require(bank_id=bank_id)
         query = data["query"]
         if data.get("context"):
             query = f"{query}\n\nContext: {data['context']}"

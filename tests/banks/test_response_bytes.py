@@ -167,7 +167,8 @@ EXPECTED: dict[str, tuple[int, str]] = {
         '":null,"recall_budget_adaptive_low":null,"recall_budget_adaptive_mid":null,"recall_bu'
         'dget_adaptive_high":null,"recall_budget_min":null,"recall_budget_max":null,"mcp_enabl'
         'ed_tools":null,"llm_gemini_safety_settings":null,"memory_defense":null,"audit_log_ena'
-        'bled":null},"overrides":{"reflect_mission":"Mission override"}}'
+        'bled":null,"llm_token_budget_per_day":null},"overrides":{"reflect_mission":"Mission o'
+        'verride"}}'
     ),
     'get-config-bare': (
         200,
@@ -192,8 +193,8 @@ EXPECTED: dict[str, tuple[int, str]] = {
         '_fixed_low":null,"recall_budget_fixed_mid":null,"recall_budget_fixed_high":null,"reca'
         'll_budget_adaptive_low":null,"recall_budget_adaptive_mid":null,"recall_budget_adaptiv'
         'e_high":null,"recall_budget_min":null,"recall_budget_max":null,"mcp_enabled_tools":nu'
-        'll,"llm_gemini_safety_settings":null,"memory_defense":null,"audit_log_enabled":null},'
-        '"overrides":{}}'
+        'll,"llm_gemini_safety_settings":null,"memory_defense":null,"audit_log_enabled":null,"'
+        'llm_token_budget_per_day":null},"overrides":{}}'
     ),
     'patch-config': (
         200,
@@ -218,8 +219,8 @@ EXPECTED: dict[str, tuple[int, str]] = {
         'fixed_low":null,"recall_budget_fixed_mid":null,"recall_budget_fixed_high":null,"recal'
         'l_budget_adaptive_low":null,"recall_budget_adaptive_mid":null,"recall_budget_adaptive'
         '_high":null,"recall_budget_min":null,"recall_budget_max":null,"mcp_enabled_tools":nul'
-        'l,"llm_gemini_safety_settings":null,"memory_defense":null,"audit_log_enabled":null},"'
-        'overrides":{"reflect_mission":"new"}}'
+        'l,"llm_gemini_safety_settings":null,"memory_defense":null,"audit_log_enabled":null,"l'
+        'lm_token_budget_per_day":null},"overrides":{"reflect_mission":"new"}}'
     ),
     'reset-config': (
         200,
@@ -244,8 +245,8 @@ EXPECTED: dict[str, tuple[int, str]] = {
         'ixed_low":null,"recall_budget_fixed_mid":null,"recall_budget_fixed_high":null,"recall'
         '_budget_adaptive_low":null,"recall_budget_adaptive_mid":null,"recall_budget_adaptive_'
         'high":null,"recall_budget_min":null,"recall_budget_max":null,"mcp_enabled_tools":null'
-        ',"llm_gemini_safety_settings":null,"memory_defense":null,"audit_log_enabled":null},"o'
-        'verrides":{}}'
+        ',"llm_gemini_safety_settings":null,"memory_defense":null,"audit_log_enabled":null,"ll'
+        'm_token_budget_per_day":null},"overrides":{}}'
     ),
     'stats': (
         200,
@@ -254,7 +255,8 @@ EXPECTED: dict[str, tuple[int, str]] = {
         '_type":{},"links_breakdown":{},"pending_operations":0,"failed_operations":1,"operatio'
         'ns_by_status":{"pending":0,"processing":0,"completed":0,"failed":1,"cancelled":0},"la'
         'st_consolidated_at":null,"last_memory_write_at":"<datetime>","pending_consolidation":'
-        '2,"failed_consolidation":0,"total_observations":1}'
+        '2,"failed_consolidation":0,"total_observations":1,"llm_tokens_last_24h":0,"llm_token_'
+        'budget_per_day":null}'
     ),
     'stats-bare': (
         200,
@@ -263,7 +265,7 @@ EXPECTED: dict[str, tuple[int, str]] = {
         'g_operations":0,"failed_operations":0,"operations_by_status":{"pending":0,"processing'
         '":0,"completed":0,"failed":0,"cancelled":0},"last_consolidated_at":null,"last_memory_'
         'write_at":null,"pending_consolidation":0,"failed_consolidation":0,"total_observations'
-        '":0}'
+        '":0,"llm_tokens_last_24h":0,"llm_token_budget_per_day":null}'
     ),
     'retain-sync': (
         200,

@@ -94,6 +94,8 @@ def test_a_sync_retain_of_50_runs_a_fixed_handful_of_queries(scripted_llm: Any) 
         assert response.status_code == 200, response.content
         sql = [q["sql"] for q in captured.captured_queries
                if not q["sql"].startswith(("SAVEPOINT", "RELEASE SAVEPOINT"))]
+        if strategy is None:  # LLM extraction: the bank's token budget first (its config)
+            assert sql.pop(0).startswith('SELECT "banks_bank"."config"')
         # One round trip creates the bank, takes the write lock, reads the stamp and the config;
         # one INSERT stores the 50 facts; one UPDATE folds them into the bank's queued
         # consolidation (the warm-up queued it).

@@ -185,7 +185,7 @@ def test_editing_the_query_while_a_refresh_is_held_refuses_its_write_and_the_fol
     # Only the follow-up wrote a version; the superseded run left no failure behind.
     versions = MentalModelHistory.objects.filter(model=model, kind="version")
     assert [v.operation_id for v in versions] == [follow_up.id]
-    assert not MentalModelHistory.objects.filter(model=model, kind="failure").exists()
+    assert not MentalModelHistory.objects.filter(model=model, kind="refresh_failed").exists()
 
 
 def test_cancel_a_parked_operation_from_the_operations_list(admin_page, live_server, bank):

@@ -171,7 +171,7 @@ def test_wait_exits_1_when_the_refresh_fails(stack: LiveStack) -> None:
     assert again.returncode == 1 and "failed" in again.stdout
     # the failure shows in the history (red failure entry in table mode)
     history = ok_json(hindsight(stack, "mental-model", "history", BANK, "doomed"))
-    assert history and history[0]["kind"] == "failure"
+    assert history and history[0]["kind"] == "refresh_failed"
 
 
 def test_a_404_and_a_422_are_one_readable_line_with_exit_1(stack: LiveStack) -> None:

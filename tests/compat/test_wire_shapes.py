@@ -251,10 +251,12 @@ def test_a_failed_refresh_reports_details_and_a_failure_entry_inside_the_client_
     model = ok(api.get(f"{MM}/m"), MentalModelResponse)
     assert model["last_refresh_failed_at"] is not None and model["content"] == ""
     [entry] = ok(api.get(f"{MM}/m/history"))
-    assert list(entry) == ["previous_content", "changed_at", "kind", "reason", "exception",
-                           "operation_id"]
-    assert entry["kind"] == "failure" and entry["previous_content"] is None
-    assert entry["reason"] == "unexpected_error" and entry["operation_id"] == op_id
+    assert list(entry) == ["previous_content", "previous_reflect_response", "changed_at", "kind",
+                           "outcome", "failure_reason", "error_message", "operation_id"]
+    assert entry["kind"] == "refresh_failed" and entry["previous_content"] is None
+    assert (entry["outcome"], entry["failure_reason"]) == ("refresh_failed_error",
+                                                           "unexpected_error")
+    assert "bad request" in entry["error_message"] and entry["operation_id"] == op_id
 
 
 @pytest.mark.parametrize(

@@ -198,6 +198,32 @@ assert.equal(removed.data.success, true);
 assert.equal(removed.data.operation_id, created.operation_id);
 step("operations");
 
+// 0.9.1's createMentalModel maps only refreshAfterConsolidation, tagsMatch and tagGroups into
+// trigger: refreshCron, mode and keepTrace are dropped (it sends trigger: {}). The README says
+// so and shows the workaround this checks: the generated sdk call sends the body as written.
+// (Tagged with a tag nothing carries: nothing in reach, so its refresh asks no LLM.)
+const nightly = await client.createMentalModel(BANK, "Nightly", "What changed?", {
+  id: "nightly",
+  tags: ["nothing-carries-this"],
+  trigger: { refreshCron: "0 3 * * *", mode: "delta", keepTrace: true },
+});
+assert.equal((await waitOperation(nightly.operation_id)).status, "completed");
+const dropped = await client.getMentalModel(BANK, "nightly", { detail: "content" });
+assert.equal(dropped.trigger.refresh_cron, null);
+assert.equal(dropped.trigger.mode, "full");
+assert.equal(dropped.trigger.keep_trace, false);
+const patched = await sdk.updateMentalModel({
+  client: raw,
+  path: { bank_id: BANK, mental_model_id: "nightly" },
+  body: { trigger: { refresh_cron: "0 3 * * *", mode: "delta", keep_trace: true } },
+});
+assert.equal(patched.error, undefined);
+assert.equal(patched.data.trigger.refresh_cron, "0 3 * * *");
+assert.equal(patched.data.trigger.mode, "delta");
+assert.equal(patched.data.trigger.keep_trace, true);
+await client.deleteMentalModel(BANK, "nightly");
+step("triggerKeysDroppedAndTheSdkWorkaround");
+
 // errors arrive as HindsightError with the status ----------------------------------------------
 await assert.rejects(
   client.createMentalModel(BANK, "bad", "q", { id: "Bad ID!" }),

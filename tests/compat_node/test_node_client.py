@@ -85,7 +85,8 @@ def test_the_npm_client_drives_the_mental_model_lifecycle(live_stack: LiveStack,
     assert summary["steps"] == [
         "createBank", "retain", "createMentalModel", "listMentalModels", "getMentalModel",
         "updateMentalModel", "refreshMentalModel", "dryRunRefreshMentalModel",
-        "clearMentalModel", "getMentalModelHistory", "operations", "deleteMentalModel",
+        "clearMentalModel", "getMentalModelHistory", "operations",
+        "triggerKeysDroppedAndTheSdkWorkaround", "deleteMentalModel",
     ]
 
 

@@ -240,7 +240,7 @@ def test_filters_stale_paused_and_trigger_kind(admin_client, bank):
 def test_change_page_lists_history_newest_first_telling_versions_from_failures(admin_client, bank):
     model = make_mental_model(bank, "m", content="new line\n")
     MentalModelHistory.objects.create(model=model, kind="version", previous_content="old line\n")
-    MentalModelHistory.objects.create(model=model, kind="failure", reason="unexpected_error",
+    MentalModelHistory.objects.create(model=model, kind="refresh_failed", reason="unexpected_error",
                                       exception="LLMProviderError: boom")
     response = admin_client.get(change_url(model))
     body = response.content.decode()
@@ -263,7 +263,7 @@ def test_diff_page_shows_a_version_side_by_side_with_the_current_content(admin_c
 
 def test_diff_page_of_a_failure_entry_is_not_found(admin_client, bank):
     model = make_mental_model(bank, "m")
-    entry = MentalModelHistory.objects.create(model=model, kind="failure", reason="x")
+    entry = MentalModelHistory.objects.create(model=model, kind="refresh_failed", reason="x")
     assert admin_client.get(f"{LIST}{model.uid}/diff/{entry.id}/").status_code == 404
 
 

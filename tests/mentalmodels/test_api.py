@@ -445,13 +445,16 @@ def test_history_lists_newest_first_with_kind_shapes(api, bank):
     model = make_mental_model(bank, "team")
     MentalModelHistory.objects.create(model=model, kind="version", previous_content="",
                                       previous_reflect_response={"based_on": {}})
-    MentalModelHistory.objects.create(model=model, kind="failure", reason="retrieval_failed",
+    MentalModelHistory.objects.create(model=model, kind="refresh_failed",
+                                      outcome="refresh_failed_error", reason="retrieval_failed",
                                       exception="RetrievalError: down")
     history = api.get(url("mm-bank", "team", "history")).json()
-    assert [h["kind"] for h in history] == ["failure", "version"]
-    assert set(history[0]) == {"kind", "changed_at", "reason", "exception", "operation_id",
-                               "previous_content"}
-    assert history[0]["previous_content"] is None
+    assert [h["kind"] for h in history] == ["refresh_failed", "version"]
+    assert set(history[0]) == {"kind", "changed_at", "outcome", "failure_reason", "error_message",
+                               "operation_id", "previous_content", "previous_reflect_response"}
+    assert history[0]["previous_content"] is None and history[0]["previous_reflect_response"] is None
+    assert (history[0]["outcome"], history[0]["failure_reason"], history[0]["error_message"]) == \
+        ("refresh_failed_error", "retrieval_failed", "RetrievalError: down")
     assert set(history[1]) == {"kind", "changed_at", "previous_content", "previous_reflect_response"}
 
 

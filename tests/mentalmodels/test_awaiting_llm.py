@@ -55,8 +55,10 @@ def test_a_refresh_without_an_llm_does_not_pause_and_runs_once_a_worker_has_one(
     assert model.last_refresh_failed_at is None  # not paused
     assert model.awaiting_llm_since is not None
     history = api.get(f"{BASE}/team/history").json()
-    assert [(e.get("reason"), "HINDSIGHT_API_LLM_MODEL" in (e.get("exception") or ""))
-            for e in history] == [(LLM_NOT_CONFIGURED, True)]
+    assert [(e["kind"], e["outcome"], e["failure_reason"],
+             "HINDSIGHT_API_LLM_MODEL" in (e["error_message"] or ""))
+            for e in history] == [("refresh_failed", "refresh_failed_error", LLM_NOT_CONFIGURED,
+                                   True)]
     assert env.requests == []  # no LLM was asked
 
     # The LLM gets configured: the worker restarts with it. No refresh call from anyone.
@@ -114,5 +116,5 @@ def test_the_catch_up_queues_one_refresh_per_awaiting_model_and_skips_paused_one
     assert again == []
     waiting.refresh_from_db()
     assert waiting.awaiting_llm_since is None
-    entries = MentalModelHistory.objects.filter(model_id=waiting.uid, kind="failure")
+    entries = MentalModelHistory.objects.filter(model_id=waiting.uid, kind="refresh_failed")
     assert [e.reason for e in entries] == [LLM_NOT_CONFIGURED]

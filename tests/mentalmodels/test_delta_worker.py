@@ -95,7 +95,7 @@ def test_all_invalid_twice_fails_the_attempt_then_the_retry_reads_the_same_windo
     assert op.status == "completed", op.error_message
     assert op.retry_count == 1
     assert seen_facts == [["Bob joined"]] * 3  # the retry read the same window
-    (failure,) = MentalModelHistory.objects.filter(model=model, kind="failure")
+    (failure,) = MentalModelHistory.objects.filter(model=model, kind="refresh_failed")
     assert failure.reason == "delta_ops_all_skipped"
     model.refresh_from_db()
     assert model.last_refresh_failed_at is None
@@ -111,7 +111,7 @@ def test_a_delta_model_is_not_paused_by_its_first_failed_attempt(
                                   "block_id": "b-missing"}])
     worker_factory(env=env.env)
     op_id = APIClient().post(f"{URL}/team/refresh", format="json").json()["operation_id"]
-    failures = MentalModelHistory.objects.filter(model=model, kind="failure")
+    failures = MentalModelHistory.objects.filter(model=model, kind="refresh_failed")
     wait_until(lambda: failures.count() >= 1, 60, message="first failed attempt")
     assert MentalModel.objects.get(uid=model.uid).last_refresh_failed_at is None
     op = finished(op_id)

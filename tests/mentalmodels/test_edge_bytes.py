@@ -1066,8 +1066,10 @@ EXPECTED: dict[str, tuple[int, str]] = {
     ),
     'history-ok': (
         200,
-        '[{"previous_content":null,"changed_at":"<datetime>","kind":"failure","reason":"empty'
-        '_candidate","exception":"boom","operation_id":"<uuid>"},{"previous_content":"old","p'
+        '[{"previous_content":null,"previous_reflect_response":null,"changed_at":"<datetime>",'
+        '"kind":"refresh_failed","outcome":"refresh_failed_empty_candidate","failure_reason":'
+        '"empty_candidate","error_message":"boom","operation_id":"<uuid>"},{"previous_content'
+        '":"old","p'
         'revious_reflect_response":{"text":"old"},"changed_at":"<datetime>","kind":"version"}'
         ']'
     ),
@@ -1241,8 +1243,10 @@ def test_edge_answers_byte_for_byte(case_id: str, method: str, path: str, body: 
                               content="# doc", reflect_response={"text": "# doc"})
     MentalModelHistory.objects.create(model=model, kind="version", previous_content="old",
                                       previous_reflect_response={"text": "old"})
-    MentalModelHistory.objects.create(model=model, kind="failure", reason="empty_candidate",
-                                      exception="boom", operation_id=UUID0)
+    MentalModelHistory.objects.create(model=model, kind="refresh_failed",
+                                      outcome="refresh_failed_empty_candidate",
+                                      reason="empty_candidate", exception="boom",
+                                      operation_id=UUID0)
     make_operation(bank_id="mm-bank", id=UUID1, mental_model_id="m1", status="completed",
                    details={"outcome": "content_written", "failure_reason": None},
                    result_metadata={"k": 1})

@@ -57,7 +57,7 @@ def test_engine_wall_timeout_backstop_stores_the_failure_trace_when_keep_trace_i
     assert trace["failure_reason"] == "unexpected_error"
     assert "wall timeout" in trace["error"]
     assert trace["duration_ms"] >= 400
-    [failure] = MentalModelHistory.objects.filter(model=model, kind="failure")
+    [failure] = MentalModelHistory.objects.filter(model=model, kind="refresh_failed")
     assert failure.reason == "unexpected_error" and "WallTimeout" in failure.exception
 
 
@@ -124,12 +124,12 @@ def test_pause_flag_is_set_once_by_the_final_attempt_and_not_before(bank, env, s
         model.refresh_from_db()
         flags.append(model.last_refresh_failed_at)
     assert flags[0] is None and flags[1] is None and flags[2] is not None
-    assert MentalModelHistory.objects.filter(model=model, kind="failure").count() == 3
+    assert MentalModelHistory.objects.filter(model=model, kind="refresh_failed").count() == 3
     # A redelivered message of the failed operation changes nothing (no second pause stamp).
     assert operation_execute(operation_id=str(op.id), holder="t") == "skipped"
     model.refresh_from_db()
     assert model.last_refresh_failed_at == flags[2]
-    assert MentalModelHistory.objects.filter(model=model, kind="failure").count() == 3
+    assert MentalModelHistory.objects.filter(model=model, kind="refresh_failed").count() == 3
     assert Operation.objects.get(id=op.id).retry_count == 2
 
 
@@ -187,12 +187,12 @@ def test_a_worker_lost_on_the_final_attempt_pauses_the_model_once(bank, env, sen
     model.refresh_from_db()
     paused_at = model.last_refresh_failed_at
     assert paused_at is not None and model.content == "kept"
-    [failure] = MentalModelHistory.objects.filter(model=model, kind="failure")
+    [failure] = MentalModelHistory.objects.filter(model=model, kind="refresh_failed")
     assert failure.reason == "unexpected_error" and "WorkerLost" in failure.exception
     assert engine.recover().recovered == []  # a second sweep finds nothing more to count
     model.refresh_from_db()
     assert model.last_refresh_failed_at == paused_at
-    assert MentalModelHistory.objects.filter(model=model, kind="failure").count() == 1
+    assert MentalModelHistory.objects.filter(model=model, kind="refresh_failed").count() == 1
 
 
 class _Killed(BaseException):
@@ -220,7 +220,7 @@ def test_final_failure_and_the_pause_commit_together_when_the_worker_dies_right_
     assert Operation.objects.get(id=op.id).status == FAILED
     model.refresh_from_db()
     assert model.last_refresh_failed_at is not None and model.content == "kept"
-    [failure] = MentalModelHistory.objects.filter(model=model, kind="failure")
+    [failure] = MentalModelHistory.objects.filter(model=model, kind="refresh_failed")
     assert failure.operation_id == op.id and failure.reason == "unexpected_error"
 
 
@@ -243,7 +243,7 @@ def test_a_failure_transaction_that_does_not_commit_leaves_no_pause_and_no_entry
     assert Operation.objects.get(id=op.id).status == "processing"  # recovery's to take
     model.refresh_from_db()
     assert model.last_refresh_failed_at is None
-    assert not MentalModelHistory.objects.filter(model=model, kind="failure").exists()
+    assert not MentalModelHistory.objects.filter(model=model, kind="refresh_failed").exists()
 
 
 def test_a_worker_lost_on_the_final_attempt_is_paused_by_the_fast_path_in_one_transaction(
@@ -266,5 +266,5 @@ def test_a_worker_lost_on_the_final_attempt_is_paused_by_the_fast_path_in_one_tr
     assert done.status == FAILED and "pool process 1 exited" in done.error_message
     model.refresh_from_db()
     assert model.last_refresh_failed_at is not None
-    [failure] = MentalModelHistory.objects.filter(model=model, kind="failure")
+    [failure] = MentalModelHistory.objects.filter(model=model, kind="refresh_failed")
     assert "WorkerLost" in failure.exception

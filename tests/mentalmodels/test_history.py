@@ -32,7 +32,7 @@ pytestmark = pytest.mark.django_db
 def kinds(model) -> dict[str, int]:
     return {
         kind: MentalModelHistory.objects.filter(model=model, kind=kind).count()
-        for kind in ("version", "failure")
+        for kind in ("version", "refresh_failed")
     }
 
 
@@ -44,12 +44,12 @@ def test_retention_caps_each_kind_separately_so_failures_never_evict_versions(ba
     for i in range(5):
         history_record_failure(model_uid=model.uid, reason="unexpected_error",
                                exception=f"boom {i}", operation_id=None)
-    assert kinds(model) == {"version": 2, "failure": 3}
-    newest_failures = MentalModelHistory.objects.filter(model=model, kind="failure")
+    assert kinds(model) == {"version": 2, "refresh_failed": 3}
+    newest_failures = MentalModelHistory.objects.filter(model=model, kind="refresh_failed")
     assert sorted(f.exception for f in newest_failures) == ["boom 2", "boom 3", "boom 4"]
     for i in range(2, 6):
         history_record_version(model=model, previous_content=f"v{i}", previous_reflect_response=None)
-    assert kinds(model) == {"version": 3, "failure": 3}
+    assert kinds(model) == {"version": 3, "refresh_failed": 3}
     kept = MentalModelHistory.objects.filter(model=model, kind="version")
     assert sorted(v.previous_content for v in kept) == ["v3", "v4", "v5"]
 
@@ -78,7 +78,7 @@ def test_final_failure_sets_the_pause_flag_and_cancels_parked_automatic_refreshe
     model.refresh_from_db()
     assert model.last_refresh_failed_at is not None
     assert Operation.objects.get(id=parked.id).status == "cancelled"
-    assert kinds(model) == {"version": 0, "failure": 2}
+    assert kinds(model) == {"version": 0, "refresh_failed": 2}
 
 
 def test_failed_refresh_keeps_its_trace_when_keep_trace_is_on(bank, scripted_llm, openai_embeddings):
@@ -100,7 +100,7 @@ def test_failed_refresh_keeps_its_trace_when_keep_trace_is_on(bank, scripted_llm
     assert model.reflect_response["text"] == "kept"
     assert len(json.dumps(trace)) < 16 * 1024
     [failure] = MentalModelHistory.objects.filter(model=model)
-    assert failure.kind == "failure" and failure.reason == "unexpected_error"
+    assert failure.kind == "refresh_failed" and failure.reason == "unexpected_error"
     assert failure.operation_id == job.operation.id
 
 

@@ -72,6 +72,8 @@ def test_one_refresh_in_the_worker_runs_these_statements(model):
         # The engine: the operation's key (for the Redis lock), then the claim — a new fence on
         # the key's lease and the compare-and-set pending → processing, in one transaction.
         "SELECT operations_operation",
+        # The handler's hold: the bank's token budget (its config; no budget, no sum).
+        "SELECT banks_bank",
         "BEGIN", "INSERT operations_lease", "UPDATE operations_operation", "COMMIT",
         # The pipeline: the model, the snapshot cutoff under the bank's write lock (lock and
         # clock in one statement, its own transaction), the newest memory in scope (the

@@ -99,7 +99,7 @@ def test_llm_that_always_errors_fails_after_retries_records_each_and_pauses(
     retries = 3  # TEST_TIMINGS worker_max_retries
     assert op.retry_count == retries
     assert len(env.requests) == 1 + retries
-    failures = MentalModelHistory.objects.filter(model=model, kind="failure")
+    failures = MentalModelHistory.objects.filter(model=model, kind="refresh_failed")
     wait_until(lambda: failures.count() == 1 + retries, 10, message="failure entries")
     assert {f.reason for f in failures} == {"unexpected_error"}
     assert all(str(f.operation_id) == op_id for f in failures)
@@ -109,7 +109,7 @@ def test_llm_that_always_errors_fails_after_retries_records_each_and_pauses(
     assert model.content == "v1"
     assert MentalModelHistory.objects.filter(model=model, kind="version").count() == 1
     history = api.get(url("team", "history")).json()
-    assert history[0]["kind"] == "failure" and history[0]["operation_id"] == op_id
+    assert history[0]["kind"] == "refresh_failed" and history[0]["operation_id"] == op_id
 
     # Fix the cause; a manual refresh that succeeds clears the flag.
     fact = make_memory(bank, "another fact", embed=True)
@@ -225,7 +225,7 @@ def test_wall_timeout_through_the_worker_is_a_recorded_failed_attempt(
                           "outcome": "refresh_failed_error", "failure_reason": "unexpected_error"}
     assert "HINDSIGHT_API_REFLECT_WALL_TIMEOUT" in op.error_message
     model = MentalModel.objects.get(mental_model_id="team")
-    wait_until(lambda: MentalModelHistory.objects.filter(model=model, kind="failure").exists(), 10,
+    wait_until(lambda: MentalModelHistory.objects.filter(model=model, kind="refresh_failed").exists(), 10,
                message="failure entry")
     assert model.content == "kept"
     assert worker.alive()

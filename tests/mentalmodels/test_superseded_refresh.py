@@ -67,7 +67,7 @@ def test_a_superseded_refresh_that_fails_records_no_failure_and_leaves_its_follo
     assert ended.status == CANCELLED and "superseded" in ended.error_message
     model = MentalModel.objects.get(bank_id=bank.id, mental_model_id="team")
     assert model.last_refresh_failed_at is None  # not paused by a run that no longer counts
-    assert not MentalModelHistory.objects.filter(model=model, kind="failure").exists()
+    assert not MentalModelHistory.objects.filter(model=model, kind="refresh_failed").exists()
     follower.refresh_from_db()
     assert follower.status == PENDING and follower.retry_count == 0
     assert follower.next_retry_at is None  # runs at once, not after a backoff

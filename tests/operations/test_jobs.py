@@ -3,6 +3,8 @@ fenced finish (``finishing`` / ``complete_in_transaction``)."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from django.db import connection, transaction
 
@@ -105,15 +107,21 @@ def test_job_payload_and_metadata_are_copies_not_the_operation_s_own(bank, sent)
 # --- the fenced finish --------------------------------------------------------------------------
 
 
-def test_before_finishing_callbacks_run_once_when_the_final_write_starts(bank, sent) -> None:
+def test_finishing_disarms_the_wall_timeout_before_the_final_write(bank, sent) -> None:
     job = _claimed_job()
-    calls: list[str] = []
-    job.before_finishing(lambda: calls.append("first"))
-    job.before_finishing(lambda: calls.append("second"))
-    assert calls == []
+    with job.under_wall_timeout(0.3), job.finishing():
+        time.sleep(0.6)  # past the wall timeout: the commit is not cut short
+    assert Operation.objects.get(id=job.id).status == COMPLETED
+
+
+def test_the_completion_stores_the_llm_tally_of_the_job(bank, sent) -> None:
+    job = _claimed_job()
+    with job.llm_accounting() as tally:
+        tally.add(input_tokens=3, output_tokens=2, error=False)
     with job.finishing():
-        assert calls == ["first", "second"]
-    assert calls == ["first", "second"]
+        pass
+    assert Operation.objects.get(id=job.id).result_metadata["llm"] == {
+        "requests": 1, "errors": 0, "input_tokens": 3, "output_tokens": 2, "total_tokens": 5}
 
 
 def test_finished_is_set_only_once_the_completion_commits(

@@ -1,28 +1,30 @@
-"""The wall timeout of one job, in any pool: one watchdog thread per process, no signal.
+"""The wall timeout of a running job: the one place that knows how a handler is cut short.
 
-A job runs in a Celery pool slot — a prefork child's main thread or one thread of a ``threads``
-pool among many. ``SIGALRM`` reaches only a main thread (and there is one timer per process),
-so each slot arms a ``Slot`` with the watchdog instead. When a slot's time is up the watchdog:
+``armed(seconds)`` bounds the block it wraps: past ``seconds`` the handler's code raises
+``WallTimeout`` (a failed, retryable attempt). ``disarm()`` on what it yields ends the bound
+early — ``Job.finishing`` calls it as the final write starts, since the clock bounds the work,
+not the commit.
+
+It works in any pool slot — a prefork child's main thread or one thread of a ``threads`` pool
+among many — with one watchdog thread per process instead of a signal timer (``SIGALRM``
+reaches a main thread only, one timer per process). When a slot's time is up the watchdog:
 
 1. raises ``WallTimeout`` in the slot's thread: in a pool thread by ``PyThreadState_SetAsyncExc``
    — it surfaces at the thread's next Python instruction, at once in Python code or as soon as
    a blocking call returns; in a main thread (a prefork child) by a ``SIGALRM`` sent to it, whose
    handler raises, so a blocking sleep or read is interrupted too;
-2. cancels the slot's database query in flight, if any (psycopg's ``cancel_safe``), so a stuck
-   query returns at once;
+2. cancels the slot's database query in flight, if any (psycopg's ``cancel_safe``);
 3. sets the slot's event: code that waits on purpose waits through ``slot_wait`` (an
    interruptible sleep that raises ``WallTimeout``), not ``time.sleep``.
 
-A blocking call that never returns would never reach that instruction; LLM requests cannot be
-one (the gateway caps every request's timeout at the slot's remaining time,
-``hindsight.llm.slot_deadline``). The hard backstop for anything else: ``grace_seconds`` after
-firing, a slot still running gets its ``on_stuck`` callback (the engine stops that job's
-heartbeat, so the beat's sweep recovers the operation and bumps its fence, refusing the stuck
-slot's writes), the rest of the process keeps running.
+No LLM request outlives the clock: the block runs under ``hindsight.llm.slot_deadline``, which
+caps every request's timeout at the slot's remaining time. The hard backstop for a call that
+never returns: ``grace_seconds`` after firing, a slot still armed gets its ``on_stuck`` callback
+(the engine stops that job's heartbeat, so the beat's sweep recovers the operation and bumps its
+fence, refusing the stuck slot's writes) while the rest of the process keeps running.
 
-Disarmed as soon as the handler starts its final write (``job.finishing()``): the clock bounds
-the work, not the commit. Arming and disarming take a per-slot lock with the watchdog's firing,
-so a disarmed slot is never fired at.
+Arming and disarming take a per-slot lock with the watchdog's firing, so a disarmed slot is
+never fired at, and a timeout fired but not surfaced yet is withdrawn by ``disarm``.
 """
 
 from __future__ import annotations
@@ -35,9 +37,13 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
+from django.db import DEFAULT_DB_ALIAS, connections
+
+from hindsight.llm import Deadline, slot_deadline
 from operations.errors import WallTimeout
 
 log = logging.getLogger(__name__)
@@ -185,13 +191,32 @@ def _the_watchdog() -> _Watchdog:
         return _watchdog
 
 
-def slot_arm(seconds: float, *, on_stuck: Callable[[], None] | None = None,
-             connection: Any | None = None) -> Slot:
-    """Arm a wall timeout of ``seconds`` for the calling thread; ``disarm()`` it when done."""
-    slot = Slot(seconds, on_stuck=on_stuck, connection=connection)
+class _NoAlarm:
+    def disarm(self) -> None:
+        pass
+
+
+NO_ALARM: Any = _NoAlarm()
+
+
+@contextmanager
+def armed(seconds: float | None, *,
+          on_stuck: Callable[[], None] | None = None) -> Iterator[Slot | _NoAlarm]:
+    """Raise ``WallTimeout`` inside the block after ``seconds`` (None or ≤ 0: no bound), in the
+    calling thread; ``on_stuck`` runs (in the watchdog's thread) if the block is still running
+    ``grace_seconds`` after that."""
+    if seconds is None or seconds <= 0:
+        yield NO_ALARM
+        return
+    # The calling thread's database wrapper (``django.db.connection`` is a per-thread proxy).
+    slot = Slot(seconds, on_stuck=on_stuck, connection=connections[DEFAULT_DB_ALIAS])
     _current.slot = slot
     _the_watchdog().schedule(slot.deadline, slot, backstop=False)
-    return slot
+    try:
+        with slot_deadline(Deadline(seconds)):
+            yield slot
+    finally:
+        slot.disarm()
 
 
 def current_slot() -> Slot | None:
