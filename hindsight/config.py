@@ -28,6 +28,10 @@ MCP_TOOL_NAMES = (
     "create_mental_model", "list_mental_models", "get_mental_model", "update_mental_model",
     "delete_mental_model", "refresh_mental_model", "clear_mental_model",
     "reflect", "retain", "recall", "get_operation",
+    # hindsight.mcp_server.knowledge_tools
+    "get_knowledge_base_tree", "search_knowledge_base", "get_knowledge_page",
+    "create_knowledge_folder", "create_knowledge_page", "update_knowledge_node",
+    "delete_knowledge_node",
 )
 
 

@@ -175,6 +175,35 @@ class HindsightApi:
     def mental_model_dry_run(self, bank_id: str, mental_model_id: str) -> Any:
         return self.request("POST", self._mm(bank_id, mental_model_id) + "/dry-run-refresh")
 
+    # knowledge base ---------------------------------------------------------------------
+
+    def _kb(self, bank_id: str, rest: str) -> str:
+        return f"/banks/{_seg(bank_id)}/knowledge-base/{rest}"
+
+    def kb_tree(self, bank_id: str, **params: Any) -> Any:
+        return self.request("GET", self._kb(bank_id, "tree"), params=params)
+
+    def kb_folder_create(self, bank_id: str, body: dict[str, Any]) -> Any:
+        return self.request("POST", self._kb(bank_id, "folders"), json=body)
+
+    def kb_page_create(self, bank_id: str, body: dict[str, Any]) -> Any:
+        return self.request("POST", self._kb(bank_id, "pages"), json=body)
+
+    def kb_page_get(self, bank_id: str, page_id: str) -> Any:
+        return self.request("GET", self._kb(bank_id, f"pages/{_seg(page_id)}"))
+
+    def kb_search(self, bank_id: str, **params: Any) -> Any:
+        return self.request("GET", self._kb(bank_id, "search"), params=params)
+
+    def kb_node_update(self, bank_id: str, node_id: str, body: dict[str, Any]) -> Any:
+        return self.request("PATCH", self._kb(bank_id, f"nodes/{_seg(node_id)}"), json=body)
+
+    def kb_node_delete(self, bank_id: str, node_id: str) -> Any:
+        return self.request("DELETE", self._kb(bank_id, f"nodes/{_seg(node_id)}"))
+
+    def kb_export(self, bank_id: str) -> Any:
+        return self.request("GET", self._kb(bank_id, "export"))
+
     # operations -------------------------------------------------------------------------
 
     def _op(self, bank_id: str, operation_id: str | None = None) -> str:

@@ -28,6 +28,7 @@ from pydantic import Field
 
 from hindsight.cli.api import ApiError, HindsightApi
 from hindsight.config import MCP_TOOL_NAMES
+from hindsight.mcp_server.knowledge_tools import KNOWLEDGE_TOOL_ANNOTATIONS, knowledge_tools
 
 TagsMatch = Literal["any", "all", "any_strict", "all_strict", "exact"]
 ListTagsMatch = Literal["any", "all", "exact"]
@@ -257,6 +258,7 @@ TOOLS: dict[str, Callable[..., dict[str, Any]]] = {
         reflect, retain, recall, get_operation,
     )
 }
+TOOLS.update(knowledge_tools(_call))
 assert tuple(TOOLS) == MCP_TOOL_NAMES, "hindsight.config.MCP_TOOL_NAMES lists every tool"
 
 
@@ -291,5 +293,6 @@ def build_server(enabled: Iterable[str] = ()) -> MCPServer:
     for name in names:
         fn = TOOLS[name]
         server.add_tool(fn, name=name, description=inspect.getdoc(fn),
+                        annotations=KNOWLEDGE_TOOL_ANNOTATIONS.get(name),
                         structured_output=False)
     return server
