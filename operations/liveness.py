@@ -3,8 +3,9 @@
 A prefork worker's main process sees a child die and recovers its job at once
 (``operations.tasks.RunRequest``). A ``threads``-pool worker runs every job in one process: when
 that process is killed nobody inside it is left to notice. So every such process keeps a beacon
-— its name (``host:pid``, the prefix of the ``holder`` its jobs claim with) in one Redis sorted
-set, scored with the Redis server's clock — refreshed every ``BEACON_INTERVAL_SECONDS``, and
+— its name (``host:pid``, the prefix of the ``holder`` its jobs claim with) in a Redis sorted set
+per task queue (its peers are the workers of its queue, where a recovered job's retry is sent),
+scored with the Redis server's clock — refreshed every ``BEACON_INTERVAL_SECONDS``, and
 every beacon thread also looks for peers whose beacon went stale (older than
 ``BEACON_STALE_SECONDS``): their processing operations are recovered at once through the same
 path as a dead prefork child's (``engine.operation_worker_lost``: key lock freed, attempt
@@ -22,6 +23,7 @@ import threading
 from collections.abc import Callable
 
 import redis
+from django.conf import settings
 from django.db import connection
 
 from hindsight.db import connection_release_to_pool
@@ -30,7 +32,7 @@ from operations.models import PROCESSING, Lease, Operation, lease_key_for
 
 log = logging.getLogger(__name__)
 
-BEACONS = "hindsight:worker-beacons"
+BEACONS = "hindsight:worker-beacons:"  # + the task queue: peers are the workers of one queue
 BEACON_INTERVAL_SECONDS = 1.0
 BEACON_STALE_SECONDS = 5.0
 # A stale beacon is forgotten after this long (its jobs were recovered long before).
@@ -50,15 +52,19 @@ def beacon_name(*, hostname: str | None, pid: int) -> str:
     return f"{hostname or 'local'}:{pid}"
 
 
+def _beacons() -> str:
+    return BEACONS + settings.HINDSIGHT.task_queue
+
+
 def beacon_beat(name: str) -> list[str]:
     """Refresh ``name``'s beacon; return the names of the stale ones (dead processes)."""
-    stale = redis_client().eval(_BEAT_SCRIPT, 1, BEACONS, name, BEACON_STALE_SECONDS,
+    stale = redis_client().eval(_BEAT_SCRIPT, 1, _beacons(), name, BEACON_STALE_SECONDS,
                                 BEACON_FORGET_SECONDS)
     return [s.decode() if isinstance(s, bytes) else str(s) for s in stale]
 
 
 def beacon_forget(name: str) -> None:
-    redis_client().zrem(BEACONS, name)
+    redis_client().zrem(_beacons(), name)
 
 
 def held_by(process_names: list[str]) -> list[tuple[str, str]]:

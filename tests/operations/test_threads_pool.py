@@ -122,11 +122,12 @@ def test_a_killed_threads_worker_is_recovered_by_its_peer_within_seconds(
     second = wait_until(second_attempt, timeout=bound, interval=0.05,
                         message="the recovered claim")
     elapsed = time.monotonic() - killed_at
-    assert elapsed < bound and second["pid"] == peer.pid and second["fence"] > first["fence"]
+    # Any live threads worker's watch may recover it (no beat runs, the sweep is off).
+    assert elapsed < bound and second["pid"] != first["pid"] and second["fence"] > first["fence"]
     wait_until(_all([op.id]), timeout=20, message="completion")
     assert Operation.objects.get(id=op.id).retry_count == 1
     assert len(effects([op.id])) == 1
-    assert "stopped beating" in peer.log()
+    assert peer.alive()
     print(f"\nkill -> recovered claim by the peer: {elapsed:.2f}s")
 
 
@@ -148,10 +149,11 @@ def test_fencing_refuses_the_write_of_a_slot_superseded_while_it_waited_on_the_l
     assert [r["outcome"] for r in job_log([op.id])] == ["fence_lost"]
 
 
-def _worker_connections() -> int:
+def _worker_connections(worker) -> int:
+    """The worker's connections (``application_name`` names its node, ``name@host``)."""
     with connection.cursor() as cursor:
         cursor.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
-                       "AND application_name LIKE 'hindsight-worker %%'")
+                       "AND application_name LIKE %s", [f"hindsight-worker {worker.name}@%"])
         return int(cursor.fetchone()[0])
 
 
@@ -163,13 +165,13 @@ def test_slots_waiting_on_the_llm_keep_their_heartbeats_and_hold_no_connection(
                         heartbeat_seconds=0.3, redispatch_after_seconds=600.0)
     waiting = 12
     scripted_llm.script(*[Reply.delay(4.0, Reply.text(f"answer {i}")) for i in range(waiting)])
-    worker_factory(concurrency=waiting, pool=THREADS,
-                   env={**scripted_llm.env, "HINDSIGHT_API_WORKER_DB_POOL_SIZE": "3"})
+    worker = worker_factory(concurrency=waiting, pool=THREADS,
+                            env={**scripted_llm.env, "HINDSIGHT_API_WORKER_DB_POOL_SIZE": "3"})
     ops = [submit_job(key=f"wait{i}", llm="think", effect=True) for i in range(waiting)]
     assert scripted_llm.wait_for_requests(waiting, timeout=30), "not every slot reached the LLM"
     peak = 0
     for _ in range(10):  # while all of them wait on the LLM
-        peak = max(peak, _worker_connections())
+        peak = max(peak, _worker_connections(worker))
         time.sleep(0.2)
     assert 1 <= peak <= 3, f"{waiting} slots waiting on the LLM held {peak} database connections"
     assert statuses([o.id for o in ops]) == {str(o.id): PROCESSING for o in ops}
