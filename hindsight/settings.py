@@ -146,6 +146,8 @@ SPECTACULAR_SETTINGS = {
         "DryRunRefreshOutcome": "mentalmodels.api.preview.DRY_RUN_OUTCOMES",
         "RefreshFailureReason": "mentalmodels.api.operation_details.REFRESH_FAILURE_REASONS",
         "OperationStatus": "operations.api.serializers.OPERATION_STATUSES",
+        "TriggerFactType": "mentalmodels.triggers.FACT_TYPES",
+        "FactType": "hindsight.api.serializers.FACT_TYPES",
     },
 }
 

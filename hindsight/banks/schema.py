@@ -12,32 +12,17 @@ from __future__ import annotations
 
 import json
 from datetime import datetime
-from typing import Any, ClassVar
+from typing import Any
 
 from drf_spectacular.extensions import OpenApiSerializerFieldExtension
-from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter
 from rest_framework import serializers
 
-from hindsight.api.schema import (  # noqa: F401  (the query parameters are re-exported)
-    ClosedObjectExtension,
-    query_bool,
-    query_enum,
-    query_int,
-    query_tags,
-    query_text,
-)
 from hindsight.banks import selectors
 from hindsight.banks.models import Bank, MemoryUnit
 from hindsight.banks.recall import RecallHit
 from hindsight.banks.retaintypes import RetainResult, Usage
-from hindsight.banks.selectors import TIME_FIELDS
-from hindsight.banks.serializers import OBSERVATION_SCOPE_MODES
+from hindsight.banks.serializers import MEMORY_FACT_TYPES, OBSERVATION_SCOPE_MODES
 from hindsight.llm.models import LLMRequest
-from hindsight.tagscope import TAGS_MATCH_MODES
-
-MEMORY_FACT_TYPES = ("world", "experience", "observation", "opinion")
-TAG_SOURCES = ("memories", "mental_models")
 
 # --- request fields the serializers define by hand --------------------------------------------
 
@@ -52,7 +37,7 @@ _TAG_GROUP = {
 class AnyJSONFieldExtension(OpenApiSerializerFieldExtension):
     """``tag_groups`` (recall) and config ``updates`` values: any JSON, checked by the service."""
 
-    target_class = "hindsight.api.serializers.AnyJSONField"
+    target_class = "hindsight.api.serializers.AnyJSON"
 
     def map_serializer_field(self, auto_schema: Any, direction: str) -> dict[str, Any]:
         if self.target.field_name == "tag_groups":
@@ -109,16 +94,6 @@ class TagScopeListFieldExtension(OpenApiSerializerFieldExtension):
     def map_serializer_field(self, auto_schema: Any, direction: str) -> dict[str, Any]:
         return {"type": "array", "items": {"type": "array", "items": {"type": "string"}},
                 "nullable": True}
-
-
-class RecallIncludeExtension(ClosedObjectExtension):
-    # Recall's ``include`` is upstream's ``IncludeOptions`` (reflect has an ``include`` too).
-    target_class = "hindsight.banks.serializers.IncludeSerializer"
-    match_subclasses = False
-    priority = 1
-    component_names: ClassVar[dict[str, str]] = {
-        "hindsight.banks.serializers.IncludeSerializer": "IncludeOptions",
-    }
 
 
 # --- responses ---------------------------------------------------------------------------------
@@ -471,42 +446,6 @@ class ListTagsResponseSerializer(serializers.Serializer):
                 "limit": limit, "offset": offset}
 
 
-# --- query parameters --------------------------------------------------------------------------
-
-
-# PostgreSQL's OFFSET is a bigint; the views refuse what is past it (a 422).
-OFFSET_MAX = 2**31 - 1
-PAGE = (query_int("limit", 100, maximum=1000), query_int("offset", 0, maximum=OFFSET_MAX))
-
-BANK_LIST_PARAMS = [query_text("q", "Case-insensitive substring filter on bank id or name"), *PAGE]
-STATS_PARAMS = [query_bool("refresh", "Accepted for upstream's clients; stats are always fresh")]
-MEMORY_LIST_PARAMS = [
-    query_enum("type", MEMORY_FACT_TYPES, description="Only memories of this fact type"),
-    query_text("q", "Case-insensitive substring filter on text and context"),
-    query_text("document_id"),
-    query_tags(),
-    query_enum("tags_match", TAGS_MATCH_MODES, default="any"),
-    query_enum("consolidation_state", ("pending", "done", "failed"),
-               description="'failed' selects nothing: consolidation records no failure here"),
-    query_enum("state", ("valid", "invalidated"),
-               description="'invalidated' selects nothing: no memory is invalidated here"),
-    query_text("entity_id", "Selects nothing: entities are kept as text, not linked rows"),
-    query_enum("time_field", tuple(TIME_FIELDS),
-               description="Time axis to filter and order by"),
-    OpenApiParameter("start_date", OpenApiTypes.DATETIME, OpenApiParameter.QUERY,
-                     description="From this ISO date-time (inclusive)"),
-    OpenApiParameter("end_date", OpenApiTypes.DATETIME, OpenApiParameter.QUERY,
-                     description="Until this ISO date-time (exclusive)"),
-    *PAGE,
-]
-TAG_LIST_PARAMS = [
-    query_enum("source", TAG_SOURCES, default="memories"),
-    query_text("q", "Wildcard pattern ('*'), case-insensitive"),
-    *PAGE,
-]
-
-
-
 # --- consolidation and the LLM request log -----------------------------------------------------
 
 
@@ -644,30 +583,3 @@ class LLMRequestStatsResponseSerializer(serializers.Serializer):
                 for row in buckets
             ],
         }
-
-
-LLM_REQUEST_STATUSES = ("success", "error")
-LLM_CALL_TYPES = ("llm", "embedding", "rerank", "decision")
-LLM_REQUEST_PARAMS = [
-    query_enum("status", LLM_REQUEST_STATUSES),
-    query_text("operation", "Operation type: retain, consolidation, refresh_mental_model, reflect"),
-    query_text("scope", "What the call was for (the gateway's purpose)"),
-    query_enum("call_type", LLM_CALL_TYPES,
-               description="Only 'llm' requests are logged here; the other kinds select nothing"),
-    query_text("provider"),
-    query_text("trace_id", "One operation run: its operation id"),
-    query_text("document_id", "Accepted; selects nothing (requests are not linked to documents)"),
-    query_text("memory_id", "Accepted; selects nothing (requests are not linked to memories)"),
-    query_bool("group", "Accepted; requests are always paginated one by one"),
-    OpenApiParameter("start_date", OpenApiTypes.DATETIME, OpenApiParameter.QUERY,
-                     description="From this ISO date-time (inclusive)"),
-    OpenApiParameter("end_date", OpenApiTypes.DATETIME, OpenApiParameter.QUERY,
-                     description="Until this ISO date-time (exclusive)"),
-    query_int("limit", 50, minimum=1, maximum=500),
-    query_int("offset", 0, maximum=OFFSET_MAX),
-]
-LLM_REQUEST_STATS_PARAMS = [
-    query_text("operation"),
-    query_enum("call_type", LLM_CALL_TYPES),
-    query_enum("period", ("1d", "7d", "30d"), default="7d"),
-]

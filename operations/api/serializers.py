@@ -22,7 +22,14 @@ from typing import Any
 from drf_spectacular.extensions import OpenApiSerializerFieldExtension
 from rest_framework import serializers
 
-from hindsight.api.serializers import QuerySerializer
+from hindsight.api.serializers import (
+    Boolean,
+    Choice,
+    Query,
+    Text,
+    limit_field,
+    offset_field,
+)
 from operations.api.details import details_serializer, details_shape
 from operations.models import STATUSES, SUPERSEDED_BY, TERMINAL_STATUSES, Operation
 from operations.selectors import OperationReport
@@ -236,22 +243,16 @@ class OperationActionResponseSerializer(serializers.Serializer):
 # --- query strings -------------------------------------------------------------------------------
 
 
-class OperationsListQuery(QuerySerializer):
-    status = serializers.ChoiceField(choices=STATUSES, required=False, allow_null=True,
-                                     allow_blank=True, help_text="Only operations in this status")
-    type = serializers.CharField(
-        required=False, allow_null=True, allow_blank=True, max_length=64,
-        help_text="Only operations of this type (e.g. refresh_mental_model)",
-    )
-    limit = serializers.IntegerField(required=False, default=20, min_value=1, max_value=100)
-    # Past PostgreSQL's bigint an OFFSET is a database error; no page is that far anyway.
-    offset = serializers.IntegerField(required=False, default=0, min_value=0,
-                                      max_value=2**31 - 1)
-    exclude_parents = serializers.BooleanField(
-        required=False, default=False, help_text="Accepted for upstream's clients; no effect here"
-    )
+class OperationsListQuery(Query):
+    status = Choice(choices=STATUSES, required=False, help_text="Only operations in this status")
+    type = Text(required=False, max_length=64,
+                help_text="Only operations of this type (e.g. refresh_mental_model)")
+    limit = limit_field(20, 100)
+    offset = offset_field()
+    exclude_parents = Boolean(required=False, default=False,
+                              help_text="Accepted for upstream's clients; no effect here")
 
 
-class OperationGetQuery(QuerySerializer):
-    include_payload = serializers.BooleanField(required=False, default=False,
-                                               help_text="Include the submitted task payload")
+class OperationGetQuery(Query):
+    include_payload = Boolean(required=False, default=False,
+                              help_text="Include the submitted task payload")

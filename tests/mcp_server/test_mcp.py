@@ -1,6 +1,7 @@
-"""The MCP server driven by the SDK's own client, over stdio (``hindsight mcp --bank``, a real
-subprocess of the installed console script) and over streamable HTTP (``/mcp`` on the live
-server), against a real worker and the scripted LLM.
+"""The MCP server driven by the SDK's own client against a real worker and the scripted LLM:
+over the SDK's in-memory transport (the server ``hindsight mcp`` builds, its tools calling the
+REST API of the live server over HTTP), over streamable HTTP (``/mcp`` on the live server), and
+once over stdio (``hindsight mcp``, a real subprocess of the installed console script).
 """
 
 from __future__ import annotations
@@ -20,7 +21,9 @@ from django.utils import timezone
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
+from hindsight.cli.api import HindsightApi
 from hindsight.config import MCP_TOOL_NAMES
+from hindsight.mcp_server.tools import ToolBackend, build_server, set_backend
 from tests.live import LiveStack, write_documents
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.integration]
@@ -37,6 +40,13 @@ def stdio_client(stack: LiveStack, *extra: str, env: dict[str, str] | None = Non
         env={"PATH": "/usr/bin:/bin", **(env or {})},
     )
     return Client(params, read_timeout_seconds=60)
+
+
+def memory_client(stack: LiveStack, bank: str | None = BANK) -> Client:
+    """What ``hindsight --api-url URL mcp [--bank BANK]`` serves, in this process: call it inside
+    the session's event loop (the tools read their backend from the context)."""
+    set_backend(ToolBackend(api=HindsightApi(stack.url), default_bank=bank))
+    return Client(build_server(), read_timeout_seconds=60)
 
 
 def http_client(stack: LiveStack, path: str = f"/mcp/{BANK}/", **headers: str) -> Client:
@@ -78,12 +88,12 @@ def stack(live_stack: LiveStack) -> LiveStack:
     return live_stack
 
 
-TRANSPORTS = ["stdio", "http"]
+TRANSPORTS = ["memory", "http"]
 
 
 def factory(stack: LiveStack, transport: str) -> Callable[[], Client]:
-    if transport == "stdio":
-        return lambda: stdio_client(stack, "--bank", BANK)
+    if transport == "memory":
+        return lambda: memory_client(stack)
     return lambda: http_client(stack)
 
 
@@ -269,13 +279,13 @@ def test_enabled_tools_restrict_the_list(stack: LiveStack, settings: Any) -> Non
         "recall", "get_operation"]
 
 
-def test_stdio_without_a_bank_asks_for_bank_id(stack: LiveStack) -> None:
+def test_without_a_bank_the_tools_ask_for_bank_id(stack: LiveStack) -> None:
     async def body(client: Client) -> None:
         text = await call_error(client, "list_mental_models")
         assert "bank_id is required" in text
         assert (await call(client, "list_mental_models", bank_id=BANK))["total"] == 0
 
-    run(lambda: stdio_client(stack), body)
+    run(lambda: memory_client(stack, bank=None), body)
 
 
 def test_concurrent_http_requests_share_the_server_safely(stack: LiveStack) -> None:
