@@ -20,16 +20,24 @@ LLM_PROVIDERS = ("openai", "none")
 EMBEDDINGS_PROVIDERS = ("local", "openai")
 LOCAL_EMBEDDING_MODEL = "all-MiniLM-L6-v2"
 LOCAL_EMBEDDING_DIMENSIONS = 384
-# The MCP server's tools (hindsight/mcp_server/tools.py); HINDSIGHT_API_MCP_ENABLED_TOOLS picks.
-MCP_TOOL_NAMES = (
-    "create_mental_model", "list_mental_models", "get_mental_model", "update_mental_model",
+# The MCP server's tools, upstream 1.1.0's names in its order (hindsight/mcp_server/tools.py,
+# then the knowledge base's in knowledge_tools.py); HINDSIGHT_API_MCP_ENABLED_TOOLS picks.
+MCP_CORE_TOOL_NAMES = (
+    "retain", "sync_retain", "recall", "reflect", "list_banks", "create_bank",
+    "list_mental_models", "get_mental_model", "create_mental_model", "update_mental_model",
     "delete_mental_model", "refresh_mental_model", "clear_mental_model",
-    "reflect", "retain", "recall", "get_operation",
-    # hindsight.mcp_server.knowledge_tools
+    "list_memories", "list_operations", "get_operation", "cancel_operation", "list_tags",
+    "get_bank", "get_bank_stats", "update_bank", "delete_bank",
+)
+# hindsight.mcp_server.knowledge_tools
+MCP_KNOWLEDGE_TOOL_NAMES = (
     "get_knowledge_base_tree", "search_knowledge_base", "get_knowledge_page",
     "create_knowledge_folder", "create_knowledge_page", "update_knowledge_node",
     "delete_knowledge_node",
 )
+MCP_TOOL_NAMES = MCP_CORE_TOOL_NAMES + MCP_KNOWLEDGE_TOOL_NAMES
+# Offered only across banks (/mcp, `hindsight mcp` without --bank), as upstream.
+MCP_ONE_BANK_EXCLUDED = frozenset({"list_banks", "create_bank", "get_bank_stats"})
 
 
 # The configuration rules, each with a stable system-check id (``hindsight.checks``).

@@ -41,14 +41,13 @@ def refused(
 class LLMStep:
     """A step of the refresh that asks the LLM, and what an LLM error means in it."""
 
-    waiting_for: str  # what a timeout was waiting for
     says: str  # how a provider error is reported
     outcome: str  # the outcome and reason of a provider error here
     reason: str
     suffix: str = ""
-    # Structured output is a step of its own: when it cannot be produced in time, the document
-    # it would have come from is not the failure, the extraction is (RF-7).
-    timeout_fails_the_step: bool = False
+    # What a timeout was waiting for; None: a timeout fails the step like a provider error
+    # (structured output: the document it would have come from is not the failure, RF-7).
+    waiting_for: str | None = None
 
 
 GATHER = LLMStep(
@@ -61,9 +60,9 @@ DELTA_OPERATIONS = LLMStep(
     reason=RefreshFailureReason.DELTA_OPS_FAILED, suffix=DELTA_UNTOUCHED,
 )
 STRUCTURED_OUTPUT = LLMStep(
-    waiting_for="the structured output", says="structured output could not be produced",
+    says="structured output could not be produced",
     outcome=RefreshOutcome.REFRESH_FAILED_STRUCTURED_OUTPUT,
-    reason=RefreshFailureReason.STRUCTURED_OUTPUT_FAILED, timeout_fails_the_step=True,
+    reason=RefreshFailureReason.STRUCTURED_OUTPUT_FAILED,
 )
 
 # What an LLM call in a refresh may raise (``TimeoutError``: the attempt's own deadline).
@@ -76,8 +75,7 @@ def llm_failure(exc: Exception, *, step: LLMStep, limit: float) -> RefreshFailed
         # A configuration not made yet: no retry on a timer will make it (awaiting_llm).
         return refused(llm_missing_message(exc), outcome=RefreshOutcome.REFRESH_FAILED_ERROR,
                        reason=RefreshFailureReason.UNEXPECTED_ERROR, retryable=False)
-    timed_out = isinstance(exc, (LLMTimeout, TimeoutError))
-    if timed_out and not step.timeout_fails_the_step:
+    if isinstance(exc, (LLMTimeout, TimeoutError)) and step.waiting_for is not None:
         message = str(exc) if not isinstance(exc, LLMTimeout) else (
             f"refresh exceeded HINDSIGHT_API_REFLECT_WALL_TIMEOUT ({limit:g} s) "
             f"waiting for {step.waiting_for}: {exc}")
