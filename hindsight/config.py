@@ -18,6 +18,9 @@ VERSION = "0.1.0"
 
 LLM_PROVIDERS = ("openai", "none")
 EMBEDDINGS_PROVIDERS = ("local", "openai")
+# Celery pools a worker may run (HINDSIGHT_API_WORKER_POOL): ``threads`` keeps many LLM-bound
+# jobs in flight in one process; ``prefork`` isolates each job in a child process.
+WORKER_POOLS = ("threads", "prefork")
 LOCAL_EMBEDDING_MODEL = "all-MiniLM-L6-v2"
 LOCAL_EMBEDDING_DIMENSIONS = 384
 # The MCP server's tools, upstream 1.1.0's names in its order (hindsight/mcp_server/tools.py,
@@ -82,6 +85,12 @@ class Config:
     embeddings_timeout_seconds: float = 60.0
     embeddings_max_retries: int = 2
 
+    # The worker's Celery pool and slots (jobs in flight per worker process), and, for a
+    # threads pool, the database connections its slots share (a slot waiting on the LLM holds
+    # none).
+    worker_pool: str = "threads"
+    worker_concurrency: int = 64
+    worker_db_pool_size: int = 8
     worker_max_retries: int = 3
     worker_retry_backoff_seconds: float = 30.0
     worker_retry_backoff_max_seconds: float = 600.0
@@ -275,6 +284,9 @@ def read_config(env: Mapping[str, str] | None = None) -> Config:
         embeddings_dimensions=emb_dims,
         embeddings_timeout_seconds=r.number(p + "EMBEDDINGS_TIMEOUT", 60.0, minimum=0.1),
         embeddings_max_retries=r.integer(p + "EMBEDDINGS_MAX_RETRIES", 2, minimum=0),
+        worker_pool=r.choice(p + "WORKER_POOL", WORKER_POOLS, "threads"),
+        worker_concurrency=r.integer(p + "WORKER_CONCURRENCY", 64, minimum=1),
+        worker_db_pool_size=r.integer(p + "WORKER_DB_POOL_SIZE", 8, minimum=1),
         worker_max_retries=r.integer(p + "WORKER_MAX_RETRIES", 3, minimum=0),
         worker_retry_backoff_seconds=r.number(p + "WORKER_TASK_RETRY_BACKOFF_SECONDS", 30.0),
         worker_retry_backoff_max_seconds=r.number(p + "WORKER_TASK_RETRY_BACKOFF_MAX_SECONDS", 600.0),

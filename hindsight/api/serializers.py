@@ -370,6 +370,13 @@ def offset_field() -> Integer:
                    help_text="Items to skip")
 
 
+def page_fields() -> tuple[serializers.IntegerField, ...]:
+    """A page's ``total, limit, offset`` in a list response (``total, limit, offset =
+    page_fields()`` where the shape puts them)."""
+    return (serializers.IntegerField(help_text="Items matching, over every page"),
+            serializers.IntegerField(), serializers.IntegerField())
+
+
 def tags_field(**kwargs: Any) -> List:
     """Tags: strings, each short enough for one entry of the GIN index on ``tags``."""
     kwargs.setdefault("required", False)
@@ -597,6 +604,7 @@ def _converter(field: serializers.Field | None) -> Callable[[Any], Any] | None:
 # A response shape: the declared fields are the document and the renderer (module docstring).
 class Rendered(serializers.Serializer):
     _plan: ClassVar[tuple[tuple[str, Any, Callable[[Any], Any] | None], ...]]
+    _name_set: ClassVar[frozenset[str]]
 
     @classmethod
     def plan(cls) -> tuple[tuple[str, Any, Callable[[Any], Any] | None], ...]:
@@ -618,11 +626,24 @@ class Rendered(serializers.Serializer):
         return cls._plan
 
     @classmethod
+    def plan_names(cls) -> list[str]:
+        return [name for name, _, _ in cls.plan()]
+
+    @classmethod
+    def _names(cls) -> frozenset[str]:
+        if "_name_set" not in cls.__dict__:
+            cls._name_set = frozenset(cls.plan_names())
+        return cls._name_set
+
+    @classmethod
     def render(cls, obj: Any = None, /, **values: Any) -> dict[str, Any]:
         """The declared fields of ``obj``, in their order; ``values`` give fields by name, as
         they are to be sent (already JSON: a nested part rendered, a time a string)."""
+        plan = cls.plan()
+        if values and not values.keys() <= cls._names():
+            raise TypeError(f"{cls.__name__} has no field {sorted(values.keys() - cls._names())}")
         out: dict[str, Any] = {}
-        for name, source, convert in cls.plan():
+        for name, source, convert in plan:
             if name in values:
                 out[name] = values[name]
                 continue

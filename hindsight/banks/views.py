@@ -63,7 +63,7 @@ class BankListView(APIView):
         rows, total = selectors.bank_list(q=query.get("q"), limit=query["limit"],
                                           offset=query["offset"])
         return Response(schema.BankListResponseSerializer.render(
-            rows, total=total, limit=query["limit"], offset=query["offset"]))
+            {"banks": rows, "total": total, "limit": query["limit"], "offset": query["offset"]}))
 
 
 def _profile(bank_id: str) -> Response:
@@ -91,7 +91,8 @@ class BankView(APIView):
     @_doc("delete_bank", response=schema.DeleteResponseSerializer, errors=(404,))
     def delete(self, request: Request, bank_id: str) -> Response:
         deleted = services.bank_delete(bank_id=bank_id)
-        return Response(schema.DeleteResponseSerializer.render(bank_id, deleted))
+        return Response(schema.DeleteResponseSerializer.render(
+            {"bank_id": bank_id, "deleted_count": deleted}))
 
 
 class BankProfileView(APIView):
@@ -195,7 +196,7 @@ class RecallView(APIView):
                 "max_tokens": data["max_tokens"],
                 "arms": {h.id: h.arms for h in hits},
             }
-        return Response(schema.RecallResponseSerializer.render(hits, trace=trace))
+        return Response(schema.RecallResponseSerializer.render({"results": hits, "trace": trace}))
 
     def _recall(self, bank_id: str, data: dict[str, Any], scope: TagScope,
                 types: set[str]) -> list[RecallHit]:
@@ -242,7 +243,7 @@ class MemoryListView(APIView):
             offset=offset,
         )
         return Response(schema.ListMemoryUnitsResponseSerializer.render(
-            page, total=total, limit=limit, offset=offset))
+            {"items": page, "total": total, "limit": limit, "offset": offset}))
 
 
 class TagsView(APIView):
@@ -253,8 +254,8 @@ class TagsView(APIView):
         limit, offset = query["limit"], query["offset"]
         counts, total = tags_list(bank_id=bank_id, source=query["source"], q=query.get("q"),
                                   limit=limit, offset=offset)
-        return Response(schema.ListTagsResponseSerializer.render(counts, total=total, limit=limit,
-                                                                 offset=offset))
+        return Response(schema.ListTagsResponseSerializer.render(
+            {"items": counts, "total": total, "limit": limit, "offset": offset}))
 
 
 class ConsolidateView(APIView):
@@ -267,7 +268,7 @@ class ConsolidateView(APIView):
         ConsolidationRequestSerializer.parse(body_of(request))
         operation_id, deduplicated = services.consolidation_request(bank_id=bank_id)
         return Response(schema.ConsolidationResponseSerializer.render(
-            operation_id, deduplicated=deduplicated))
+            {"operation_id": operation_id, "deduplicated": deduplicated}))
 
 
 class LLMRequestsView(APIView):
@@ -301,7 +302,8 @@ class LLMRequestsView(APIView):
             rows, total = llm_requests_list(bank_id=bank_id, filters=filters, limit=limit,
                                             offset=offset)
         return Response(schema.LLMRequestListResponseSerializer.render(
-            bank_id, rows, total=total, limit=limit, offset=offset))
+            {"bank_id": bank_id, "items": rows, "total": total, "limit": limit,
+             "offset": offset}))
 
 
 class LLMRequestStatsView(APIView):
@@ -318,4 +320,5 @@ class LLMRequestStatsView(APIView):
         if call_type not in (None, "llm"):
             buckets = []
         return Response(schema.LLMRequestStatsResponseSerializer.render(
-            bank_id, period=period, trunc=trunc, start=start, buckets=buckets))
+            {"bank_id": bank_id, "period": period, "trunc": trunc, "start": start,
+             "buckets": buckets}))

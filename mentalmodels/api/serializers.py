@@ -36,6 +36,7 @@ from hindsight.api.serializers import (
     const,
     limit_field,
     offset_field,
+    page_fields,
     tags_field,
     tags_match_field,
 )
@@ -269,9 +270,7 @@ class MentalModelResponseSerializer(Rendered):
 class MentalModelListResponseSerializer(Rendered):
     # ``items``: rendered by ``MentalModelResponseSerializer.render_model`` at the list's level.
     items = MentalModelResponseSerializer(many=True)
-    total = serializers.IntegerField()
-    limit = serializers.IntegerField()
-    offset = serializers.IntegerField()
+    total, limit, offset = page_fields()
 
 
 class CreateMentalModelResponseSerializer(Rendered):
