@@ -199,7 +199,7 @@ def test_every_v1_route_of_the_url_conf_is_in_the_document() -> None:
 
 CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance,
           response_schema_conformance]
-STATEFUL_EXAMPLES = 60
+STATEFUL_EXAMPLES = 100
 STATEFUL_STEPS = 8
 
 
