@@ -13,6 +13,7 @@ from hindsight import metrics
 from hindsight.banks.budget import budget_hold
 from mentalmodels.awaiting_llm import mental_model_await_llm, refresh_failed_for_missing_llm
 from mentalmodels.errors import RefreshInterrupted
+from mentalmodels.failure_class import failure_class
 from mentalmodels.models import MentalModel
 from mentalmodels.pipeline import RefreshFailed, refresh_run
 from mentalmodels.refresh_types import MentalModelOperationType, RefreshFailureReason, RefreshOutcome
@@ -112,7 +113,12 @@ class RefreshMentalModelHandler:
             operation_id=job.operation.id,
             final=final,
             trace=trace,
+            failure=failure_class(exc),
         )
+
+    def on_attempt_failed(self, job: Job, exc: BaseException, *, final: bool) -> None:
+        if final and not refresh_failed_for_missing_llm(exc):
+            metrics.refresh_failures_total.labels(failure_class=failure_class(exc).name).inc()
 
 
 def _observe(started: float, outcome: str, mode: str) -> None:

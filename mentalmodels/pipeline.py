@@ -54,6 +54,7 @@ from mentalmodels.awaiting_llm import llm_missing_message
 from mentalmodels.delta import ANSWER_SCHEMA, DeltaResult, apply_operations
 from mentalmodels.document import Document, document_for, render, render_json, split
 from mentalmodels.errors import DryRunFailed, RefreshFailed, RefreshInterrupted
+from mentalmodels.failure_class import FAILURE_FIELDS, failure_record_clear
 from mentalmodels.models import MentalModel
 from mentalmodels.reflect import RetrievalError, mm_search, reflect_run
 from mentalmodels.reflect.mm_search import content_hash, embedding_text
@@ -575,9 +576,10 @@ def _persist(plan: Plan, decided: Outcome, trace: dict[str, Any], job: Job | Non
             raise FenceLost(f"mental model {plan.model.mental_model_id} was deleted")
         previous_response = model.reflect_response
         fields = ["last_refreshed_at", "last_refresh_failed_at", "last_refresh_source_query",
-                  "reflect_response", "updated_at"]
+                  "reflect_response", "updated_at", *FAILURE_FIELDS]
         model.last_refreshed_at = ClockTimestamp()
         model.last_refresh_failed_at = None
+        failure_record_clear(model)
         if decided.outcome in (RefreshOutcome.CONTENT_WRITTEN,
                                RefreshOutcome.CONTENT_UNCHANGED) or not (
             model.content or ""
