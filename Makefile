@@ -37,11 +37,15 @@ browser:
 
 # Lint, types and the import contracts first (seconds), then the suite against real servers.
 # tests/compat_node installs its pinned npm client itself (npm ci from its lockfile; needs Node >= 20).
+# pytest-xdist: PYTEST_WORKERS processes (measured on 2 cores: the suite waits on servers more
+# than it computes).
+PYTEST_WORKERS ?= 3
+
 test: install browser
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
-	$(PY) -m pytest
+	$(PY) -m pytest -n $(PYTEST_WORKERS)
 
 check: install
 	$(PY) manage.py makemigrations --check --dry-run

@@ -46,6 +46,7 @@ from hindsight.embeddings import EmbeddingError
 from hindsight.llm import LLMError
 from mentalmodels.errors import RefreshFailed
 from mentalmodels.models import MentalModel
+from mentalmodels.refresh_types import RefreshFailureReason
 from operations.errors import AttemptInterrupted, WallTimeout, WorkerLost
 
 # ``result_metadata["parked_by"]["reason"]`` of an automatic refresh waiting out the backoff.
@@ -84,8 +85,8 @@ def failure_class(exc: BaseException) -> FailureClass:
     for node in _causes(exc):
         if isinstance(node, LLMError):
             return FailureClass(transient=node.transient, retry_after=node.retry_after)
-        if isinstance(node, _TRANSIENT_CAUSES) or (isinstance(node, RefreshFailed)
-                                                    and node.timed_out):
+        if isinstance(node, _TRANSIENT_CAUSES) or (isinstance(node, RefreshFailed) and (
+                node.timed_out or node.failure_reason == RefreshFailureReason.RETRIEVAL_FAILED)):
             return FailureClass(transient=True)
     return FailureClass(transient=False)
 

@@ -1,11 +1,20 @@
 """Fixtures that run real Celery workers as subprocesses (owned by the operations tests).
 
-``worker_factory`` (needs committed data, so it pulls in ``transactional_db``) starts
+``worker_factory`` (needs committed data, so it pulls in ``transactional_db``) gives a test real
 ``celery -A hindsight worker`` processes against the test database, the session's Redis (or a
-broker the test owns), a queue of this test session, the test-only ``test.job`` handler and
-short timings (lock TTL 2 s, heartbeat 0.5 s, recovery threshold 3 s, …). The test process's
-own ``settings.HINDSIGHT`` gets the same timings and queue, so what it submits reaches those
-workers and the beat functions it runs use the same thresholds.
+broker the test owns), the test-only ``test.job`` handler and short timings (lock TTL 2 s,
+heartbeat 0.5 s, recovery threshold 3 s, …). The test process's own ``settings.HINDSIGHT`` gets
+the same timings and the workers' queue, so what it submits reaches those workers and the beat
+functions it runs use the same thresholds.
+
+Workers outlive a test. A worker's configuration is its whole environment (the timings, the LLM
+it talks to, any ``HINDSIGHT_API_*`` a test adds) and its concurrency; the session keeps one set
+of workers per configuration (``WorkerPool``), each on a queue of its own, and hands the n-th
+``worker_factory(...)`` call of a test the n-th worker of that configuration, started on first
+use. After the test the worker's queue is emptied and the worker must be idle (nothing active or
+reserved) before the database is flushed; one that is not, or that died, is stopped and a later
+test starts a fresh one. Only the tests named in ``PRIVATE_WORKER_TESTS`` (they kill, restart or
+time a worker, or move it to another broker) get workers started for them and stopped after.
 
 ``beat`` runs the engine's beat work (``release_due`` + ``recover``) in a background thread of
 the test process every few hundred milliseconds; ``run_beat_once()`` runs it once.
@@ -18,6 +27,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -123,10 +133,12 @@ class WorkerProcess:
         self._signal_group(signal.SIGKILL)
         self.process.wait(timeout=10)
 
-    def stop(self, timeout: float = 15.0) -> None:
-        """Warm shutdown (SIGTERM); SIGKILL if it does not exit in time."""
+    def stop(self, timeout: float = 15.0, *, signalled: bool = False) -> None:
+        """Warm shutdown (SIGTERM, unless ``signalled`` already); SIGKILL if it does not exit in
+        time."""
         if self.alive():
-            self._signal_group(signal.SIGTERM)
+            if not signalled:
+                self._signal_group(signal.SIGTERM)
             try:
                 self.process.wait(timeout=timeout)
             except subprocess.TimeoutExpired:
@@ -139,12 +151,204 @@ class WorkerProcess:
             self._log_file = None
 
 
+# The tests whose workers are their own: started for the test and stopped after it, never
+# shared. A test file (every test in it) or one test, with the reason; keep this set small.
+PRIVATE_WORKER_TESTS: dict[str, str] = {
+    "tests/operations/test_workers.py::"
+    "test_killed_worker_job_is_recovered_and_its_effect_written_exactly_once":
+        "SIGKILLs its worker mid-job and starts another",
+    "tests/operations/test_fast_recovery.py":
+        "SIGKILLs pool processes and times the recovered claim",
+    "tests/compat/test_client_worker_lost.py": "SIGKILLs the pool process running a refresh",
+    "tests/operations/test_threads_pool.py::"
+    "test_a_killed_threads_worker_is_recovered_by_its_peer_within_seconds":
+        "SIGKILLs a whole threads-pool worker and times its peer's recovery",
+    "tests/operations/test_broker_restart.py":
+        "its worker talks to a broker the test kills and restarts",
+    "tests/mentalmodels/test_awaiting_llm.py::"
+    "test_a_refresh_without_an_llm_does_not_pause_and_runs_once_a_worker_has_one":
+        "stops its worker and starts one with another configuration",
+}
+
+
+def has_private_workers(nodeid: str) -> bool:
+    test = nodeid.split("[", 1)[0]
+    return test in PRIVATE_WORKER_TESTS or test.split("::", 1)[0] in PRIVATE_WORKER_TESTS
+
+
+# How many worker (and beat) processes this session started, by kind: the run's summary.
+STARTS: dict[str, int] = {"shared": 0, "private": 0, "beat": 0}
+
+# Variables that change from test to test without changing what a worker does.
+_NOT_CONFIGURATION = frozenset({"PYTEST_CURRENT_TEST", "HINDSIGHT_API_TASK_QUEUE"})
+# kombu's Redis transport keeps a queue's messages of priority p > 0 in "<queue>\x06\x16<p>".
+_PRIORITY_SUFFIXES = ("", "\x06\x163", "\x06\x166", "\x06\x169")
+
+
+def start_worker(
+    *, name: str, queue: str, env: dict[str, str], concurrency: int, log_dir: Path
+) -> WorkerProcess:
+    log_path = log_dir / f"{name}.log"
+    log_file = open(log_path, "ab")
+    cmd = [
+        sys.executable, "-m", "celery", "-A", "hindsight", "worker",
+        "-Q", queue, "-c", str(concurrency), "-P", "prefork",
+        "-n", f"{name}@%h", "--without-gossip", "--without-mingle", "--without-heartbeat",
+        "-l", "INFO",
+    ]
+    process = subprocess.Popen(
+        cmd, cwd=REPO_ROOT, env={**env, "HINDSIGHT_API_TASK_QUEUE": queue}, stdout=log_file,
+        stderr=subprocess.STDOUT, start_new_session=True,
+    )
+    return WorkerProcess(name, process, log_path, log_file)
+
+
+class SharedWorker:
+    """A test's handle on a worker of the session: its log from the test's start on; it may not
+    be killed or stopped (a test that does so belongs in ``PRIVATE_WORKER_TESTS``)."""
+
+    def __init__(self, worker: WorkerProcess):
+        self._worker = worker
+        self._log_start = worker.log_path.stat().st_size if worker.log_path.exists() else 0
+        self.name = worker.name
+        self.process = worker.process
+        self.log_path = worker.log_path
+
+    @property
+    def pid(self) -> int:
+        return self._worker.pid
+
+    def alive(self) -> bool:
+        return self._worker.alive()
+
+    def log(self) -> str:
+        try:
+            with open(self.log_path, "rb") as log:
+                log.seek(self._log_start)
+                return log.read().decode(errors="replace")
+        except FileNotFoundError:
+            return ""
+
+    def kill(self) -> None:
+        raise RuntimeError(f"{self.name} is shared: list the test in tests.workers.PRIVATE_WORKER_TESTS")
+
+    stop = kill
+
+
+@dataclass
+class _Configuration:
+    queue: str
+    workers: list[WorkerProcess] = field(default_factory=list)
+
+
+class WorkerPool:
+    """The session's shared workers: a list per configuration, each on a queue of its own.
+
+    At most ``max_configurations`` configurations keep their workers; starting another stops
+    the workers of the one used longest ago."""
+
+    def __init__(self, log_dir: Path, redis_url: str, max_configurations: int = 6):
+        self.log_dir = log_dir
+        self.redis_url = redis_url
+        self.max_configurations = max_configurations
+        self._configurations: dict[tuple[Any, ...], _Configuration] = {}
+        self._queues = 0
+
+    @staticmethod
+    def key(env: dict[str, str], concurrency: int) -> tuple[Any, ...]:
+        return (concurrency, *sorted((k, v) for k, v in env.items() if k not in _NOT_CONFIGURATION))
+
+    def queue(self, key: tuple[Any, ...]) -> str:
+        if key not in self._configurations:
+            self._queues += 1
+            self._configurations[key] = _Configuration(f"{SESSION_QUEUE}-c{self._queues}")
+            self._evict(keep=key)
+        configuration = self._configurations.pop(key)  # most recently used last
+        self._configurations[key] = configuration
+        return configuration.queue
+
+    def worker(self, key: tuple[Any, ...], index: int, env: dict[str, str]) -> WorkerProcess:
+        configuration = self._configurations[key]
+        while len(configuration.workers) <= index:
+            name = f"{configuration.queue.rsplit('-', 1)[-1]}w{len(configuration.workers) + 1}"
+            worker = start_worker(name=name, queue=configuration.queue, env=env,
+                                  concurrency=key[0], log_dir=self.log_dir)
+            configuration.workers.append(worker)
+            STARTS["shared"] += 1
+            worker.wait_ready()
+        return configuration.workers[index]
+
+    def settle(self, key: tuple[Any, ...], timeout: float = 15.0) -> None:
+        """Empty the configuration's queue and wait until its workers are idle; stop the ones
+        that are not (or died), so the next test starts from fresh workers."""
+        configuration = self._configurations.get(key)
+        if configuration is None:
+            return
+        if not (all(w.alive() for w in configuration.workers)
+                and _drain(self.redis_url, configuration.queue, configuration.workers, timeout)):
+            self._stop(configuration)
+
+    def _evict(self, keep: tuple[Any, ...]) -> None:
+        while len(self._configurations) > self.max_configurations:
+            oldest = next(k for k in self._configurations if k != keep)
+            self._stop(self._configurations.pop(oldest))
+
+    @staticmethod
+    def _stop(*configurations: _Configuration) -> None:
+        workers = [w for c in configurations for w in c.workers]
+        stop_together(workers)
+        for configuration in configurations:
+            configuration.workers.clear()
+
+    def stop_all(self) -> None:
+        self._stop(*self._configurations.values())
+
+
+def stop_together(processes: list[WorkerProcess], timeout: float = 5.0) -> None:
+    """Warm shutdown of all at once (SIGTERM to each, then wait), SIGKILL for the slow ones."""
+    for process in processes:
+        if process.alive():
+            process._signal_group(signal.SIGTERM)
+    for process in processes:
+        try:
+            process.stop(timeout=timeout, signalled=True)
+        except Exception:
+            process._signal_group(signal.SIGKILL)
+
+
+def _drain(redis_url: str, queue: str, workers: list[WorkerProcess], timeout: float) -> bool:
+    """True once ``queue`` is empty and no worker has a task active or reserved, twice in a row
+    (a finishing job may publish its key's next operation)."""
+    from hindsight.celery import app
+
+    nodes = [f"{w.name}@{socket.gethostname()}" for w in workers]
+    deadline = time.monotonic() + timeout
+    quiet = 0
+    while time.monotonic() < deadline:
+        _purge_queue(redis_url, queue)
+        inspect = app.control.inspect(destination=nodes, timeout=2.0, limit=len(nodes))
+        active, reserved = inspect.active(), inspect.reserved()
+        replied = active is not None and reserved is not None and set(active) == set(nodes)
+        if replied and not any(active.values()) and not any(reserved.values()):
+            quiet += 1
+            if quiet == 2:
+                return True
+        else:
+            quiet = 0
+        time.sleep(0.1)
+    return False
+
+
 class WorkerFactory:
-    def __init__(self, tmp_path: Path, settings: Any):
+    def __init__(self, tmp_path: Path, settings: Any, pool: WorkerPool | None = None):
+        """``pool``: the session's shared workers; None gives the test workers of its own."""
         self.tmp_path = tmp_path
         self.settings = settings
-        self.workers: list[WorkerProcess] = []
+        self.pool = pool
+        self.workers: list[WorkerProcess | SharedWorker] = []
         self.redis_url: str = settings.HINDSIGHT.redis_url or settings.REDIS_URL
+        self._key: tuple[Any, ...] | None = None
+        self._private: list[WorkerProcess] = []
 
     def env(self, extra: dict[str, str] | None = None) -> dict[str, str]:
         cfg = self.settings.HINDSIGHT
@@ -169,28 +373,50 @@ class WorkerFactory:
         env: dict[str, str] | None = None,
         wait: bool = True,
         name: str | None = None,
+        pool: str = "prefork",
+    ) -> WorkerProcess | SharedWorker:
+        """A worker of this configuration (the current settings, ``env``, ``concurrency``).
+
+        Shared: the n-th call of a test gets the n-th worker of that configuration, ready
+        (``wait`` and ``name`` apply to private workers only). ``pool``: the Celery pool, named
+        in the environment — Celery reads an explicit ``-P prefork`` as "no choice" when
+        settings name a pool (``CELERY_WORKER_POOL``)."""
+        full_env = self.env({"HINDSIGHT_API_WORKER_POOL": pool, **(env or {})})
+        if self.pool is None:
+            return self._start_private(full_env, concurrency, wait, name)
+        if self.redis_url != self.pool.redis_url:
+            raise RuntimeError("a worker on another broker is private: list the test in "
+                               "tests.workers.PRIVATE_WORKER_TESTS")
+        key = WorkerPool.key(full_env, concurrency)
+        if self._key is None:
+            self._key = key
+            queue = self.pool.queue(key)
+            _move_messages(self.redis_url, self.settings.HINDSIGHT.task_queue, queue)
+            self.settings.HINDSIGHT = dataclasses.replace(self.settings.HINDSIGHT, task_queue=queue)
+        elif key != self._key:
+            raise RuntimeError("workers of two configurations in one test are private: list the "
+                               "test in tests.workers.PRIVATE_WORKER_TESTS")
+        index = sum(1 for w in self.workers if isinstance(w, SharedWorker))
+        worker = SharedWorker(self.pool.worker(key, index, full_env))
+        self.workers.append(worker)
+        return worker
+
+    def _start_private(
+        self, env: dict[str, str], concurrency: int, wait: bool, name: str | None
     ) -> WorkerProcess:
         name = name or f"w{len(self.workers) + 1}-{uuid.uuid4().hex[:4]}"
-        log_path = self.tmp_path / f"{name}.log"
-        log_file = open(log_path, "ab")
-        cmd = [
-            sys.executable, "-m", "celery", "-A", "hindsight", "worker",
-            "-Q", self.settings.HINDSIGHT.task_queue, "-c", str(concurrency), "-P", "prefork",
-            "-n", f"{name}@%h", "--without-gossip", "--without-mingle", "--without-heartbeat",
-            "-l", "INFO",
-        ]
-        process = subprocess.Popen(
-            cmd, cwd=REPO_ROOT, env=self.env(env), stdout=log_file, stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-        worker = WorkerProcess(name, process, log_path, log_file)
+        worker = start_worker(name=name, queue=self.settings.HINDSIGHT.task_queue, env=env,
+                              concurrency=concurrency, log_dir=self.tmp_path)
         self.workers.append(worker)
+        self._private.append(worker)
+        STARTS["private"] += 1
         if wait:
             worker.wait_ready()
         return worker
 
     def start_beat(self, env: dict[str, str] | None = None) -> WorkerProcess:
-        """A real ``celery beat`` with django-celery-beat's database scheduler.
+        """A real ``celery beat`` of this test, with django-celery-beat's database scheduler,
+        publishing to the queue of the test's workers (start it after them).
 
         The schedules it runs are the rows ``operations.schedules`` keeps; call
         ``ensure_beat_schedules()`` after changing the intervals in settings.
@@ -208,33 +434,68 @@ class WorkerFactory:
             start_new_session=True,
         )
         beat = WorkerProcess(name, process, log_path, log_file)
-        self.workers.append(beat)
+        self._private.append(beat)
+        STARTS["beat"] += 1
         return beat
 
     def stop_all(self) -> None:
-        for worker in self.workers:
-            try:
-                worker.stop(timeout=5)
-            except Exception:
-                worker._signal_group(signal.SIGKILL)
+        """Stop this test's own processes; leave the shared workers idle for the next test."""
+        stop_together(self._private)
+        if self.pool is not None and self._key is not None:
+            self.pool.settle(self._key)
 
 
 def apply_test_settings(settings: Any, **overrides: Any) -> None:
-    """Point the test process at the session queue, the test handler and short timings."""
+    """Point the test process at the session queue, the test handler and short timings (a
+    queue of the session's workers, once a test has them, stays)."""
+    queue = settings.HINDSIGHT.task_queue
     settings.HINDSIGHT = dataclasses.replace(
         settings.HINDSIGHT,
-        **{"task_queue": SESSION_QUEUE, "extra_handler_modules": (TEST_HANDLER_MODULE,),
-           **TEST_TIMINGS, **overrides},
+        **{"task_queue": queue if queue.startswith(SESSION_QUEUE) else SESSION_QUEUE,
+           "extra_handler_modules": (TEST_HANDLER_MODULE,), **TEST_TIMINGS, **overrides},
     )
 
 
+@pytest.fixture(scope="session")
+def worker_pool(tmp_path_factory: pytest.TempPathFactory, django_db_blocker: Any) -> Iterator[WorkerPool]:
+    from django.conf import settings
+
+    pool = WorkerPool(tmp_path_factory.mktemp("workers"),
+                      settings.HINDSIGHT.redis_url or settings.REDIS_URL)
+    try:
+        yield pool
+    finally:
+        pool.stop_all()
+        with django_db_blocker.unblock():
+            _wait_for_backends_to_end()
+
+
+def _wait_for_backends_to_end(timeout: float = 10.0) -> None:
+    """The server ends a killed worker's sessions a moment after it: wait for them, so that
+    pytest-django can drop the test database."""
+    from django.db import connection
+
+    def alone() -> bool:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+                           " AND pid <> pg_backend_pid() AND backend_type = 'client backend'")
+            return cursor.fetchone()[0] == 0
+
+    with suppress(AssertionError):
+        wait_until(alone, timeout, message="the workers' database sessions to end")
+
+
 @pytest.fixture
-def worker_factory(transactional_db: None, settings: Any, tmp_path: Path) -> Iterator[WorkerFactory]:
+def worker_factory(
+    transactional_db: None, settings: Any, tmp_path: Path, request: pytest.FixtureRequest
+) -> Iterator[WorkerFactory]:
     import operations.testing_handlers as testing_handlers  # registers test.job in process
 
     testing_handlers.ensure_tables()
     apply_test_settings(settings)
-    factory = WorkerFactory(tmp_path, settings)
+    private = has_private_workers(request.node.nodeid)
+    pool = None if private else request.getfixturevalue("worker_pool")
+    factory = WorkerFactory(tmp_path, settings, pool)
     _purge_queue(factory.redis_url, SESSION_QUEUE)
     try:
         yield factory
@@ -246,7 +507,37 @@ def _purge_queue(redis_url: str, queue: str) -> None:
     import redis
 
     with suppress(redis.RedisError):
-        redis.Redis.from_url(redis_url, socket_connect_timeout=2).delete(queue)
+        redis.Redis.from_url(redis_url, socket_connect_timeout=2).delete(
+            *(queue + suffix for suffix in _PRIORITY_SUFFIXES))
+
+
+def _move_messages(redis_url: str, source: str, target: str) -> None:
+    """Hand what a test sent before it had workers to the queue of the workers it got."""
+    import redis
+
+    client = redis.Redis.from_url(redis_url, socket_connect_timeout=2)
+    for suffix in _PRIORITY_SUFFIXES:
+        while client.rpoplpush(source + suffix, target + suffix) is not None:
+            pass
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: Any) -> None:
+    """xdist: add up the worker starts of each xdist worker."""
+    for kind, count in getattr(node, "workeroutput", {}).get("celery_worker_starts", {}).items():
+        STARTS[kind] += count
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    if hasattr(session.config, "workeroutput"):
+        session.config.workeroutput["celery_worker_starts"] = dict(STARTS)
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    if any(STARTS.values()):
+        terminalreporter.write_line(
+            f"celery processes started: {STARTS['shared']} shared workers, "
+            f"{STARTS['private']} private workers, {STARTS['beat']} beat")
 
 
 def run_beat_once() -> tuple[list[Any], Any]:

@@ -1,10 +1,15 @@
 """The ``hindsight`` console script: a client of the HTTP API (``api``), never of Django.
 
-``main`` is the entry point pyproject declares; the commands live in ``app``.
+``main`` is the entry point pyproject declares; the commands live in ``app``, the knowledge
+base's (``hindsight kb …``) in ``knowledge``, registered on the app here (``knowledge`` uses
+``app``'s options and helpers, so ``app`` cannot import it).
 """
 
 from __future__ import annotations
 
-from hindsight.cli.app import main
+from hindsight.cli.app import app, main
+from hindsight.cli.knowledge import kb_app
+
+app.add_typer(kb_app, name="kb")
 
 __all__ = ["main"]

@@ -120,8 +120,23 @@ class HindsightApi:
 
     # banks ------------------------------------------------------------------------------
 
-    def bank_list(self) -> Any:
-        return self.request("GET", "/banks")
+    def bank_list(self, **params: Any) -> Any:
+        return self.request("GET", "/banks", params=params)
+
+    def bank_get(self, bank_id: str) -> Any:
+        return self.request("GET", f"/banks/{_seg(bank_id)}")
+
+    def bank_update(self, bank_id: str, body: dict[str, Any]) -> Any:
+        return self.request("PATCH", f"/banks/{_seg(bank_id)}", json=body)
+
+    def bank_delete(self, bank_id: str) -> Any:
+        return self.request("DELETE", f"/banks/{_seg(bank_id)}")
+
+    def bank_config_update(self, bank_id: str, updates: dict[str, Any]) -> Any:
+        return self.request("PATCH", f"/banks/{_seg(bank_id)}/config", json={"updates": updates})
+
+    def tag_list(self, bank_id: str, **params: Any) -> Any:
+        return self.request("GET", f"/banks/{_seg(bank_id)}/tags", params=params)
 
     def bank_stats(self, bank_id: str) -> Any:
         return self.request("GET", f"/banks/{_seg(bank_id)}/stats")
@@ -136,6 +151,9 @@ class HindsightApi:
 
     def recall(self, bank_id: str, body: dict[str, Any]) -> Any:
         return self.request("POST", f"/banks/{_seg(bank_id)}/memories/recall", json=body)
+
+    def memory_list(self, bank_id: str, **params: Any) -> Any:
+        return self.request("GET", f"/banks/{_seg(bank_id)}/memories/list", params=params)
 
     def reflect(self, bank_id: str, body: dict[str, Any]) -> Any:
         return self.request("POST", f"/banks/{_seg(bank_id)}/reflect", json=body)
@@ -174,6 +192,35 @@ class HindsightApi:
 
     def mental_model_dry_run(self, bank_id: str, mental_model_id: str) -> Any:
         return self.request("POST", self._mm(bank_id, mental_model_id) + "/dry-run-refresh")
+
+    # knowledge base ---------------------------------------------------------------------
+
+    def _kb(self, bank_id: str, rest: str) -> str:
+        return f"/banks/{_seg(bank_id)}/knowledge-base/{rest}"
+
+    def kb_tree(self, bank_id: str, **params: Any) -> Any:
+        return self.request("GET", self._kb(bank_id, "tree"), params=params)
+
+    def kb_folder_create(self, bank_id: str, body: dict[str, Any]) -> Any:
+        return self.request("POST", self._kb(bank_id, "folders"), json=body)
+
+    def kb_page_create(self, bank_id: str, body: dict[str, Any]) -> Any:
+        return self.request("POST", self._kb(bank_id, "pages"), json=body)
+
+    def kb_page_get(self, bank_id: str, page_id: str) -> Any:
+        return self.request("GET", self._kb(bank_id, f"pages/{_seg(page_id)}"))
+
+    def kb_search(self, bank_id: str, **params: Any) -> Any:
+        return self.request("GET", self._kb(bank_id, "search"), params=params)
+
+    def kb_node_update(self, bank_id: str, node_id: str, body: dict[str, Any]) -> Any:
+        return self.request("PATCH", self._kb(bank_id, f"nodes/{_seg(node_id)}"), json=body)
+
+    def kb_node_delete(self, bank_id: str, node_id: str) -> Any:
+        return self.request("DELETE", self._kb(bank_id, f"nodes/{_seg(node_id)}"))
+
+    def kb_export(self, bank_id: str) -> Any:
+        return self.request("GET", self._kb(bank_id, "export"))
 
     # operations -------------------------------------------------------------------------
 

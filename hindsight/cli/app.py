@@ -181,6 +181,27 @@ def _finish_wait(op: dict[str, Any], output: Output, result: dict[str, Any]) -> 
         raise typer.Exit(1)
 
 
+def _create_and_follow(
+    settings: Settings, output: Output | None, bank: str, wait: bool, *,
+    submit: Callable[[HindsightApi], dict[str, Any]],
+    created: Callable[[dict[str, Any]], str],
+    queued: Callable[[dict[str, Any]], str],
+) -> None:
+    """Create something whose first refresh is an operation; ``--wait`` follows it."""
+    mode = settings.output_for(output)
+    with settings.api() as api:
+        result = submit(api)
+        if wait:
+            if mode is Output.table:
+                render.message(created(result))
+            _finish_wait(_wait(settings, api, bank, result["operation_id"]), mode, result)
+            return
+    if mode is Output.json:
+        render.emit_json(result)
+    else:
+        render.message(f"{created(result)} {queued(result)}")
+
+
 # ---------------------------------------------------------------------------------------------
 # mental-model
 
@@ -229,19 +250,12 @@ def mm_create(
         body["max_tokens"] = max_tokens
     if trigger:
         body["trigger"] = trigger
-    mode = settings.output_for(output)
-    with settings.api() as api:
-        result = api.mental_model_create(bank, body)
-        if wait:
-            if mode is Output.table:
-                render.message(f"Created mental model {result['mental_model_id']}")
-            _finish_wait(_wait(settings, api, bank, result["operation_id"]), mode, result)
-            return
-    if mode is Output.json:
-        render.emit_json(result)
-    else:
-        render.message(f"Created mental model {result['mental_model_id']} "
-                       f"(refresh operation {result['operation_id']})")
+    _create_and_follow(
+        settings, output, bank, wait,
+        submit=lambda api: api.mental_model_create(bank, body),
+        created=lambda result: f"Created mental model {result['mental_model_id']}",
+        queued=lambda result: f"(refresh operation {result['operation_id']})",
+    )
 
 
 @mental_model_app.command("list")
@@ -512,7 +526,8 @@ def mcp(
     ctx: typer.Context,
     bank: Annotated[
         str | None,
-        typer.Option("--bank", help="Default bank for the tools (else each call names one)."),
+        typer.Option("--bank", help="The one bank the tools work on: no tool takes bank_id "
+                                    "(upstream's /mcp/{bank}/); without it each call names one."),
     ] = None,
 ) -> None:
     """Serve the MCP tools over stdio (for desktop agents); they call --api-url."""

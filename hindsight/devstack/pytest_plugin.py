@@ -3,6 +3,10 @@
 Registered with ``-p hindsight.devstack.pytest_plugin``. When ``HINDSIGHT_API_DATABASE_URL``
 (or ``HINDSIGHT_API_REDIS_URL``) is already set the given server is used instead. The servers
 run on free ports with throw-away data, so parallel sessions never share state.
+
+Under pytest-xdist the controller starts the servers and its workers inherit them; each xdist
+worker then gets a state of its own: its test database (pytest-django names it ``…_gwN``), a
+Redis database number (so queues and lock keys never meet) and a metrics folder.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ import shutil
 import tempfile
 from collections.abc import Generator
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 
@@ -62,7 +67,24 @@ def pytest_load_initial_conftests(
     # A throw-away key shared by the session and the worker processes it starts, as `make run`
     # shares its own (the hindsight.E200 check requires one).
     os.environ.setdefault("HINDSIGHT_API_SECRET_KEY", "test-" + secrets.token_urlsafe(32))
+    xdist_worker = os.environ.get("PYTEST_XDIST_WORKER")  # "gw0", "gw1", … in an xdist worker
+    if xdist_worker:
+        _own_state_per_xdist_worker(int(xdist_worker.removeprefix("gw")))
     return (yield)
+
+
+# Valkey's default number of databases; 0 is the controller's (a run without xdist).
+_REDIS_DATABASES = 16
+
+
+def _own_state_per_xdist_worker(index: int) -> None:
+    if index + 1 >= _REDIS_DATABASES:
+        raise pytest.UsageError(f"at most {_REDIS_DATABASES - 1} xdist workers (one Redis database each)")
+    redis_url = urlsplit(os.environ["HINDSIGHT_API_REDIS_URL"])
+    os.environ["HINDSIGHT_API_REDIS_URL"] = urlunsplit(redis_url._replace(path=f"/{index + 1}"))
+    metrics = Path(os.environ["PROMETHEUS_MULTIPROC_DIR"]) / f"gw{index}"
+    metrics.mkdir(parents=True, exist_ok=True)
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(metrics)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

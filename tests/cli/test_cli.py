@@ -1,6 +1,10 @@
-"""The installed ``hindsight`` console script, run as a subprocess against the live server
-(real worker, scripted LLM): the seed's commands with its flags, ``--wait`` exit codes,
-``--output json`` parsed, errors as one line with exit code 1.
+"""The ``hindsight`` CLI against the live server (real worker, scripted LLM): the seed's
+commands with its flags, ``--wait`` exit codes, ``--output json`` parsed, errors as one line with
+exit code 1.
+
+The commands run in this process through Typer's ``CliRunner`` (``hindsight.cli.main``, the
+console script's entry point, with its arguments, environment and standard streams), still over
+HTTP to the live server; one test runs the installed console script as a subprocess.
 """
 
 from __future__ import annotations
@@ -10,11 +14,14 @@ import os
 import shutil
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
+from typer.testing import CliRunner
 
+from hindsight.cli import main, render
 from tests.live import LiveStack, fail_every_llm_call, write_documents
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.integration]
@@ -24,23 +31,57 @@ HINDSIGHT = shutil.which("hindsight", path=str(Path(sys.executable).parent))
 DOC = "## Team\n\nAlice prefers async; Bob runs the Monday standup."
 DOC_2 = "## Team\n\nAlice prefers async; Bob runs standups; Dana likes email."
 QUERY = "How does the team communicate?"
+COLUMNS = 200
+
+
+@dataclass
+class Ran:
+    """What a run of the CLI left: its exit code and its two output streams."""
+
+    returncode: int
+    stdout: str
+    stderr: str
 
 
 def hindsight(stack: LiveStack, *args: str, input: str | None = None,
-              env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+              env: dict[str, str] | None = None) -> Ran:
+    """``hindsight ARGS`` in this process, as the console script runs it."""
+    runner = CliRunner()
+    argv, width = sys.argv, render.out.width
+    with runner.isolation(input=input, env={"HINDSIGHT_URL": stack.url, **(env or {})}) as (
+        stdout, stderr, _
+    ):
+        sys.argv = ["hindsight", *args]
+        render.out.width = COLUMNS  # as COLUMNS=200 makes it in a fresh process
+        try:
+            main()
+            code = 0
+        except SystemExit as exit_:
+            code = exit_.code if isinstance(exit_.code, int) else int(exit_.code is not None)
+        finally:
+            sys.argv, render.out.width = argv, width
+            sys.stdout.flush()
+            sys.stderr.flush()
+        return Ran(code, stdout.getvalue().decode(), stderr.getvalue().decode())
+
+
+def hindsight_script(stack: LiveStack, *args: str,
+                     env: dict[str, str] | None = None) -> Ran:
+    """The installed console script, as a subprocess."""
     assert HINDSIGHT, "the hindsight console script is not installed in this venv (make install)"
-    return subprocess.run(
-        [HINDSIGHT, *args], capture_output=True, text=True, timeout=120, input=input,
-        env={**os.environ, "HINDSIGHT_URL": stack.url, "COLUMNS": "200", **(env or {})},
+    done = subprocess.run(
+        [HINDSIGHT, *args], capture_output=True, text=True, timeout=120,
+        env={**os.environ, "HINDSIGHT_URL": stack.url, "COLUMNS": str(COLUMNS), **(env or {})},
     )
+    return Ran(done.returncode, done.stdout, done.stderr)
 
 
-def ok_json(result: subprocess.CompletedProcess[str]) -> Any:
+def ok_json(result: Ran) -> Any:
     assert result.returncode == 0, (result.returncode, result.stdout, result.stderr)
     return json.loads(result.stdout)
 
 
-def one_error_line(result: subprocess.CompletedProcess[str]) -> str:
+def one_error_line(result: Ran) -> str:
     assert result.returncode == 1, (result.returncode, result.stdout, result.stderr)
     assert "Traceback" not in result.stderr
     lines = result.stderr.strip().splitlines()
@@ -153,8 +194,9 @@ def test_table_output_is_readable(stack: LiveStack) -> None:
     diff_lines = [line.strip("│ ") for line in preview.stdout.splitlines()]
     assert "-Alice prefers async; Bob runs the Monday standup." in diff_lines
     assert "+A different take." in diff_lines
-    coloured = hindsight(stack, "mental-model", "dry-run-refresh", BANK, "team", "-o", "table",
-                         env={"FORCE_COLOR": "1"})
+    # The one real console-script run: colours follow FORCE_COLOR as a fresh process reads it.
+    coloured = hindsight_script(stack, "mental-model", "dry-run-refresh", BANK, "team", "-o",
+                                "table", env={"FORCE_COLOR": "1"})
     assert "\x1b[32m+A different take." in coloured.stdout  # additions green
     assert "\x1b[31m-Alice prefers async" in coloured.stdout  # removals red
 
