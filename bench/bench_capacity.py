@@ -25,7 +25,7 @@ ratios and the targets (≥ 3× refreshes/s, ≤ 1.5× peak PSS, ≤ ⅓ CPU per
     .venv/bin/python bench/bench_capacity.py
     .venv/bin/python bench/bench_capacity.py --models 32 --llm-seconds 1 --facts 50 --json out.json
     HINDSIGHT_API_WORKER_POOL=prefork HINDSIGHT_API_WORKER_CONCURRENCY=4 \\
-        .venv/bin/python bench/bench_capacity.py        # the previous default, for "before"
+        .venv/bin/python bench/bench_capacity.py --stack-args "--web-workers 2"  # the old default
 """
 
 from __future__ import annotations
@@ -247,7 +247,8 @@ class Capacity:
             env.pop(name, None)  # make run's embedded servers
         out = open(self.scratch / "stack.log", "ab")  # noqa: SIM115 - the child keeps it
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "hindsight.devstack", "run"], cwd=REPO, env=env,
+            [sys.executable, "-m", "hindsight.devstack", "run", *self.args.stack_args.split()],
+            cwd=REPO, env=env,
             stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
         deadline = time.monotonic() + 180
         while True:
@@ -480,6 +481,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--facts", type=int, default=200)
     parser.add_argument("--json", help="also write the figures to this file")
     parser.add_argument("--keep", action="store_true", help="keep the scratch data folder")
+    parser.add_argument("--stack-args", default="",
+                        help="extra arguments of `python -m hindsight.devstack run`")
     parser.add_argument("--instant-rounds", type=int, default=3,
                         help="bursts with the LLM at 0 ms that CPU per refresh is averaged over")
     parser.add_argument("--profile", help="py-spy's samples of the worker during the 0 ms "

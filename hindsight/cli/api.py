@@ -132,6 +132,9 @@ class HindsightApi:
     def bank_delete(self, bank_id: str) -> Any:
         return self.request("DELETE", f"/banks/{_seg(bank_id)}")
 
+    def bank_config_get(self, bank_id: str) -> Any:
+        return self.request("GET", f"/banks/{_seg(bank_id)}/config")
+
     def bank_config_update(self, bank_id: str, updates: dict[str, Any]) -> Any:
         return self.request("PATCH", f"/banks/{_seg(bank_id)}/config", json={"updates": updates})
 

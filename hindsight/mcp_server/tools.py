@@ -32,6 +32,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
+import anyio
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, InputRequiredResult, ToolAnnotations
@@ -618,14 +619,40 @@ def _for_one_bank(fn: Callable[..., Any]) -> Callable[..., Any]:
     return pinned
 
 
+def _bank_enabled_tools() -> frozenset[str] | None:
+    """The session bank's ``mcp_enabled_tools`` (bank config), as upstream: None when the
+    session has no bank, the bank does not exist yet, or the bank does not restrict."""
+    backend = _backend.get(None)
+    if backend is None or not backend.default_bank:
+        return None
+    try:
+        config = backend.api.bank_config_get(backend.default_bank)
+    except ApiError as exc:
+        if exc.status == 404:
+            return None
+        raise ToolError(str(exc)) from None
+    enabled = (config.get("config") or {}).get("mcp_enabled_tools")
+    return None if enabled is None else frozenset(enabled)
+
+
 class HindsightMCPServer(MCPServer):
-    """The SDK's server, refusing an argument a tool does not declare before anything runs
-    (the SDK would drop it, so a typo like ``mental_model_idd`` would silently do something
-    else)."""
+    """The SDK's server with two of upstream's rules and one of ours: the session bank's
+    ``mcp_enabled_tools`` narrows the tools listed and callable (upstream's bank filter), and an
+    argument a tool does not declare is refused before anything runs (the SDK would drop it,
+    so a typo like ``mental_model_idd`` would silently do something else)."""
+
+    async def list_tools(self) -> list[Any]:
+        tools = await super().list_tools()
+        enabled = await anyio.to_thread.run_sync(_bank_enabled_tools)
+        return tools if enabled is None else [t for t in tools if t.name in enabled]
 
     async def call_tool(
         self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
     ) -> CallToolResult | InputRequiredResult:
+        enabled = await anyio.to_thread.run_sync(_bank_enabled_tools)
+        if enabled is not None and name not in enabled:
+            raise ToolError(f"Tool '{name}' is not enabled for bank "
+                            f"'{_backend.get().default_bank}' (its mcp_enabled_tools)")
         declared = await self._declared_arguments()
         if name in declared:
             unknown = sorted(set(arguments) - declared[name])
@@ -640,7 +667,7 @@ class HindsightMCPServer(MCPServer):
         cached: dict[str, frozenset[str]] | None = getattr(self, "_declared", None)
         if cached is None:
             cached = {t.name: frozenset((t.input_schema or {}).get("properties") or {})
-                      for t in await self.list_tools()}
+                      for t in await super().list_tools()}
             self._declared = cached
         return cached
 

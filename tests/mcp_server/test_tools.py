@@ -554,12 +554,23 @@ def test_bank_memory_operation_and_tag_tools_answer_upstreams_shapes(stack: Any)
         ops = await _call(client, "list_operations", type="retain", limit=5)
         assert ops["operations"][0]["id"] == accepted["operation_id"]
         assert (await _call(client, "get_bank"))["bank_id"] == BANK
-        renamed = await _call(client, "update_bank", name="Renamed")
+        renamed = await _call(client, "update_bank", name="Renamed",
+                              config_updates={"enable_auto_consolidation": False})
         assert renamed["name"] == "Renamed"
+        bad = await _refused(client, "update_bank", config_updates={"no_such_key": 1})
+        assert "no_such_key" in bad
+        flags = await _call(client, "recall", query="Dana", include_chunks=True,
+                            include_entities=True, include_source_facts=True,
+                            max_chunk_tokens=100, query_timestamp="2026-01-01T00:00:00Z",
+                            tag_groups=[{"tags": ["team"], "match": "any_strict"}])
+        assert "Dana owns the release train." in [r["text"] for r in flags["results"]]
         cancel = await _refused(client, "cancel_operation", operation_id=accepted["operation_id"])
         assert "409" in cancel
 
     _session(stack, body, one_bank=True)
+    with stack.http() as http:
+        config = http.get(f"/banks/{BANK}/config").json()
+    assert config["overrides"]["enable_auto_consolidation"] is False
 
     async def across(client: Client) -> None:
         banks = await _call(client, "list_banks", query="mcp-to")
@@ -575,3 +586,19 @@ def test_bank_memory_operation_and_tag_tools_answer_upstreams_shapes(stack: Any)
         assert "bank_id is required" in no_bank
 
     _session(stack, across, one_bank=False)
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.integration
+def test_the_banks_mcp_enabled_tools_narrow_what_its_session_lists_and_calls(stack: Any) -> None:
+    with stack.http() as http:
+        http.patch(f"/banks/{BANK}/config", json={"updates": {
+            "mcp_enabled_tools": ["recall", "get_bank"]}}).raise_for_status()
+
+    async def body(client: Client) -> None:
+        assert [t.name for t in (await client.list_tools()).tools] == ["recall", "get_bank"]
+        assert (await _call(client, "get_bank"))["bank_id"] == BANK
+        refused = await _refused(client, "list_mental_models")
+        assert "not enabled for bank 'mcp-tools'" in refused
+
+    _session(stack, body, one_bank=True)
