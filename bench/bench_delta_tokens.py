@@ -16,7 +16,8 @@ one row to the next is only the bank.
 The LLM is the scripted OpenAI-compatible server (tests/fakes/llm_server.py) answering at once:
 its token count is whitespace-separated words of every message sent, a deterministic stand-in
 proportional to what a provider would bill. Refreshes run in this process through
-``mentalmodels.pipeline.refresh_run`` on an embedded PostgreSQL (throw-away data).
+``mentalmodels.refresh.pipeline.refresh_run`` (through a claimed operation's fenced job) on an
+embedded PostgreSQL (throw-away data).
 
     .venv/bin/python bench/bench_delta_tokens.py
     .venv/bin/python bench/bench_delta_tokens.py --sizes 1000,10000 --refreshes 3
@@ -120,8 +121,22 @@ def main() -> None:
 
     from hindsight.banks.models import Bank
     from mentalmodels.models import MentalModel
-    from mentalmodels.pipeline import refresh_run
+    from mentalmodels.refresh import pipeline
+    from mentalmodels.services import refresh_dedupe_key
     from mentalmodels.triggers import trigger_normalize
+    from operations.jobs import Job
+    from operations.leases import operation_claim
+    from operations.models import Operation
+
+    def refresh_run(*, bank_id: str, mental_model_id: str, mode: str | None = None) -> Any:
+        """One refresh attempt the way a worker runs it: a claimed operation, its fenced job."""
+        op = Operation.objects.create(
+            bank_id=bank_id, operation_type="refresh_mental_model",
+            mental_model_id=mental_model_id, payload={"mode": mode} if mode else {},
+            dedupe_key=refresh_dedupe_key(bank_id=bank_id, mental_model_id=mental_model_id))
+        claimed = operation_claim(operation_id=op.id, holder="bench")
+        assert isinstance(claimed, Operation), claimed
+        return pipeline.refresh_run(job=Job(claimed, fence=claimed.fence, key=claimed.lease_key))
 
     seed = _load_seeder()
     try:

@@ -325,6 +325,8 @@ class Stack:
             "HINDSIGHT_API_EMBEDDINGS_OPENAI_MODEL": "scripted-embed",
             "HINDSIGHT_API_EMBEDDINGS_OPENAI_DIMENSIONS": "384",
             "PYTHONUNBUFFERED": "1",
+            # Celery takes an explicit "-P prefork" for "no choice" when settings name a pool.
+            "HINDSIGHT_API_WORKER_POOL": pool,
             **TIMINGS,
         }
         if api_key:
@@ -457,7 +459,7 @@ class Chaos:
         self.scratch = Path(tempfile.mkdtemp(prefix="chaos-"))
         self.llm = ChaosLLM()
         self.stack = Stack(self.scratch, args.concurrency, self.llm,
-                           durable=args.postgres_restart)
+                           durable=args.postgres_restart, pool=args.pool)
         self.t = Tracker()
         self.banks = ["chaos-a", "chaos-b"]
         self.models: list[tuple[str, str, str]] = []  # (bank, id, kind)
@@ -955,7 +957,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--models", type=int, default=50)
     parser.add_argument("--duration", type=float, default=150.0, help="seconds of load")
     parser.add_argument("--workers", type=int, default=3, help="worker processes (2-4)")
-    parser.add_argument("--concurrency", type=int, default=2, help="prefork children each")
+    parser.add_argument("--concurrency", type=int, default=2, help="pool slots each")
+    parser.add_argument("--pool", choices=("prefork", "threads"), default="prefork",
+                        help="the workers' Celery pool; threads: a child kill becomes a "
+                             "worker-process kill (a thread cannot be killed alone)")
     parser.add_argument("--refreshes", type=int, default=5, help="rounds of manual refreshes")
     parser.add_argument("--child-kills", type=int, default=8)
     parser.add_argument("--worker-kills", type=int, default=2)
@@ -974,6 +979,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         args.models, args.duration, args.workers, args.refreshes = 6, 25.0, 2, 2
         args.child_kills, args.worker_kills, args.postgres_restart = 1, 0, False
         args.paused_seconds, args.drain_timeout = 4.0, 60.0
+    if args.pool == "threads":
+        args.worker_kills, args.child_kills = args.worker_kills + args.child_kills, 0
     return args
 
 

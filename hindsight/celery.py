@@ -8,7 +8,8 @@ from typing import Any
 
 from celery import Celery
 from celery.exceptions import SecurityWarning
-from celery.signals import task_postrun, worker_process_init
+from celery.signals import task_postrun, worker_init, worker_process_init, worker_shutdown
+from django.conf import settings
 from django.db import connections
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "hindsight.settings")
@@ -70,3 +71,55 @@ def _keep_db_connections(**_: Any) -> None:
 @task_postrun.connect(weak=False)
 def _tidy_db_connections(**_: Any) -> None:
     worker_db_connections_tidy()
+
+
+# ----------------------------------------------------------------------------------------
+# A threads-pool worker (HINDSIGHT_API_WORKER_POOL=threads, the default): many jobs in flight in
+# one process, most of them waiting on the LLM.
+
+
+def threads_pool_prepare(*, hostname: str | None) -> None:
+    """In a threads-pool worker, before its first task: connections from a bounded pool, handed
+    back before every LLM wait; the process's liveness beacon (``operations.liveness``)."""
+    # Imported here: this module loads before Django's apps are ready (models).
+    from hindsight.db import connection_release_to_pool  # noqa: PLC0415
+    from hindsight.llm import before_wait_register  # noqa: PLC0415
+    from operations import engine, liveness  # noqa: PLC0415
+
+    cfg = settings.HINDSIGHT
+    for alias in connections:
+        settings_dict = connections[alias].settings_dict
+        settings_dict["CONN_MAX_AGE"] = 0  # a pool hands connections out; none persists per thread
+        options = settings_dict.setdefault("OPTIONS", {})
+        options["pool"] = {"min_size": 1, "max_size": cfg.worker_db_pool_size, "timeout": 60}
+        # pg_stat_activity names the worker each connection belongs to.
+        options.setdefault("application_name", f"hindsight-worker {hostname or ''}".strip())
+    before_wait_register(connection_release_to_pool)
+    global _beacon
+    _beacon = liveness.Beacon(
+        liveness.beacon_name(hostname=hostname, pid=os.getpid()),
+        lambda operation_id, holder, cause: engine.operation_worker_lost(
+            operation_id=operation_id, holder=holder, cause=cause),
+    )
+    _beacon.start()
+
+
+_beacon: Any = None
+
+
+def _pool_name(worker: Any) -> str:
+    pool = getattr(worker, "pool_cls", "")
+    return pool if isinstance(pool, str) else getattr(pool, "__module__", "")
+
+
+@worker_init.connect(weak=False)
+def _prepare_threads_pool(sender: Any = None, **_: Any) -> None:
+    name = _pool_name(sender)
+    if "thread" in name:
+        threads_pool_prepare(hostname=getattr(sender, "hostname", None))
+
+
+@worker_shutdown.connect(weak=False)
+def _stop_beacon(**_: Any) -> None:
+    if _beacon is not None:
+        _beacon.stop()

@@ -18,18 +18,29 @@ VERSION = "0.1.0"
 
 LLM_PROVIDERS = ("openai", "none")
 EMBEDDINGS_PROVIDERS = ("local", "openai")
+# Celery pools a worker may run (HINDSIGHT_API_WORKER_POOL): ``threads`` keeps many LLM-bound
+# jobs in flight in one process; ``prefork`` isolates each job in a child process.
+WORKER_POOLS = ("threads", "prefork")
 LOCAL_EMBEDDING_MODEL = "all-MiniLM-L6-v2"
 LOCAL_EMBEDDING_DIMENSIONS = 384
-# The MCP server's tools (hindsight/mcp_server/tools.py); HINDSIGHT_API_MCP_ENABLED_TOOLS picks.
-MCP_TOOL_NAMES = (
-    "create_mental_model", "list_mental_models", "get_mental_model", "update_mental_model",
+# The MCP server's tools, upstream 1.1.0's names in its order (hindsight/mcp_server/tools.py,
+# then the knowledge base's in knowledge_tools.py); HINDSIGHT_API_MCP_ENABLED_TOOLS picks.
+MCP_CORE_TOOL_NAMES = (
+    "retain", "sync_retain", "recall", "reflect", "list_banks", "create_bank",
+    "list_mental_models", "get_mental_model", "create_mental_model", "update_mental_model",
     "delete_mental_model", "refresh_mental_model", "clear_mental_model",
-    "reflect", "retain", "recall", "get_operation",
-    # hindsight.mcp_server.knowledge_tools
+    "list_memories", "list_operations", "get_operation", "cancel_operation", "list_tags",
+    "get_bank", "get_bank_stats", "update_bank", "delete_bank",
+)
+# hindsight.mcp_server.knowledge_tools
+MCP_KNOWLEDGE_TOOL_NAMES = (
     "get_knowledge_base_tree", "search_knowledge_base", "get_knowledge_page",
     "create_knowledge_folder", "create_knowledge_page", "update_knowledge_node",
     "delete_knowledge_node",
 )
+MCP_TOOL_NAMES = MCP_CORE_TOOL_NAMES + MCP_KNOWLEDGE_TOOL_NAMES
+# Offered only across banks (/mcp, `hindsight mcp` without --bank), as upstream.
+MCP_ONE_BANK_EXCLUDED = frozenset({"list_banks", "create_bank", "get_bank_stats"})
 
 
 # The configuration rules, each with a stable system-check id (``hindsight.checks``).
@@ -74,6 +85,12 @@ class Config:
     embeddings_timeout_seconds: float = 60.0
     embeddings_max_retries: int = 2
 
+    # The worker's Celery pool and slots (jobs in flight per worker process), and, for a
+    # threads pool, the database connections its slots share (a slot waiting on the LLM holds
+    # none).
+    worker_pool: str = "threads"
+    worker_concurrency: int = 64
+    worker_db_pool_size: int = 8
     worker_max_retries: int = 3
     worker_retry_backoff_seconds: float = 30.0
     worker_retry_backoff_max_seconds: float = 600.0
@@ -267,6 +284,9 @@ def read_config(env: Mapping[str, str] | None = None) -> Config:
         embeddings_dimensions=emb_dims,
         embeddings_timeout_seconds=r.number(p + "EMBEDDINGS_TIMEOUT", 60.0, minimum=0.1),
         embeddings_max_retries=r.integer(p + "EMBEDDINGS_MAX_RETRIES", 2, minimum=0),
+        worker_pool=r.choice(p + "WORKER_POOL", WORKER_POOLS, "threads"),
+        worker_concurrency=r.integer(p + "WORKER_CONCURRENCY", 64, minimum=1),
+        worker_db_pool_size=r.integer(p + "WORKER_DB_POOL_SIZE", 8, minimum=1),
         worker_max_retries=r.integer(p + "WORKER_MAX_RETRIES", 3, minimum=0),
         worker_retry_backoff_seconds=r.number(p + "WORKER_TASK_RETRY_BACKOFF_SECONDS", 30.0),
         worker_retry_backoff_max_seconds=r.number(p + "WORKER_TASK_RETRY_BACKOFF_MAX_SECONDS", 600.0),

@@ -1,5 +1,5 @@
-"""Shared database functions: the one clock every write and every cutoff is stamped with, and
-the one writer of pgvector's text literal."""
+"""Shared database functions: the one clock every write and every cutoff is stamped with, the
+one writer of pgvector's text literal, and handing a pooled connection back between uses."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import functools
 from collections.abc import Sequence
 
 import numpy as np
-from django.db import models
+from django.db import connection, models
 from django.db.models import Func
 
 
@@ -31,3 +31,20 @@ def vector_literal(values: Sequence[float]) -> str:
 @functools.cache
 def _vector_format(dimensions: int) -> str:
     return "[" + ",".join(["%.9g"] * dimensions) + "]"
+
+
+def connection_is_pooled() -> bool:
+    """The calling thread's connection comes from a pool (``OPTIONS["pool"]``, a threads-pool
+    worker: ``hindsight.celery``)."""
+    return bool(connection.settings_dict.get("OPTIONS", {}).get("pool"))
+
+
+def connection_release_to_pool() -> None:
+    """Hand the calling thread's connection back to its pool before a long wait (an LLM call,
+    a heartbeat's sleep), so a slot that waits holds none; the next query takes one again.
+    Never inside a transaction, and a no-op without a pool (closing would mean reconnecting).
+    """
+    if connection.connection is not None and connection_is_pooled() and not (
+        connection.in_atomic_block
+    ):
+        connection.close()

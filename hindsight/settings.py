@@ -146,6 +146,8 @@ SPECTACULAR_SETTINGS = {
         "DryRunRefreshOutcome": "mentalmodels.api.preview.DRY_RUN_OUTCOMES",
         "RefreshFailureReason": "mentalmodels.api.operation_details.REFRESH_FAILURE_REASONS",
         "OperationStatus": "operations.api.serializers.OPERATION_STATUSES",
+        "TriggerFactType": "mentalmodels.triggers.FACT_TYPES",
+        "FactType": "hindsight.api.serializers.FACT_TYPES",
     },
 }
 
@@ -161,6 +163,10 @@ CELERY_TASK_REJECT_ON_WORKER_LOST = True
 # process recovers the job in about a second (operations.tasks.RunRequest).
 CELERY_WORKER_LOST_WAIT = 0.5
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+# The pool and its slots when the worker's command line names none (`make run`, compose):
+# threads by default, many slots, since a job mostly waits on the LLM (hindsight.celery).
+CELERY_WORKER_POOL = HINDSIGHT.worker_pool
+CELERY_WORKER_CONCURRENCY = HINDSIGHT.worker_concurrency
 # Celery's Django fixup closes a pool process's database connections every this many tasks
 # (twice per task without it); between those, hindsight.celery keeps the connection, dropping
 # it when broken or too old and health-checking it before each task.

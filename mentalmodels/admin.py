@@ -34,7 +34,7 @@ from hindsight.errors import DomainError
 from mentalmodels import services
 from mentalmodels.admin_forms import MentalModelAddForm, MentalModelChangeForm
 from mentalmodels.models import HistoryKind, MentalModel, MentalModelHistory
-from mentalmodels.pipeline import refresh_dry_run
+from mentalmodels.refresh.pipeline import refresh_dry_run
 from mentalmodels.refresh_types import Preview
 from mentalmodels.staleness import stale_flags
 

@@ -2,8 +2,10 @@
 what a failed reflect run answers.
 
 ``RefreshFailed`` is an ``OperationFailure`` (the engine records it as a failed attempt) that
-carries the client's ``details`` and the attempt's trace; ``RefreshInterrupted`` carries the
-trace of a refresh cut short from outside or by a bug, around the exception that did it. The
+carries the client's ``details`` and the attempt's trace (``mentalmodels.refresh.failures``
+builds every one); ``RefreshInterrupted`` carries the trace of a refresh cut short from outside
+or by a bug, around the exception that did it. The rest of the attempt's record is on the job
+(``mentalmodels.refresh.attempt.RefreshAttempt.record_on``). The
 dry run's and reflect's failures are domain errors whose class picks the HTTP status (``hindsight.api.errors``
 maps them by class).
 """
@@ -13,7 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from hindsight.errors import DomainError, Unavailable, UpstreamFailed, UpstreamTimedOut
-from mentalmodels.refresh_types import MentalModelOperationType, RefreshFailureReason
+from mentalmodels.refresh_types import RefreshFailureReason, refresh_details
 from operations.errors import AttemptInterrupted, OperationFailure
 
 
@@ -28,19 +30,10 @@ class RefreshFailed(OperationFailure):
         failure_reason: str,
         retryable: bool = True,
         trace: dict[str, Any] | None = None,
-        result_metadata: dict[str, Any] | None = None,
         timed_out: bool = False,
     ):
-        super().__init__(
-            message,
-            retryable=retryable,
-            details={
-                "operation_type": MentalModelOperationType.REFRESH,
-                "outcome": outcome,
-                "failure_reason": failure_reason,
-            },
-            result_metadata=result_metadata,
-        )
+        super().__init__(message, retryable=retryable,
+                         details=refresh_details(outcome=outcome, failure_reason=failure_reason))
         self.outcome = outcome
         self.failure_reason = failure_reason
         self.trace = trace

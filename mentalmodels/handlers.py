@@ -1,6 +1,6 @@
-"""The ``refresh_mental_model`` operation handler: runs the pipeline for a claimed job and
-records what a failed attempt leaves behind (failure entry, trace, pause after the last one) in
-the engine's failure transaction, so a final failure and the pause commit together."""
+"""The ``refresh_mental_model`` operation handler: runs one attempt of the refresh for a claimed
+job, and records what a failed attempt leaves behind (failure entry, trace, pause after the last
+one) in the engine's failure transaction, so a final failure and the pause commit together."""
 
 from __future__ import annotations
 
@@ -11,13 +11,14 @@ from django.conf import settings
 
 from hindsight import metrics
 from hindsight.banks.budget import budget_hold
-from mentalmodels.awaiting_llm import mental_model_await_llm, refresh_failed_for_missing_llm
-from mentalmodels.errors import RefreshInterrupted
+from mentalmodels.awaiting_llm import mental_model_await_llm
+from mentalmodels.errors import RefreshFailed
 from mentalmodels.models import MentalModel
-from mentalmodels.pipeline import RefreshFailed, refresh_run
-from mentalmodels.refresh_types import MentalModelOperationType, RefreshFailureReason, RefreshOutcome
+from mentalmodels.refresh.failures import FailureEntry
+from mentalmodels.refresh.pipeline import refresh_run
+from mentalmodels.refresh_types import MentalModelOperationType, RefreshOutcome
 from mentalmodels.services import mental_model_record_failure
-from operations.errors import FenceLost, OperationFailure
+from operations.errors import FenceLost
 from operations.registry import Hold, Pending
 
 if TYPE_CHECKING:
@@ -29,7 +30,7 @@ class RefreshMentalModelHandler:
 
     @property
     def wall_timeout_seconds(self) -> float:
-        # RF-9: the engine's alarm is the backstop; the pipeline's own deadline (LLM calls)
+        # RF-9: the engine's alarm is the backstop; the attempt's own deadline (LLM calls)
         # normally ends a slow refresh first, with a precise failure record.
         return settings.HINDSIGHT.reflect_wall_timeout_seconds + 1.0
 
@@ -38,30 +39,14 @@ class RefreshMentalModelHandler:
         return budget_hold(pending)
 
     def run(self, job: Job) -> None:
-        # What an attempt cut short from outside (wall timeout, crash) reports on the operation.
-        job.details = {
-            "operation_type": MentalModelOperationType.REFRESH,
-            "outcome": RefreshOutcome.REFRESH_FAILED_ERROR,
-            "failure_reason": RefreshFailureReason.UNEXPECTED_ERROR,
-        }
-        mental_model_id = job.operation.mental_model_id
-        if mental_model_id is None:  # not one of ours: no retry will give it a model
-            raise OperationFailure("refresh operation without a mental_model_id", retryable=False)
-        requested_mode = (job.payload or {}).get("mode") or "full"
+        requested_mode = job.payload.get("mode") or "full"
         started = time.monotonic()
-        # The refresh's LLM requests and tokens go into result_metadata["llm"], also when the
-        # attempt fails (a refused refresh carries result_metadata of its own).
-        with job.llm_accounting() as tally:
+        # The refresh's LLM requests and tokens are logged under the job and stored in its
+        # record, completed or failed.
+        with job.llm_accounting():
             try:
-                report = refresh_run(
-                    bank_id=job.operation.bank_id,
-                    mental_model_id=mental_model_id,
-                    mode=(job.payload or {}).get("mode"),
-                    automatic=job.operation.automatic,
-                    job=job,
-                )
+                report = refresh_run(job=job)
             except RefreshFailed as exc:
-                exc.result_metadata = {**(exc.result_metadata or {}), "llm": tally.as_dict()}
                 _observe(started, exc.outcome,
                          (exc.trace or {}).get("effective_mode") or requested_mode)
                 raise
@@ -86,32 +71,20 @@ class RefreshMentalModelHandler:
         )
         if model is None:
             return
-        # An interrupted refresh is recorded under what interrupted it.
-        shown = exc.cause if isinstance(exc, RefreshInterrupted) else exc
-        if refresh_failed_for_missing_llm(exc):
+        entry = FailureEntry.of(exc)
+        if entry.awaiting_llm:
             # A configuration not made yet: recorded, not paused, caught up once there is one.
-            mental_model_await_llm(model_uid=model.uid,
-                                   exception=f"{type(shown).__name__}: {shown}",
+            mental_model_await_llm(model_uid=model.uid, exception=entry.exception,
                                    operation_id=job.operation.id)
             return
-        outcome: str = RefreshOutcome.REFRESH_FAILED_ERROR
-        if isinstance(exc, RefreshFailed):
-            outcome, reason, trace = exc.outcome, exc.failure_reason, exc.trace
-        elif isinstance(exc, RefreshInterrupted):
-            # Timeouts enforced by the engine or the task, and bugs: no finer reason to give;
-            # the trace so far came with it.
-            reason, trace = RefreshFailureReason.UNEXPECTED_ERROR, exc.trace
-        else:
-            # A lost worker: no trace.
-            reason, trace = RefreshFailureReason.UNEXPECTED_ERROR, None
         mental_model_record_failure(
             model_uid=model.uid,
-            outcome=outcome,
-            reason=reason,
-            exception=f"{type(shown).__name__}: {shown}",
+            outcome=entry.outcome,
+            reason=entry.reason,
+            exception=entry.exception,
             operation_id=job.operation.id,
             final=final,
-            trace=trace,
+            trace=entry.trace,
         )
 
 

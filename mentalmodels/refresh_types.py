@@ -60,6 +60,12 @@ class ModeFallbackReason(StrEnum):
     DELTA_OPS_ALL_SKIPPED = "delta_ops_all_skipped"
 
 
+def refresh_details(*, outcome: str, failure_reason: str | None) -> dict[str, Any]:
+    """A refresh operation's ``details`` (upstream's ``RefreshMentalModelOperationDetails``)."""
+    return {"operation_type": MentalModelOperationType.REFRESH, "outcome": outcome,
+            "failure_reason": failure_reason}
+
+
 @dataclass
 class Plan:
     model: MentalModel

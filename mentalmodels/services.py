@@ -4,7 +4,7 @@ Owns the write side of MM-2 (create), MM-6 (clear), MM-7 (history entries and th
 retention), MM-10 (edits that invalidate a running refresh bump its fence and queue a new one)
 and the refresh submission (operation ``refresh_mental_model``, coalesced by the operations
 engine on the key ``mm:{bank_id}:{mental_model_id}``). The refresh itself lives in
-``mentalmodels.pipeline``.
+``mentalmodels.refresh``.
 """
 
 from __future__ import annotations

@@ -18,8 +18,10 @@ Order matters and is deliberate:
 7. release the lock, **then** dispatch the key's next due pending operation.
 
 A worker process that dies mid-job (SIGKILL, OOM) is recovered at once by the worker's main
-process (``operation_worker_lost``, called from ``operations.tasks.RunRequest``); the beat
-sweep (``recover``) is the backstop for a host that is gone with its main process.
+process (``operation_worker_lost``, called from ``operations.tasks.RunRequest``); a
+threads-pool worker process that dies is recovered by its peers' liveness watch, through the
+same function (``operations.liveness``); the beat sweep (``recover``) is the backstop for a host
+that is gone with its main process.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from django.db import connection
 from redis.exceptions import LockError
 
 from hindsight import metrics
+from hindsight.db import connection_release_to_pool
 from operations import dispatch, registry
 from operations.errors import (
     AttemptInterrupted,
@@ -103,6 +106,7 @@ class _Heartbeat(threading.Thread):
                     # the lock, the fence protects the writes either way.
                     log.warning("heartbeat: cannot stamp %s", self.job.id, exc_info=True)
                     ours = True
+                connection_release_to_pool()
                 if not ours:
                     self.lease_lost = True
                     try:
@@ -116,7 +120,13 @@ class _Heartbeat(threading.Thread):
 
     def stop(self) -> None:
         self.stopped.set()
-        self.join(timeout=10)
+        if self is not threading.current_thread():
+            self.join(timeout=10)
+
+    def abandon(self) -> None:
+        """Stop beating, from another thread (the wall-timeout watchdog, for a stuck slot): the
+        operation falls silent and the sweep recovers it, fence bumped."""
+        self.stopped.set()
 
 
 def _send_next_of_key(key: str, operation_id: str) -> None:
@@ -149,10 +159,12 @@ def _drop_broken_connection() -> None:
         connection.close_if_unusable_or_obsolete()
 
 
-def _run_handler(handler: Any, job: Job) -> str:
+def _run_handler(handler: Any, job: Job, heartbeat: _Heartbeat | None = None) -> str:
     """Run the handler and record how the attempt ended. Returns a label (logs, tests)."""
     try:
-        with job.under_wall_timeout(_wall_seconds(handler, job)):
+        with job.under_wall_timeout(
+            _wall_seconds(handler, job), on_stuck=heartbeat.abandon if heartbeat else None
+        ):
             handler.run(job)
         if not job.finished and Operation.objects.filter(
             id=job.id, status=PROCESSING, fence=job.fence
@@ -280,8 +292,11 @@ def operation_execute(*, operation_id: str, holder: str) -> str:
             )
             outcome = "failed"
         else:
-            outcome = _run_handler(handler, job)
+            outcome = _run_handler(handler, job, heartbeat)
     finally:
+        # A pooled connection goes back before waiting for the heartbeat thread, which may be
+        # waiting for one itself (a threads-pool worker's slots share a few).
+        connection_release_to_pool()
         if heartbeat is not None:
             heartbeat.stop()
         try:

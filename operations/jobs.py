@@ -17,7 +17,7 @@ The job runs under its wall timeout (``under_wall_timeout``, ``operations.wallti
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -95,9 +95,12 @@ class Job:
     # -- the wall timeout ------------------------------------------------------------------------
 
     @contextmanager
-    def under_wall_timeout(self, seconds: float | None) -> Iterator[None]:
-        """Run the block (the handler) under the wall timeout; ``finishing`` disarms it."""
-        with walltimeout.armed(seconds) as alarm:
+    def under_wall_timeout(self, seconds: float | None, *,
+                           on_stuck: Callable[[], None] | None = None) -> Iterator[None]:
+        """Run the block (the handler) under the wall timeout; ``finishing`` disarms it.
+        ``on_stuck``: what gives the job up if it is still running long after its clock (the
+        engine stops its heartbeat; ``operations.walltimeout``)."""
+        with walltimeout.armed(seconds, on_stuck=on_stuck) as alarm:
             self._alarm = alarm
             try:
                 yield

@@ -7,7 +7,8 @@ completion, so a test can count effects exactly.
 
 Payload keys (all optional):
 
-- ``sleep``: seconds to wait after recording the start;
+- ``sleep``: seconds to wait after recording the start (``walltimeout.slot_wait``: the wall
+  timeout interrupts it in any pool);
 - ``fail``: ``"always"`` or an int n — fail attempts 1..n;
 - ``retryable``: false makes the failure final at once;
 - ``llm``: a prompt sent through ``hindsight.llm.get_llm().chat`` (the scripted server can hold
@@ -28,6 +29,7 @@ import time
 from django.db import connection
 
 from hindsight.llm import get_llm
+from operations import walltimeout
 from operations.errors import FenceLost, OperationFailure
 from operations.jobs import Job
 from operations.registry import register
@@ -79,7 +81,7 @@ class TestJobHandler:
         outcome = "error"
         try:
             if payload.get("sleep"):
-                time.sleep(float(payload["sleep"]))
+                walltimeout.slot_wait(float(payload["sleep"]))  # a wall timeout interrupts it
             if payload.get("llm"):
                 get_llm().chat([{"role": "user", "content": str(payload["llm"])}])
             fail = payload.get("fail")

@@ -160,6 +160,9 @@ PRIVATE_WORKER_TESTS: dict[str, str] = {
     "tests/operations/test_fast_recovery.py":
         "SIGKILLs pool processes and times the recovered claim",
     "tests/compat/test_client_worker_lost.py": "SIGKILLs the pool process running a refresh",
+    "tests/operations/test_threads_pool.py::"
+    "test_a_killed_threads_worker_is_recovered_by_its_peer_within_seconds":
+        "SIGKILLs a whole threads-pool worker and times its peer's recovery",
     "tests/operations/test_broker_restart.py":
         "its worker talks to a broker the test kills and restarts",
     "tests/mentalmodels/test_awaiting_llm.py::"
@@ -370,12 +373,15 @@ class WorkerFactory:
         env: dict[str, str] | None = None,
         wait: bool = True,
         name: str | None = None,
+        pool: str = "prefork",
     ) -> WorkerProcess | SharedWorker:
         """A worker of this configuration (the current settings, ``env``, ``concurrency``).
 
         Shared: the n-th call of a test gets the n-th worker of that configuration, ready
-        (``wait`` and ``name`` apply to private workers only)."""
-        full_env = self.env(env)
+        (``wait`` and ``name`` apply to private workers only). ``pool``: the Celery pool, named
+        in the environment — Celery reads an explicit ``-P prefork`` as "no choice" when
+        settings name a pool (``CELERY_WORKER_POOL``)."""
+        full_env = self.env({"HINDSIGHT_API_WORKER_POOL": pool, **(env or {})})
         if self.pool is None:
             return self._start_private(full_env, concurrency, wait, name)
         if self.redis_url != self.pool.redis_url:

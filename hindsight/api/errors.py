@@ -12,6 +12,7 @@ from django.http import Http404, HttpRequest, JsonResponse
 from rest_framework import exceptions, status
 from rest_framework.response import Response
 
+from hindsight.api.problems import problem
 from hindsight.errors import DomainError, FieldError, FieldErrors
 
 
@@ -49,11 +50,8 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
     if isinstance(exc, exceptions.ValidationError):
         return Response(validation_body(exc.detail), status=422)
     if isinstance(exc, exceptions.ParseError):
-        return Response(
-            {"detail": [{"loc": ["body"], "msg": f"invalid JSON: {exc.detail}",
-                         "type": "json_invalid"}]},
-            status=422,
-        )
+        return Response({"detail": [problem("json_invalid", ["body"], error=exc.detail)]},
+                        status=422)
     if isinstance(exc, Http404):
         return Response({"detail": "Not Found"}, status=404)
     if isinstance(exc, exceptions.APIException):

@@ -7,7 +7,7 @@ Schema-only: nothing here validates or renders a request. The runtime error shap
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any
 
 from drf_spectacular.extensions import OpenApiSerializerExtension
 from drf_spectacular.plumbing import build_basic_type
@@ -71,19 +71,17 @@ class VersionSerializer(serializers.Serializer):
 
 
 class ClosedObjectExtension(OpenApiSerializerExtension):
-    """Strict request serializers refuse unknown keys: document them as closed objects.
+    """A ``Body`` refuses unknown keys: every one is documented as a closed object
+    (``additionalProperties: false``), under the component name it declares
+    (``component_name``, upstream's, where two bodies would otherwise share a name)."""
 
-    Subclasses target another strict base class (``match_subclasses``) or one serializer
-    (with a higher ``priority``) and may give serializers upstream's component names.
-    """
-
-    target_class: Any = "hindsight.api.serializers.ClosedSerializer"
+    target_class: Any = "hindsight.api.serializers.Body"
     match_subclasses = True
-    component_names: ClassVar[dict[str, str]] = {}
 
     def get_name(self, auto_schema: Any, direction: str) -> str | None:
         cls = self.target if isinstance(self.target, type) else type(self.target)
-        return self.component_names.get(f"{cls.__module__}.{cls.__qualname__}")
+        name = cls.__dict__.get("component_name")
+        return str(name) if name else None
 
     def map_serializer(self, auto_schema: Any, direction: str) -> dict[str, Any]:
         schema = auto_schema._map_serializer(self.target, direction, bypass_extensions=True)
@@ -101,19 +99,22 @@ def _query_type(field: serializers.Field) -> dict[str, Any]:
         return dict(build_basic_type(OpenApiTypes.INT) or {})
     if isinstance(field, serializers.ListField):
         return {"type": "array", "items": _query_type(field.child)}
+    if isinstance(field, serializers.ChoiceField):
+        return {"type": "string", "enum": [v for v in field.choices if v not in ("", None)]}
+    if isinstance(field, serializers.DateTimeField):
+        return {"type": "string", "format": "date-time"}
+    if isinstance(field, serializers.UUIDField):
+        return {"type": "string", "format": "uuid"}
     return {"type": "string"}
 
 
 def query_parameters(serializer_class: type[serializers.Serializer]) -> list[OpenApiParameter]:
-    """The query parameters a query serializer parses, documented from its fields: the JSON type
-    of the field's DRF class, its choices (without the blank or null a query string cannot
-    tell from a parameter left out), default, bounds, length and help text. A list is the
-    parameter repeated (``explode``)."""
+    """The query parameters a ``Query`` serializer parses, documented from its fields: the JSON
+    type of the field's DRF class, its choices, default, bounds, length and help text. A list
+    is the parameter repeated (``explode``)."""
     parameters = []
     for name, field in serializer_class().fields.items():
         schema = _query_type(field)
-        if isinstance(field, serializers.ChoiceField):
-            schema["enum"] = [value for value in field.choices if value not in ("", None)]
         if field.default is not empty and not callable(field.default):
             schema["default"] = field.default
         for attribute, keyword in (("min_value", "minimum"), ("max_value", "maximum"),
@@ -126,37 +127,3 @@ def query_parameters(serializer_class: type[serializers.Serializer]) -> list[Ope
             explode=True if isinstance(field, serializers.ListField) else None,
         ))
     return parameters
-
-
-def query_int(name: str, default: int, *, minimum: int = 0, maximum: int | None = None,
-              description: str = "") -> OpenApiParameter:
-    schema: dict[str, Any] = {**(build_basic_type(OpenApiTypes.INT) or {}), "default": default,
-                              "minimum": minimum}
-    if maximum is not None:
-        schema["maximum"] = maximum
-    return OpenApiParameter(name, schema, OpenApiParameter.QUERY, description=description)
-
-
-def query_enum(name: str, values: tuple[str, ...], *, default: str | None = None,
-               description: str = "") -> OpenApiParameter:
-    schema: dict[str, Any] = {"type": "string", "enum": list(values)}
-    if default is not None:
-        schema["default"] = default
-    return OpenApiParameter(name, schema, OpenApiParameter.QUERY, description=description)
-
-
-def query_text(name: str, description: str = "") -> OpenApiParameter:
-    return OpenApiParameter(name, OpenApiTypes.STR, OpenApiParameter.QUERY,
-                            description=description)
-
-
-def query_bool(name: str, description: str = "") -> OpenApiParameter:
-    return OpenApiParameter(name, {"type": "boolean", "default": False}, OpenApiParameter.QUERY,
-                            description=description)
-
-
-def query_tags(
-    description: str = "Filter by tags (repeat the parameter for several)",
-) -> OpenApiParameter:
-    return OpenApiParameter("tags", {"type": "array", "items": {"type": "string"}},
-                            OpenApiParameter.QUERY, explode=True, description=description)

@@ -1,43 +1,26 @@
-"""The banks API's responses (upstream's component names), query parameters, custom fields.
+"""The banks API's responses (upstream's component names) and the document of its own fields.
 
-Responses: each response serializer declares its shape (for the OpenAPI document) and renders
-it (``render``), building the dict directly in the declared order — no per-field
-``to_representation`` on a page of up to 1,000 rows or a recall's hits. ``tests/banks/
-test_response_shapes.py`` holds the rendered keys to the declared fields. The extensions tell
-drf-spectacular what the hand-written request fields of ``hindsight.banks.serializers`` accept.
-Importing this module registers the extensions (the views import it).
+Responses: each response serializer is ``Rendered`` (``hindsight.api.serializers``): its declared
+fields are both its OpenAPI shape and its renderer, in the declared order, compiled once per
+class (a page renders up to 1,000 rows). The extensions tell drf-spectacular what the banks' own
+request fields of ``hindsight.banks.serializers`` accept. Importing this module registers the
+extensions (the views import it).
 """
 
 from __future__ import annotations
 
 import json
 from datetime import datetime
-from typing import Any, ClassVar
+from typing import Any
 
 from drf_spectacular.extensions import OpenApiSerializerFieldExtension
-from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter
 from rest_framework import serializers
 
-from hindsight.api.schema import (  # noqa: F401  (the query parameters are re-exported)
-    ClosedObjectExtension,
-    query_bool,
-    query_enum,
-    query_int,
-    query_tags,
-    query_text,
-)
+from hindsight.api.serializers import Rendered, computed, const, page_fields
 from hindsight.banks import selectors
-from hindsight.banks.models import Bank, MemoryUnit
-from hindsight.banks.recall import RecallHit
-from hindsight.banks.retaintypes import RetainResult, Usage
-from hindsight.banks.selectors import TIME_FIELDS
-from hindsight.banks.serializers import OBSERVATION_SCOPE_MODES
-from hindsight.llm.models import LLMRequest
-from hindsight.tagscope import TAGS_MATCH_MODES
-
-MEMORY_FACT_TYPES = ("world", "experience", "observation", "opinion")
-TAG_SOURCES = ("memories", "mental_models")
+from hindsight.banks.models import Bank
+from hindsight.banks.retaintypes import RetainResult
+from hindsight.banks.serializers import MEMORY_FACT_TYPES, OBSERVATION_SCOPE_MODES
 
 # --- request fields the serializers define by hand --------------------------------------------
 
@@ -52,7 +35,7 @@ _TAG_GROUP = {
 class AnyJSONFieldExtension(OpenApiSerializerFieldExtension):
     """``tag_groups`` (recall) and config ``updates`` values: any JSON, checked by the service."""
 
-    target_class = "hindsight.api.serializers.AnyJSONField"
+    target_class = "hindsight.api.serializers.AnyJSON"
 
     def map_serializer_field(self, auto_schema: Any, direction: str) -> dict[str, Any]:
         if self.target.field_name == "tag_groups":
@@ -111,412 +94,240 @@ class TagScopeListFieldExtension(OpenApiSerializerFieldExtension):
                 "nullable": True}
 
 
-class RecallIncludeExtension(ClosedObjectExtension):
-    # Recall's ``include`` is upstream's ``IncludeOptions`` (reflect has an ``include`` too).
-    target_class = "hindsight.banks.serializers.IncludeSerializer"
-    match_subclasses = False
-    priority = 1
-    component_names: ClassVar[dict[str, str]] = {
-        "hindsight.banks.serializers.IncludeSerializer": "IncludeOptions",
-    }
-
-
 # --- responses ---------------------------------------------------------------------------------
-
+#
+# Each shape is ``Rendered``: its declared fields document it and render it (``source``: where
+# the value is read; ``const``: a field this service does not fill; ``computed``: a value made
+# from the object). The views hand each one the object (or a dict) it reads.
 
 def iso(value: datetime | None) -> str | None:
     return value.isoformat() if value is not None else None
 
 
-class DispositionTraitsSerializer(serializers.Serializer):
-    skepticism = serializers.IntegerField(min_value=1, max_value=5)
-    literalism = serializers.IntegerField(min_value=1, max_value=5)
-    empathy = serializers.IntegerField(min_value=1, max_value=5)
+Char, Int, Bool, Time = (serializers.CharField, serializers.IntegerField,
+                         serializers.BooleanField, serializers.DateTimeField)
 
 
-class BankProfileResponseSerializer(serializers.Serializer):
-    bank_id = serializers.CharField()
-    name = serializers.CharField(allow_blank=True)
-    disposition = DispositionTraitsSerializer()
-    mission = serializers.CharField(allow_blank=True)
-    background = serializers.CharField(allow_null=True, allow_blank=True)
-
-    @staticmethod
-    def render(bank: Bank) -> dict[str, Any]:
-        mission = selectors.bank_mission(bank=bank)
-        return {
-            "bank_id": bank.id,
-            "name": bank.name,
-            "disposition": selectors.bank_disposition(bank=bank),
-            "mission": mission,
-            "background": mission,
-        }
+def _or_none(value: Any) -> Any:
+    return value or None
 
 
-class BankListItemSerializer(serializers.Serializer):
-    bank_id = serializers.CharField()
-    name = serializers.CharField(allow_null=True, allow_blank=True)
-    disposition = DispositionTraitsSerializer()
-    mission = serializers.CharField(allow_null=True, allow_blank=True)
-    created_at = serializers.DateTimeField(allow_null=True)
-    updated_at = serializers.DateTimeField(allow_null=True)
-    fact_count = serializers.IntegerField()
-    last_document_at = serializers.DateTimeField(allow_null=True)
-    last_write_at = serializers.DateTimeField(allow_null=True)
-    display_alias = serializers.CharField(allow_null=True)
-    matched_aliases = serializers.ListField(child=serializers.CharField())
-
-    @staticmethod
-    def render(row: dict[str, Any]) -> dict[str, Any]:
-        """One ``selectors.bank_list`` row (up to 1,000 a page)."""
-        bank = row["bank"]
-        return {
-            "bank_id": bank.id,
-            "name": bank.name,
-            "disposition": selectors.bank_disposition(bank=bank),
-            "mission": selectors.bank_mission(bank=bank),
-            "created_at": iso(bank.created_at),
-            "updated_at": iso(bank.updated_at),
-            "fact_count": row["fact_count"],
-            "last_document_at": iso(row["last_document_at"]),
-            "last_write_at": iso(row["last_write_at"]),
-            "display_alias": None,
-            "matched_aliases": [],
-        }
+class DispositionTraitsSerializer(Rendered):
+    skepticism = Int(min_value=1, max_value=5)
+    literalism = Int(min_value=1, max_value=5)
+    empathy = Int(min_value=1, max_value=5)
 
 
-class BankListResponseSerializer(serializers.Serializer):
+def _disposition(bank: Bank) -> dict[str, int]:
+    return selectors.bank_disposition(bank=bank)
+
+
+def _mission(bank: Bank) -> str:
+    return selectors.bank_mission(bank=bank)
+
+
+class BankProfileResponseSerializer(Rendered):
+    bank_id = Char(source="id")
+    name = Char(allow_blank=True)
+    disposition = computed(DispositionTraitsSerializer(), _disposition)
+    mission = computed(Char(allow_blank=True), _mission)
+    background = computed(Char(allow_null=True, allow_blank=True), _mission)
+
+
+class BankListItemSerializer(Rendered):
+    """One ``selectors.bank_list`` row (up to 1,000 a page): the bank and its counts."""
+
+    bank_id = Char(source="bank.id")
+    name = Char(allow_null=True, allow_blank=True, source="bank.name")
+    disposition = computed(DispositionTraitsSerializer(), lambda row: _disposition(row["bank"]))
+    mission = computed(Char(allow_null=True, allow_blank=True), lambda row: _mission(row["bank"]))
+    created_at = Time(allow_null=True, source="bank.created_at")
+    updated_at = Time(allow_null=True, source="bank.updated_at")
+    fact_count = Int()
+    last_document_at = Time(allow_null=True)
+    last_write_at = Time(allow_null=True)
+    display_alias = const(Char(allow_null=True), None)
+    matched_aliases = computed(serializers.ListField(child=Char()), lambda row: [])
+
+
+class BankListResponseSerializer(Rendered):
     banks = BankListItemSerializer(many=True)
-    total = serializers.IntegerField()
-    limit = serializers.IntegerField()
-    offset = serializers.IntegerField()
-
-    @staticmethod
-    def render(rows: list[dict[str, Any]], *, total: int, limit: int,
-               offset: int) -> dict[str, Any]:
-        render = BankListItemSerializer.render
-        return {"banks": [render(row) for row in rows], "total": total, "limit": limit,
-                "offset": offset}
+    total, limit, offset = page_fields()
 
 
-class DeleteResponseSerializer(serializers.Serializer):
-    success = serializers.BooleanField()
-    message = serializers.CharField(allow_null=True)
-    deleted_count = serializers.IntegerField(allow_null=True)
-
-    @staticmethod
-    def render(bank_id: str, deleted_count: int) -> dict[str, Any]:
-        return {"success": True, "message": f"Bank '{bank_id}' deleted",
-                "deleted_count": deleted_count}
+class DeleteResponseSerializer(Rendered):
+    success = const(Bool(), True)
+    message = computed(Char(allow_null=True), lambda d: f"Bank '{d['bank_id']}' deleted")
+    deleted_count = Int(allow_null=True)
 
 
-class BankConfigResponseSerializer(serializers.Serializer):
-    bank_id = serializers.CharField()
-    config = serializers.DictField(child=serializers.JSONField())
-    overrides = serializers.DictField(child=serializers.JSONField())
+class BankConfigResponseSerializer(Rendered):
+    """The resolved config (defaults, then the bank's overrides), and the overrides."""
 
-    @staticmethod
-    def render(bank: Bank) -> dict[str, Any]:
-        """The resolved config (defaults, then the bank's overrides), and the overrides."""
-        return {"bank_id": bank.id, "config": selectors.bank_config_resolved(bank=bank),
-                "overrides": dict(bank.config or {})}
+    bank_id = Char(source="id")
+    config = computed(serializers.DictField(child=serializers.JSONField()),
+                      lambda bank: selectors.bank_config_resolved(bank=bank))
+    overrides = computed(serializers.DictField(child=serializers.JSONField()),
+                         lambda bank: dict(bank.config or {}))
 
 
-class BankStatsResponseSerializer(serializers.Serializer):
-    bank_id = serializers.CharField()
-    total_nodes = serializers.IntegerField()
-    total_links = serializers.IntegerField()
-    total_documents = serializers.IntegerField()
-    nodes_by_fact_type = serializers.DictField(child=serializers.IntegerField())
-    links_by_link_type = serializers.DictField(child=serializers.IntegerField())
-    links_by_fact_type = serializers.DictField(child=serializers.IntegerField())
-    links_breakdown = serializers.DictField(
-        child=serializers.DictField(child=serializers.IntegerField())
-    )
-    pending_operations = serializers.IntegerField()
-    failed_operations = serializers.IntegerField()
-    operations_by_status = serializers.DictField(child=serializers.IntegerField())
-    last_consolidated_at = serializers.DateTimeField(allow_null=True)
-    last_memory_write_at = serializers.DateTimeField(allow_null=True)
-    pending_consolidation = serializers.IntegerField()
-    failed_consolidation = serializers.IntegerField()
-    total_observations = serializers.IntegerField()
+def _counts() -> serializers.DictField:
+    return serializers.DictField(child=Int())
+
+
+class BankStatsResponseSerializer(Rendered):
+    """``selectors.bank_stats``'s counts."""
+
+    bank_id = Char()
+    total_nodes = Int()
+    total_links = Int()
+    total_documents = Int()
+    nodes_by_fact_type = _counts()
+    links_by_link_type = _counts()
+    links_by_fact_type = _counts()
+    links_breakdown = serializers.DictField(child=_counts())
+    pending_operations = Int()
+    failed_operations = Int()
+    operations_by_status = _counts()
+    last_consolidated_at = Time(allow_null=True)
+    last_memory_write_at = Time(allow_null=True)
+    pending_consolidation = Int()
+    failed_consolidation = Int()
+    total_observations = Int()
     # Ours (hindsight.banks.budget): the tokens of the last 24 hours and the budget (null:
     # unlimited).
-    llm_tokens_last_24h = serializers.IntegerField()
-    llm_token_budget_per_day = serializers.IntegerField(allow_null=True)
-
-    @staticmethod
-    def render(stats: dict[str, Any]) -> dict[str, Any]:
-        """``selectors.bank_stats``'s counts."""
-        return {
-            "bank_id": stats["bank_id"],
-            "total_nodes": stats["total_nodes"],
-            "total_links": stats["total_links"],
-            "total_documents": stats["total_documents"],
-            "nodes_by_fact_type": stats["nodes_by_fact_type"],
-            "links_by_link_type": stats["links_by_link_type"],
-            "links_by_fact_type": stats["links_by_fact_type"],
-            "links_breakdown": stats["links_breakdown"],
-            "pending_operations": stats["pending_operations"],
-            "failed_operations": stats["failed_operations"],
-            "operations_by_status": stats["operations_by_status"],
-            "last_consolidated_at": iso(stats["last_consolidated_at"]),
-            "last_memory_write_at": iso(stats["last_memory_write_at"]),
-            "pending_consolidation": stats["pending_consolidation"],
-            "failed_consolidation": stats["failed_consolidation"],
-            "total_observations": stats["total_observations"],
-            "llm_tokens_last_24h": stats["llm_tokens_last_24h"],
-            "llm_token_budget_per_day": stats["llm_token_budget_per_day"],
-        }
+    llm_tokens_last_24h = Int()
+    llm_token_budget_per_day = Int(allow_null=True)
 
 
-class TokenUsageSerializer(serializers.Serializer):
-    input_tokens = serializers.IntegerField()
-    output_tokens = serializers.IntegerField()
-    total_tokens = serializers.IntegerField()
-    cached_tokens = serializers.IntegerField(required=False)
-    thoughts_tokens = serializers.IntegerField(required=False)
-
-    @staticmethod
-    def render(usage: Usage) -> dict[str, int]:
-        return {
-            "input_tokens": usage.input_tokens,
-            "output_tokens": usage.output_tokens,
-            "total_tokens": usage.total_tokens,
-            "cached_tokens": 0,
-            "thoughts_tokens": 0,
-        }
+class TokenUsageSerializer(Rendered):
+    input_tokens = Int()
+    output_tokens = Int()
+    total_tokens = Int()
+    cached_tokens = const(Int(required=False), 0)
+    thoughts_tokens = const(Int(required=False), 0)
 
 
-class RetainResponseSerializer(serializers.Serializer):
-    success = serializers.BooleanField()
-    bank_id = serializers.CharField()
-    items_count = serializers.IntegerField()
+class RetainResponseSerializer(Rendered):
+    success = const(Bool(), True)
+    bank_id = Char()
+    items_count = Int()
     operation_id = serializers.UUIDField(allow_null=True)
     operation_ids = serializers.ListField(child=serializers.UUIDField(), allow_null=True)
     usage = TokenUsageSerializer(allow_null=True)
 
     def get_fields(self) -> dict[str, serializers.Field]:
-        # ``async`` is a Python keyword: declared by name, after the class's fields in the
-        # document, but rendered fourth (where upstream puts it).
-        fields = super().get_fields()
-        fields["async"] = serializers.BooleanField()
-        return fields
+        # ``async`` is a Python keyword: declared by name, fourth (where upstream puts it).
+        fields = list(super().get_fields().items())
+        fields.insert(3, ("async", Bool()))
+        return dict(fields)
 
-    @staticmethod
-    def render_sync(result: RetainResult) -> dict[str, Any]:
+    @classmethod
+    def render_sync(cls, result: RetainResult) -> dict[str, Any]:
         """A retain done in the request: its items stored, the LLM tokens it used."""
-        return {"success": True, "bank_id": result.bank_id, "items_count": result.items_count,
-                "async": False, "operation_id": None, "operation_ids": None,
-                "usage": TokenUsageSerializer.render(result.usage)}
+        return cls.render(result, **{"async": False, "operation_id": None,
+                                     "operation_ids": None})
 
-    @staticmethod
-    def render_async(bank_id: str, *, items_count: int, operation_id: str) -> dict[str, Any]:
+    @classmethod
+    def render_async(cls, bank_id: str, *, items_count: int, operation_id: str) -> dict[str, Any]:
         """A retain queued: the operation that will run it."""
-        return {"success": True, "bank_id": bank_id, "items_count": items_count, "async": True,
-                "operation_id": operation_id, "operation_ids": [operation_id], "usage": None}
+        return cls.render({"bank_id": bank_id, "items_count": items_count,
+                           "operation_id": operation_id, "operation_ids": [operation_id],
+                           "usage": None}, **{"async": True})
 
 
-class RecallScoresSerializer(serializers.Serializer):
-    final = serializers.FloatField()
-    reranker = serializers.FloatField(allow_null=True)
+class RecallScoresSerializer(Rendered):
+    final = serializers.FloatField(source="score")
+    reranker = const(serializers.FloatField(allow_null=True), None)
     semantic = serializers.FloatField(allow_null=True)
     keyword = serializers.FloatField(allow_null=True)
 
 
-class RecallResultSerializer(serializers.Serializer):
-    id = serializers.CharField()
-    text = serializers.CharField()
-    type = serializers.CharField(allow_null=True)
-    entities = serializers.ListField(child=serializers.CharField(), allow_null=True)
-    context = serializers.CharField(allow_null=True)  # type: ignore[assignment]  # a wire field named like Field.context
-    occurred_start = serializers.DateTimeField(allow_null=True)
-    occurred_end = serializers.DateTimeField(allow_null=True)
-    mentioned_at = serializers.DateTimeField(allow_null=True)
-    document_id = serializers.CharField(allow_null=True)
-    metadata = serializers.DictField(child=serializers.CharField(), allow_null=True)
-    chunk_id = serializers.CharField(allow_null=True)
-    tags = serializers.ListField(child=serializers.CharField(), allow_null=True)
-    source_fact_ids = serializers.ListField(child=serializers.CharField(), allow_null=True)
-    scores = RecallScoresSerializer(allow_null=True)
+class RecallResultSerializer(Rendered):
+    """One hit (a recall renders every hit of its token budget)."""
 
-    @staticmethod
-    def render(hit: RecallHit) -> dict[str, Any]:
-        """One hit, with its scores (``RecallScoresSerializer``'s fields, inlined: a recall
-        renders every hit of its token budget)."""
-        return {
-            "id": hit.id,
-            "text": hit.text,
-            "type": hit.fact_type,
-            "entities": hit.entities or None,
-            "context": hit.context or None,
-            "occurred_start": hit.occurred_start.isoformat() if hit.occurred_start else None,
-            "occurred_end": hit.occurred_end.isoformat() if hit.occurred_end else None,
-            "mentioned_at": hit.mentioned_at.isoformat() if hit.mentioned_at else None,
-            "document_id": hit.document_id,
-            "metadata": hit.metadata or None,
-            "chunk_id": None,
-            "tags": hit.tags,
-            "source_fact_ids": hit.source_memory_ids or None,
-            "scores": {"final": hit.score, "reranker": None, "semantic": hit.semantic,
-                       "keyword": hit.keyword},
-        }
+    id = Char()
+    text = Char()
+    type = Char(allow_null=True, source="fact_type")
+    entities = computed(serializers.ListField(child=Char(), allow_null=True),
+                        lambda hit: hit.entities or None)
+    context = computed(Char(allow_null=True), lambda hit: hit.context or None)  # type: ignore[assignment]  # a wire field named like Field.context
+    occurred_start = Time(allow_null=True)
+    occurred_end = Time(allow_null=True)
+    mentioned_at = Time(allow_null=True)
+    document_id = Char(allow_null=True)
+    metadata = computed(serializers.DictField(child=Char(), allow_null=True),
+                        lambda hit: hit.metadata or None)
+    chunk_id = const(Char(allow_null=True), None)
+    tags = serializers.ListField(child=Char(), allow_null=True)
+    source_fact_ids = computed(serializers.ListField(child=Char(), allow_null=True),
+                               lambda hit: hit.source_memory_ids or None)
+    scores = RecallScoresSerializer(allow_null=True, source="*")
 
 
-class RecallResponseSerializer(serializers.Serializer):
+class RecallResponseSerializer(Rendered):
     results = RecallResultSerializer(many=True)
     trace = serializers.DictField(allow_null=True, help_text="Present when trace=true was sent.")
-    entities = serializers.DictField(allow_null=True)
-    chunks = serializers.DictField(allow_null=True)
-    source_facts = serializers.DictField(allow_null=True)
-    source_facts_truncated = serializers.BooleanField(allow_null=True)
-
-    @staticmethod
-    def render(hits: list[RecallHit], *, trace: dict[str, Any] | None = None) -> dict[str, Any]:
-        render = RecallResultSerializer.render
-        return {
-            "results": [render(hit) for hit in hits],
-            "trace": trace,
-            "entities": None,
-            "chunks": None,
-            "source_facts": None,
-            "source_facts_truncated": None,
-        }
+    entities = const(serializers.DictField(allow_null=True), None)
+    chunks = const(serializers.DictField(allow_null=True), None)
+    source_facts = const(serializers.DictField(allow_null=True), None)
+    source_facts_truncated = const(Bool(allow_null=True), None)
 
 
-class MemoryUnitListItemSerializer(serializers.Serializer):
-    id = serializers.CharField()
-    text = serializers.CharField()
-    context = serializers.CharField(allow_blank=True)  # type: ignore[assignment]  # a wire field
-    date = serializers.CharField(allow_blank=True)
+class MemoryUnitListItemSerializer(Rendered):
+    """One memory of a page (up to 1,000)."""
+
+    id = computed(Char(), lambda m: str(m.id))
+    text = Char()
+    context = Char(allow_blank=True)  # type: ignore[assignment]  # a wire field
+    date = computed(Char(allow_blank=True),
+                    lambda m: iso(m.occurred_start or m.mentioned_at) or "")
     fact_type = serializers.ChoiceField(choices=MEMORY_FACT_TYPES)
-    document_id = serializers.CharField(allow_null=True)
-    mentioned_at = serializers.DateTimeField(allow_null=True)
-    occurred_start = serializers.DateTimeField(allow_null=True)
-    occurred_end = serializers.DateTimeField(allow_null=True)
-    entities = serializers.CharField(allow_blank=True)
-    chunk_id = serializers.CharField(allow_null=True)
-    proof_count = serializers.IntegerField()
-    tags = serializers.ListField(child=serializers.CharField())
-    metadata = serializers.DictField(child=serializers.CharField())
-    consolidated_at = serializers.DateTimeField(allow_null=True)
-    consolidation_failed_at = serializers.DateTimeField(allow_null=True)
-    state = serializers.CharField()
-    invalidation_reason = serializers.CharField(allow_null=True)
-    invalidated_at = serializers.DateTimeField(allow_null=True)
-    edited_at = serializers.DateTimeField(allow_null=True)
-    updated_at = serializers.DateTimeField(allow_null=True)
-    source_memory_ids = serializers.ListField(child=serializers.CharField())
-
-    @staticmethod
-    def render(m: MemoryUnit) -> dict[str, Any]:
-        """One memory of a page (up to 1,000)."""
-        event = m.occurred_start or m.mentioned_at
-        return {
-            "id": str(m.id),
-            "text": m.text,
-            "context": m.context,
-            "date": iso(event) or "",
-            "fact_type": m.fact_type,
-            "document_id": m.document_id,
-            "mentioned_at": iso(m.mentioned_at),
-            "occurred_start": iso(m.occurred_start),
-            "occurred_end": iso(m.occurred_end),
-            "entities": ", ".join(m.entities),
-            "chunk_id": None,
-            "proof_count": 1,
-            "tags": list(m.tags),
-            "metadata": dict(m.metadata or {}),
-            "consolidated_at": iso(m.consolidated_at),
-            "consolidation_failed_at": None,
-            "state": "valid",
-            "invalidation_reason": None,
-            "invalidated_at": None,
-            "edited_at": None,
-            "updated_at": iso(m.updated_at),
-            "source_memory_ids": [str(s) for s in m.source_memory_ids],
-        }
+    document_id = Char(allow_null=True)
+    mentioned_at = Time(allow_null=True)
+    occurred_start = Time(allow_null=True)
+    occurred_end = Time(allow_null=True)
+    entities = computed(Char(allow_blank=True), lambda m: ", ".join(m.entities))
+    chunk_id = const(Char(allow_null=True), None)
+    proof_count = const(Int(), 1)
+    tags = serializers.ListField(child=Char())
+    metadata = computed(serializers.DictField(child=Char()), lambda m: dict(m.metadata or {}))
+    consolidated_at = Time(allow_null=True)
+    consolidation_failed_at = const(Time(allow_null=True), None)
+    state = const(Char(), "valid")
+    invalidation_reason = const(Char(allow_null=True), None)
+    invalidated_at = const(Time(allow_null=True), None)
+    edited_at = const(Time(allow_null=True), None)
+    updated_at = Time(allow_null=True)
+    source_memory_ids = computed(serializers.ListField(child=Char()),
+                                 lambda m: [str(s) for s in m.source_memory_ids])
 
 
-class ListMemoryUnitsResponseSerializer(serializers.Serializer):
+class ListMemoryUnitsResponseSerializer(Rendered):
     items = MemoryUnitListItemSerializer(many=True)
-    total = serializers.IntegerField()
-    limit = serializers.IntegerField()
-    offset = serializers.IntegerField()
-
-    @staticmethod
-    def render(page: list[MemoryUnit], *, total: int, limit: int, offset: int) -> dict[str, Any]:
-        render = MemoryUnitListItemSerializer.render
-        return {"items": [render(m) for m in page], "total": total, "limit": limit,
-                "offset": offset}
+    total, limit, offset = page_fields()
 
 
-class TagItemSerializer(serializers.Serializer):
-    tag = serializers.CharField()
-    count = serializers.IntegerField()
+class TagItemSerializer(Rendered):
+    """One ``(tag, count)`` pair."""
+
+    tag = computed(Char(), lambda pair: pair[0])
+    count = computed(Int(), lambda pair: pair[1])
 
 
-class ListTagsResponseSerializer(serializers.Serializer):
+class ListTagsResponseSerializer(Rendered):
+    """A page of tags, most used first."""
+
     items = TagItemSerializer(many=True)
-    total = serializers.IntegerField()
-    limit = serializers.IntegerField()
-    offset = serializers.IntegerField()
-
-    @staticmethod
-    def render(counts: list[tuple[str, int]], *, total: int, limit: int,
-               offset: int) -> dict[str, Any]:
-        """A page of ``(tag, count)`` pairs, most used first."""
-        return {"items": [{"tag": tag, "count": n} for tag, n in counts], "total": total,
-                "limit": limit, "offset": offset}
-
-
-# --- query parameters --------------------------------------------------------------------------
-
-
-# PostgreSQL's OFFSET is a bigint; the views refuse what is past it (a 422).
-OFFSET_MAX = 2**31 - 1
-PAGE = (query_int("limit", 100, maximum=1000), query_int("offset", 0, maximum=OFFSET_MAX))
-
-BANK_LIST_PARAMS = [query_text("q", "Case-insensitive substring filter on bank id or name"), *PAGE]
-STATS_PARAMS = [query_bool("refresh", "Accepted for upstream's clients; stats are always fresh")]
-MEMORY_LIST_PARAMS = [
-    query_enum("type", MEMORY_FACT_TYPES, description="Only memories of this fact type"),
-    query_text("q", "Case-insensitive substring filter on text and context"),
-    query_text("document_id"),
-    query_tags(),
-    query_enum("tags_match", TAGS_MATCH_MODES, default="any"),
-    query_enum("consolidation_state", ("pending", "done", "failed"),
-               description="'failed' selects nothing: consolidation records no failure here"),
-    query_enum("state", ("valid", "invalidated"),
-               description="'invalidated' selects nothing: no memory is invalidated here"),
-    query_text("entity_id", "Selects nothing: entities are kept as text, not linked rows"),
-    query_enum("time_field", tuple(TIME_FIELDS),
-               description="Time axis to filter and order by"),
-    OpenApiParameter("start_date", OpenApiTypes.DATETIME, OpenApiParameter.QUERY,
-                     description="From this ISO date-time (inclusive)"),
-    OpenApiParameter("end_date", OpenApiTypes.DATETIME, OpenApiParameter.QUERY,
-                     description="Until this ISO date-time (exclusive)"),
-    *PAGE,
-]
-TAG_LIST_PARAMS = [
-    query_enum("source", TAG_SOURCES, default="memories"),
-    query_text("q", "Wildcard pattern ('*'), case-insensitive"),
-    *PAGE,
-]
-
+    total, limit, offset = page_fields()
 
 
 # --- consolidation and the LLM request log -----------------------------------------------------
 
 
-class ConsolidationResponseSerializer(serializers.Serializer):
-    operation_id = serializers.CharField()
-    deduplicated = serializers.BooleanField()
-
-    @staticmethod
-    def render(operation_id: str, *, deduplicated: bool) -> dict[str, Any]:
-        return {"operation_id": operation_id, "deduplicated": deduplicated}
+class ConsolidationResponseSerializer(Rendered):
+    operation_id = Char()
+    deduplicated = Bool()
 
 
 def _logged_json(text: str, truncated: bool) -> Any:
@@ -531,143 +342,67 @@ def _logged_json(text: str, truncated: bool) -> Any:
         return text
 
 
-class LLMRequestEntrySerializer(serializers.Serializer):
-    id = serializers.CharField()
-    bank_id = serializers.CharField(allow_null=True)
-    operation = serializers.CharField(allow_null=True)
-    scope = serializers.CharField(allow_null=True)
-    trace_id = serializers.CharField(allow_null=True)
-    span_id = serializers.CharField(allow_null=True)
-    parent_span_id = serializers.CharField(allow_null=True)
-    provider = serializers.CharField(allow_null=True)
-    model = serializers.CharField(allow_null=True)
-    status = serializers.CharField()
-    started_at = serializers.CharField(allow_null=True)
-    ended_at = serializers.CharField(allow_null=True)
-    duration_ms = serializers.IntegerField(allow_null=True)
-    input_tokens = serializers.IntegerField(allow_null=True)
-    output_tokens = serializers.IntegerField(allow_null=True)
-    cached_tokens = serializers.IntegerField(allow_null=True)
-    thoughts_tokens = serializers.IntegerField(allow_null=True)
-    total_tokens = serializers.IntegerField(allow_null=True)
-    input = serializers.JSONField(allow_null=True)
-    output = serializers.JSONField(allow_null=True)
-    error = serializers.CharField(allow_null=True)
-    llm_info = serializers.DictField()
-    metadata = serializers.DictField()
+class LLMRequestEntrySerializer(Rendered):
+    """One logged request; an operation run is one trace, each request a span of it."""
 
-    @staticmethod
-    def render(row: LLMRequest) -> dict[str, Any]:
-        """One logged request; an operation run is one trace, each request a span of it."""
-        return {
-            "id": str(row.id),
-            "bank_id": row.bank_id,
-            "operation": row.operation,
-            "scope": row.scope or None,
-            "trace_id": str(row.operation_id) if row.operation_id else None,
-            "span_id": str(row.id),
-            "parent_span_id": None,
-            "provider": row.provider,
-            "model": row.model or None,
-            "status": row.status,
-            "started_at": row.started_at.isoformat(),
-            "ended_at": row.ended_at.isoformat() if row.ended_at else None,
-            "duration_ms": row.duration_ms,
-            "input_tokens": row.input_tokens,
-            "output_tokens": row.output_tokens,
-            "cached_tokens": 0,
-            "thoughts_tokens": None,
-            "total_tokens": row.total_tokens,
-            "input": _logged_json(row.prompt, row.truncated),
-            "output": _logged_json(row.response, row.truncated),
-            "error": row.error,
-            "llm_info": {"kind": row.kind, "attempt": row.attempt},
-            "metadata": {"truncated": row.truncated},
-        }
+    id = computed(Char(), lambda row: str(row.id))
+    bank_id = Char(allow_null=True)
+    operation = Char(allow_null=True)
+    scope = computed(Char(allow_null=True), lambda row: row.scope or None)
+    trace_id = computed(Char(allow_null=True),
+                        lambda row: str(row.operation_id) if row.operation_id else None)
+    span_id = computed(Char(allow_null=True), lambda row: str(row.id))
+    parent_span_id = const(Char(allow_null=True), None)
+    provider = Char(allow_null=True)
+    model = computed(Char(allow_null=True), lambda row: row.model or None)
+    status = Char()
+    started_at = computed(Char(allow_null=True), lambda row: iso(row.started_at))
+    ended_at = computed(Char(allow_null=True), lambda row: iso(row.ended_at))
+    duration_ms = Int(allow_null=True)
+    input_tokens = Int(allow_null=True)
+    output_tokens = Int(allow_null=True)
+    cached_tokens = const(Int(allow_null=True), 0)
+    thoughts_tokens = const(Int(allow_null=True), None)
+    total_tokens = Int(allow_null=True)
+    input = computed(serializers.JSONField(allow_null=True),
+                     lambda row: _logged_json(row.prompt, row.truncated))
+    output = computed(serializers.JSONField(allow_null=True),
+                      lambda row: _logged_json(row.response, row.truncated))
+    error = Char(allow_null=True)
+    llm_info = computed(serializers.DictField(),
+                        lambda row: {"kind": row.kind, "attempt": row.attempt})
+    metadata = computed(serializers.DictField(), lambda row: {"truncated": row.truncated})
 
 
-class LLMRequestListResponseSerializer(serializers.Serializer):
-    bank_id = serializers.CharField()
-    total = serializers.IntegerField()
-    limit = serializers.IntegerField()
-    offset = serializers.IntegerField()
+class LLMRequestListResponseSerializer(Rendered):
+    bank_id = Char()
+    total, limit, offset = page_fields()
     items = LLMRequestEntrySerializer(many=True)
 
-    @staticmethod
-    def render(bank_id: str, rows: list[LLMRequest], *, total: int, limit: int,
-               offset: int) -> dict[str, Any]:
-        render = LLMRequestEntrySerializer.render
-        return {"bank_id": bank_id, "total": total, "limit": limit, "offset": offset,
-                "items": [render(row) for row in rows]}
+
+class LLMRequestTokenSumsSerializer(Rendered):
+    """One ``llm_requests_stats`` row's token sums."""
+
+    input = Int()
+    output = Int()
+    cached = const(Int(), 0)
+    thoughts = const(Int(allow_null=True), None)
+    total = computed(Int(), lambda row: row["input"] + row["output"])
 
 
-class LLMRequestTokenSumsSerializer(serializers.Serializer):
-    input = serializers.IntegerField()
-    output = serializers.IntegerField()
-    cached = serializers.IntegerField()
-    thoughts = serializers.IntegerField(allow_null=True)
-    total = serializers.IntegerField()
+class LLMRequestStatsBucketSerializer(Rendered):
+    """One ``llm_requests_stats`` row: counts and token sums of a time bucket."""
+
+    time = computed(Char(), lambda row: row["bucket"].isoformat())
+    statuses = computed(serializers.DictField(child=Int()),
+                        lambda row: {k: row[k] for k in ("success", "error") if row[k]})
+    total = Int()
+    tokens = LLMRequestTokenSumsSerializer(source="*")
 
 
-class LLMRequestStatsBucketSerializer(serializers.Serializer):
-    time = serializers.CharField()
-    statuses = serializers.DictField(child=serializers.IntegerField())
-    total = serializers.IntegerField()
-    tokens = LLMRequestTokenSumsSerializer()
-
-
-class LLMRequestStatsResponseSerializer(serializers.Serializer):
-    bank_id = serializers.CharField()
-    period = serializers.CharField()
-    trunc = serializers.CharField()
-    start = serializers.CharField()
+class LLMRequestStatsResponseSerializer(Rendered):
+    bank_id = Char()
+    period = Char()
+    trunc = Char()
+    start = computed(Char(), lambda stats: stats["start"].isoformat())
     buckets = LLMRequestStatsBucketSerializer(many=True)
-
-    @staticmethod
-    def render(bank_id: str, *, period: str, trunc: str, start: datetime,
-               buckets: list[dict[str, Any]]) -> dict[str, Any]:
-        """``buckets``: ``llm_requests_stats``'s rows (counts and token sums per bucket)."""
-        return {
-            "bank_id": bank_id,
-            "period": period,
-            "trunc": trunc,
-            "start": start.isoformat(),
-            "buckets": [
-                {
-                    "time": row["bucket"].isoformat(),
-                    "statuses": {k: v for k, v in (("success", row["success"]),
-                                                    ("error", row["error"])) if v},
-                    "total": row["total"],
-                    "tokens": {"input": row["input"], "output": row["output"], "cached": 0,
-                               "thoughts": None, "total": row["input"] + row["output"]},
-                }
-                for row in buckets
-            ],
-        }
-
-
-LLM_REQUEST_STATUSES = ("success", "error")
-LLM_CALL_TYPES = ("llm", "embedding", "rerank", "decision")
-LLM_REQUEST_PARAMS = [
-    query_enum("status", LLM_REQUEST_STATUSES),
-    query_text("operation", "Operation type: retain, consolidation, refresh_mental_model, reflect"),
-    query_text("scope", "What the call was for (the gateway's purpose)"),
-    query_enum("call_type", LLM_CALL_TYPES,
-               description="Only 'llm' requests are logged here; the other kinds select nothing"),
-    query_text("provider"),
-    query_text("trace_id", "One operation run: its operation id"),
-    query_text("document_id", "Accepted; selects nothing (requests are not linked to documents)"),
-    query_text("memory_id", "Accepted; selects nothing (requests are not linked to memories)"),
-    query_bool("group", "Accepted; requests are always paginated one by one"),
-    OpenApiParameter("start_date", OpenApiTypes.DATETIME, OpenApiParameter.QUERY,
-                     description="From this ISO date-time (inclusive)"),
-    OpenApiParameter("end_date", OpenApiTypes.DATETIME, OpenApiParameter.QUERY,
-                     description="Until this ISO date-time (exclusive)"),
-    query_int("limit", 50, minimum=1, maximum=500),
-    query_int("offset", 0, maximum=OFFSET_MAX),
-]
-LLM_REQUEST_STATS_PARAMS = [
-    query_text("operation"),
-    query_enum("call_type", LLM_CALL_TYPES),
-    query_enum("period", ("1d", "7d", "30d"), default="7d"),
-]

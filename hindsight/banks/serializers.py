@@ -1,147 +1,116 @@
-"""Request parsing for the banks API: strict serializers (unknown fields and wrong types → 422).
-
-The strict base serializer and fields are the edge's shared idiom (``hindsight.api.serializers``);
-the fields here are the banks' own (content blocks, timestamps, observation scopes, tags).
+"""The banks API's request parts (upstream's v1 wire format) in the edge idiom of
+``hindsight.api.serializers``: bodies (banks, config, retain, recall, consolidate) and query
+strings (the bank, memory, tag and LLM-request lists, stats). Unknown body fields and wrong
+types are a 422 naming the field, worded from ``hindsight.api.problems``; the fields here are
+only the banks' own (content blocks, event timestamps, observation scopes).
 """
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from typing import Any
 
-from rest_framework import serializers
 from rest_framework.exceptions import ValidationError
 
 from hindsight.api.serializers import (
-    AnyJSONField,
-    StrictBooleanField,
-    StrictCharField,
-    StrictDictField,
-    StrictFloatField,
-    StrictIntegerField,
-    StrictListField,
-    StrictSerializer,
+    UUID,
+    AnyJSON,
+    Body,
+    Boolean,
+    Choice,
+    DateTime,
+    Integer,
+    List,
+    Number,
+    Object,
+    Query,
+    Text,
+    WireField,
+    fact_types_field,
+    limit_field,
+    offset_field,
+    parse_datetime_value,
+    tags_field,
+    tags_match_field,
+    timestamp_field,
 )
 from hindsight.banks.retaintypes import RetainItem
-from hindsight.tagscope import MAX_TAG_LENGTH, TAGS_MATCH_MODES
+from hindsight.banks.selectors import CONSOLIDATION_STATES, MEMORY_STATES, TIME_FIELDS
+from hindsight.llm.selectors import PERIODS
+
+__all__ = ["parse_datetime_value"]  # the services read event times with the edge's one parser
+
+MEMORY_FACT_TYPES = ("world", "experience", "observation", "opinion")
+TAG_SOURCES = ("memories", "mental_models")
+LLM_REQUEST_STATUSES = ("success", "error")
+LLM_CALL_TYPES = ("llm", "embedding", "rerank", "decision")
+OBSERVATION_SCOPE_MODES = ("per_tag", "combined", "all_combinations", "shared")
+RETAIN_STRATEGIES = ("verbatim", "concise", "verbose")
+
+_OPT: dict[str, Any] = {"required": False, "allow_null": True}
 
 
-def _str_list(**kwargs: Any) -> StrictListField:
-    return StrictListField(child=StrictCharField(allow_blank=True), **kwargs)
+def _opt_text() -> Text:
+    return Text(allow_blank=True, **_OPT)
 
 
-def _tag_list(**kwargs: Any) -> StrictListField:
-    """Tags to store: each must fit one entry of the GIN index on ``tags`` (``MAX_TAG_LENGTH``)."""
-    return StrictListField(
-        child=StrictCharField(
-            allow_blank=True, max_length=MAX_TAG_LENGTH,
-            error_messages={"max_length": f"a tag has at most {MAX_TAG_LENGTH} characters"},
-        ),
-        **kwargs,
-    )
-
-
-def parse_datetime_value(value: str) -> datetime:
-    """ISO 8601 → aware datetime (naive values are taken as UTC)."""
-    text = value.strip()
-    if text.endswith(("z", "Z")):
-        text = text[:-1] + "+00:00"
-    parsed = datetime.fromisoformat(text)
-    if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=UTC)
-    try:
-        # Stored and read back in UTC: a value that has no UTC form (year 0 or 10000) is bad input.
-        return parsed.astimezone(UTC)
-    except OverflowError as exc:
-        raise ValueError("date-time out of range") from exc
-
-
-class DateTimeStringField(StrictCharField):
-    default_error_messages = {"invalid": "must be an ISO 8601 date-time string"}
-
-    def to_internal_value(self, data: Any) -> datetime:  # type: ignore[override]  # a parsed value
-        text = super().to_internal_value(data)
-        try:
-            return parse_datetime_value(text)
-        except ValueError:
-            self.fail("invalid")
-            raise  # unreachable: fail() raises
+def _trait(**kwargs: Any) -> Integer:
+    return Integer(min_value=1, max_value=5, **kwargs)
 
 
 # --- banks -----------------------------------------------------------------------------------
 
 
-class DispositionSerializer(StrictSerializer):
-    skepticism = StrictIntegerField(min_value=1, max_value=5)
-    literalism = StrictIntegerField(min_value=1, max_value=5)
-    empathy = StrictIntegerField(min_value=1, max_value=5)
+class DispositionSerializer(Body):
+    skepticism = _trait()
+    literalism = _trait()
+    empathy = _trait()
 
 
-class DispositionUpdateSerializer(StrictSerializer):
+class DispositionUpdateSerializer(Body):
     """Upstream's ``UpdateDispositionRequest`` (``PUT …/profile``): all three traits."""
 
     disposition = DispositionSerializer()
 
 
-def _opt_str() -> StrictCharField:
-    return StrictCharField(required=False, allow_null=True, allow_blank=True)
-
-
-def _opt_int(**kwargs: Any) -> StrictIntegerField:
-    return StrictIntegerField(required=False, allow_null=True, **kwargs)
-
-
-def _opt_bool() -> StrictBooleanField:
-    return StrictBooleanField(required=False, allow_null=True)
-
-
-class BankWriteSerializer(StrictSerializer):
+class BankWriteSerializer(Body):
     """Upstream's ``CreateBankRequest`` (PUT and PATCH); every field optional."""
 
-    name = StrictCharField(required=False, allow_null=True, allow_blank=True, max_length=255)
-    disposition = DispositionSerializer(required=False, allow_null=True)
-    disposition_skepticism = _opt_int(min_value=1, max_value=5)
-    disposition_literalism = _opt_int(min_value=1, max_value=5)
-    disposition_empathy = _opt_int(min_value=1, max_value=5)
-    mission = _opt_str()
-    background = _opt_str()
-    reflect_mission = _opt_str()
-    retain_mission = _opt_str()
-    retain_extraction_mode = _opt_str()
-    retain_custom_instructions = _opt_str()
-    retain_chunk_size = _opt_int(min_value=1)
-    retain_structured_chunk_size = _opt_int(min_value=1)
-    retain_max_attachments_per_chunk = _opt_int(min_value=0)
-    enable_observations = _opt_bool()
-    observations_mission = _opt_str()
-    enable_text_search = _opt_bool()
-    enable_temporal_retrieval = _opt_bool()
-    enable_graph_retrieval = _opt_bool()
-    enable_reranking = _opt_bool()
+    name = Text(allow_blank=True, max_length=255, **_OPT)
+    disposition = DispositionSerializer(**_OPT)
+    disposition_skepticism = _trait(**_OPT)
+    disposition_literalism = _trait(**_OPT)
+    disposition_empathy = _trait(**_OPT)
+    mission = _opt_text()
+    background = _opt_text()
+    reflect_mission = _opt_text()
+    retain_mission = _opt_text()
+    retain_extraction_mode = _opt_text()
+    retain_custom_instructions = _opt_text()
+    retain_chunk_size = Integer(min_value=1, **_OPT)
+    retain_structured_chunk_size = Integer(min_value=1, **_OPT)
+    retain_max_attachments_per_chunk = Integer(min_value=0, **_OPT)
+    enable_observations = Boolean(**_OPT)
+    observations_mission = _opt_text()
+    enable_text_search = Boolean(**_OPT)
+    enable_temporal_retrieval = Boolean(**_OPT)
+    enable_graph_retrieval = Boolean(**_OPT)
+    enable_reranking = Boolean(**_OPT)
 
 
-class BankConfigUpdateSerializer(StrictSerializer):
-    updates = StrictDictField(child=AnyJSONField(allow_null=True))
+class BankConfigUpdateSerializer(Body):
+    updates = Object(child=AnyJSON(allow_null=True))
 
 
 # --- retain ----------------------------------------------------------------------------------
 
-OBSERVATION_SCOPE_MODES = ("per_tag", "combined", "all_combinations", "shared")
-RETAIN_STRATEGIES = ("verbatim", "concise", "verbose")
+
+class EntityInputSerializer(Body):
+    text = Text()
+    type = _opt_text()
 
 
-class EntityInputSerializer(StrictSerializer):
-    text = StrictCharField(allow_blank=False)
-    type = StrictCharField(required=False, allow_null=True, allow_blank=True)
-
-
-class ContentField(serializers.Field):
+class ContentField(WireField):
     """A string, or a list of content blocks of which only ``text`` blocks are supported."""
-
-    default_error_messages = {
-        "invalid": "must be a string or a list of content blocks",
-        "blank": "must not be empty",
-    }
 
     def to_internal_value(self, data: Any) -> str:
         if isinstance(data, str):
@@ -149,102 +118,90 @@ class ContentField(serializers.Field):
         elif isinstance(data, list):
             parts = []
             for index, block in enumerate(data):
-                if not isinstance(block, dict) or "type" not in block:
-                    raise ValidationError({index: ["a content block must be an object with a type"]})  # type: ignore[dict-item]
-                if block["type"] != "text":
-                    raise ValidationError(
-                        {index: [f"content blocks of type {block['type']!r} are not supported "  # type: ignore[dict-item]
-                                 "by this server: send text"]}
-                    )
-                extra = set(block) - {"type", "text"}
-                if extra:
-                    raise ValidationError({index: [f"unknown field(s) {sorted(extra)}"]})  # type: ignore[dict-item]
-                if not isinstance(block.get("text"), str):
-                    raise ValidationError({index: ["a text block needs a string 'text'"]})  # type: ignore[dict-item]
+                problem = _block_problem(block)
+                if problem:
+                    raise ValidationError({index: [problem]})  # type: ignore[dict-item]
                 parts.append(block["text"])
             text = "\n\n".join(parts)
         else:
-            self.fail("invalid")
-        if not text.strip():
-            self.fail("blank")
+            self.fail("string_type")
         if "\x00" in text:
-            raise ValidationError("Null characters are not allowed.", code="null_characters_not_allowed")
+            self.fail("null_characters")
+        if not text.strip():
+            self.fail("blank" if text else "string_too_short")
         return text
 
-    def to_representation(self, value: Any) -> Any:
-        return value
+
+def _block_problem(block: Any) -> str | None:
+    if not isinstance(block, dict) or "type" not in block:
+        return "a content block must be an object with a type"
+    if block["type"] != "text":
+        return f"content blocks of type {block['type']!r} are not supported by this server: send text"
+    extra = set(block) - {"type", "text"}
+    if extra:
+        return f"unknown field(s) {sorted(extra)}"
+    if not isinstance(block.get("text"), str):
+        return "a text block needs a string 'text'"
+    return None
 
 
-class TimestampField(serializers.Field):
-    default_error_messages = {
-        "invalid": "must be an ISO 8601 date-time string, 'unset', or null",
-    }
+class TimestampField(DateTime):
+    """An event time: an ISO 8601 date-time, ``'unset'`` (none) or null (now)."""
 
     def to_internal_value(self, data: Any) -> Any:
         if data == "unset":
             return "unset"
-        if not isinstance(data, str):
-            self.fail("invalid")
-        try:
-            return parse_datetime_value(data)
-        except ValueError:
-            self.fail("invalid")
-
-    def to_representation(self, value: Any) -> Any:
-        return value
+        return super().to_internal_value(data)
 
 
-class ObservationScopesField(serializers.Field):
-    default_error_messages = {
-        "invalid": f"must be one of {', '.join(OBSERVATION_SCOPE_MODES)}, a list of tag lists, "
-                   "or null",
-    }
+def _tag_lists(data: Any) -> bool:
+    return isinstance(data, list) and all(
+        isinstance(scope, list) and all(isinstance(t, str) and "\x00" not in t for t in scope)
+        for scope in data
+    )
+
+
+class TagScopeListField(WireField):
+    """A list of tag lists (strings)."""
+
+    type_kind = "list_type"
+
+    def to_internal_value(self, data: Any) -> Any:
+        if not _tag_lists(data):
+            raise ValidationError("Input should be a list of tag lists (strings)",
+                                  code="list_type")
+        return data
+
+
+class ObservationScopesField(TagScopeListField):
+    """One of ``OBSERVATION_SCOPE_MODES``, or a list of tag lists."""
 
     def to_internal_value(self, data: Any) -> Any:
         if isinstance(data, str) and data in OBSERVATION_SCOPE_MODES:
             return data
-        if isinstance(data, list) and all(
-            isinstance(scope, list) and all(isinstance(t, str) for t in scope) for scope in data
-        ):
-            return data
-        self.fail("invalid")
-
-    def to_representation(self, value: Any) -> Any:
-        return value
+        if not _tag_lists(data):
+            raise ValidationError(
+                f"Input should be one of {', '.join(OBSERVATION_SCOPE_MODES)} or a list of tag "
+                "lists (strings)", code="union_type")
+        return data
 
 
-class MemoryItemSerializer(StrictSerializer):
+class MemoryItemSerializer(Body):
     content = ContentField()
-    timestamp = TimestampField(required=False, allow_null=True)
+    timestamp = TimestampField(**_OPT)
     # A wire field named like DRF's ``Field.context`` property; the metaclass takes it as a field.
-    context = StrictCharField(required=False, allow_null=True, allow_blank=True)  # type: ignore[assignment]
-    metadata = StrictDictField(
-        child=StrictCharField(allow_blank=True), required=False, allow_null=True
-    )
-    document_id = StrictCharField(
-        required=False, allow_null=True, allow_blank=False, max_length=255
-    )
-    entities = StrictListField(child=EntityInputSerializer(), required=False, allow_null=True)
-    resolve_entities = StrictBooleanField(required=False, default=True)
-    tags = _tag_list(required=False, allow_null=True)
-    observation_scopes = ObservationScopesField(required=False, allow_null=True)
-    strategy = serializers.ChoiceField(
-        choices=RETAIN_STRATEGIES, required=False, allow_null=True,
-        error_messages={"invalid_choice": "unknown retain strategy {input!r}: this server knows "
-                        + ", ".join(RETAIN_STRATEGIES)},
-    )
-    update_mode = serializers.ChoiceField(
-        choices=("replace", "append"), required=False, allow_null=True
-    )
+    context = _opt_text()  # type: ignore[assignment]
+    metadata = Object(child=Text(allow_blank=True), **_OPT)
+    document_id = Text(max_length=255, **_OPT)
+    entities = List(child=EntityInputSerializer(), **_OPT)
+    resolve_entities = Boolean(required=False, default=True)
+    tags = tags_field(allow_null=True)
+    observation_scopes = ObservationScopesField(**_OPT)
+    strategy = Choice(choices=RETAIN_STRATEGIES, **_OPT)
+    update_mode = Choice(choices=("replace", "append"), **_OPT)
 
-    def validate_metadata(self, value: dict[str, str] | None) -> dict[str, str] | None:
-        for key in value or {}:
-            if "\x00" in key:
-                raise ValidationError("Null characters are not allowed in keys.",
-                                      code="null_characters_not_allowed")
-        return value
-
-    def to_item(self, data: dict[str, Any], *, document_tags: list[str] | None) -> RetainItem:
+    @staticmethod
+    def to_item(data: dict[str, Any], *, document_tags: list[str] | None) -> RetainItem:
         timestamp = data.get("timestamp")
         tags = list(dict.fromkeys([*(data.get("tags") or []), *(document_tags or [])]))
         return RetainItem(
@@ -261,55 +218,58 @@ class MemoryItemSerializer(StrictSerializer):
         )
 
 
-class RetainRequestSerializer(StrictSerializer):
-    items = StrictListField(child=MemoryItemSerializer(), min_length=1, max_length=1000)
-    document_tags = _tag_list(required=False, allow_null=True)
-    operation_id = serializers.UUIDField(required=False, allow_null=True)
+class RetainRequestSerializer(Body):
+    items = List(child=MemoryItemSerializer(), min_length=1, max_length=1000)
+    document_tags = tags_field(allow_null=True)
+    operation_id = UUID(**_OPT)
 
-    def get_fields(self) -> dict[str, serializers.Field]:
+    def get_fields(self) -> dict[str, Any]:
         fields = super().get_fields()
         # ``async`` is a Python keyword: declare it by name.
-        fields["async"] = StrictBooleanField(required=False, default=False)
+        fields["async"] = Boolean(required=False, default=False)
         return fields
 
-    def retain_items(self) -> list[RetainItem]:
-        data = self.validated_data
-        child = MemoryItemSerializer()
-        return [child.to_item(item, document_tags=data.get("document_tags")) for item in data["items"]]
+    @staticmethod
+    def retain_items(data: dict[str, Any]) -> list[RetainItem]:
+        """The parsed items, each with the document's tags merged into its own."""
+        return [MemoryItemSerializer.to_item(item, document_tags=data.get("document_tags"))
+                for item in data["items"]]
 
 
 # --- recall ----------------------------------------------------------------------------------
 
 
-class EntityIncludeSerializer(StrictSerializer):
-    max_tokens = StrictIntegerField(required=False, min_value=0)
+class EntityIncludeSerializer(Body):
+    max_tokens = Integer(required=False, min_value=0)
 
 
-class ChunkIncludeSerializer(StrictSerializer):
-    max_tokens = StrictIntegerField(required=False, min_value=0)
+class ChunkIncludeSerializer(Body):
+    max_tokens = Integer(required=False, min_value=0)
 
 
-class SourceFactsIncludeSerializer(StrictSerializer):
-    max_tokens = StrictIntegerField(required=False, min_value=-1)
-    max_tokens_per_observation = StrictIntegerField(required=False, min_value=-1)
+class SourceFactsIncludeSerializer(Body):
+    max_tokens = Integer(required=False, min_value=-1)
+    max_tokens_per_observation = Integer(required=False, min_value=-1)
 
 
-class IncludeSerializer(StrictSerializer):
-    entities = EntityIncludeSerializer(required=False, allow_null=True)
-    chunks = ChunkIncludeSerializer(required=False, allow_null=True)
-    source_facts = SourceFactsIncludeSerializer(required=False, allow_null=True)
+class IncludeSerializer(Body):
+    component_name = "IncludeOptions"  # upstream's (reflect has an include too)
+
+    entities = EntityIncludeSerializer(**_OPT)
+    chunks = ChunkIncludeSerializer(**_OPT)
+    source_facts = SourceFactsIncludeSerializer(**_OPT)
 
 
-class MinScoresSerializer(StrictSerializer):
-    semantic = StrictFloatField(required=False, allow_null=True)
-    keyword = StrictFloatField(required=False, allow_null=True)
-    reranker = StrictFloatField(required=False, allow_null=True)
-    final = StrictFloatField(required=False, allow_null=True)
+class MinScoresSerializer(Body):
+    semantic = Number(**_OPT)
+    keyword = Number(**_OPT)
+    reranker = Number(**_OPT)
+    final = Number(**_OPT)
 
 
-class TemporalWindowSerializer(StrictSerializer):
-    start = DateTimeStringField()
-    end = DateTimeStringField()
+class TemporalWindowSerializer(Body):
+    start = DateTime()
+    end = DateTime()
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         if attrs["end"] < attrs["start"]:
@@ -317,20 +277,20 @@ class TemporalWindowSerializer(StrictSerializer):
         return attrs
 
 
-class RecallRequestSerializer(StrictSerializer):
-    query = StrictCharField(allow_blank=False, max_length=20000)
-    types = _str_list(required=False, allow_null=True)
-    prefer_observations = _opt_bool()
-    budget = serializers.ChoiceField(choices=("low", "mid", "high"), required=False, default="mid")
-    max_tokens = StrictIntegerField(required=False, default=4096, min_value=1, max_value=1_000_000)
-    trace = StrictBooleanField(required=False, default=False)
-    query_timestamp = DateTimeStringField(required=False, allow_null=True)
-    include = IncludeSerializer(required=False, allow_null=True)
-    tags = _str_list(required=False, allow_null=True)
-    tags_match = serializers.ChoiceField(choices=TAGS_MATCH_MODES, required=False, default="any")
-    tag_groups = AnyJSONField(required=False, allow_null=True)
-    min_scores = MinScoresSerializer(required=False, allow_null=True)
-    temporal_window = TemporalWindowSerializer(required=False, allow_null=True)
+class RecallRequestSerializer(Body):
+    query = Text(max_length=20000)
+    types = fact_types_field(MEMORY_FACT_TYPES, allow_null=True)
+    prefer_observations = Boolean(**_OPT)
+    budget = Choice(choices=("low", "mid", "high"), required=False, default="mid")
+    max_tokens = Integer(required=False, default=4096, min_value=1, max_value=1_000_000)
+    trace = Boolean(required=False, default=False)
+    query_timestamp = timestamp_field(allow_null=True)
+    include = IncludeSerializer(**_OPT)
+    tags = tags_field(allow_null=True)
+    tags_match = tags_match_field(default="any")
+    tag_groups = AnyJSON(**_OPT)
+    min_scores = MinScoresSerializer(**_OPT)
+    temporal_window = TemporalWindowSerializer(**_OPT)
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         if attrs.get("tag_groups") and attrs.get("tags"):
@@ -340,22 +300,82 @@ class RecallRequestSerializer(StrictSerializer):
         return attrs
 
 
-class TagScopeListField(serializers.Field):
-    default_error_messages = {"invalid": "must be a list of tag lists (strings), or null"}
-
-    def to_internal_value(self, data: Any) -> Any:
-        if isinstance(data, list) and all(
-            isinstance(scope, list) and all(isinstance(t, str) for t in scope) for scope in data
-        ):
-            return data
-        self.fail("invalid")
-
-    def to_representation(self, value: Any) -> Any:
-        return value
-
-
-class ConsolidationRequestSerializer(StrictSerializer):
+class ConsolidationRequestSerializer(Body):
     """``POST …/consolidate``. ``observation_scopes`` is accepted for upstream's clients and
-    checked for type; consolidation here always takes every pending fact (each per its tag set)."""
+    checked for type; consolidation here always takes every pending fact (each per its tag set).
+    The body is optional (upstream: ``ConsolidationRequest | null``)."""
 
-    observation_scopes = TagScopeListField(required=False, allow_null=True)
+    when_absent = {}  # noqa: RUF012  (a ClassVar of the base)
+
+    observation_scopes = TagScopeListField(**_OPT)
+
+
+# --- query strings ---------------------------------------------------------------------------
+
+
+def _text(help_text: str = "") -> Text:
+    return Text(required=False, help_text=help_text)
+
+
+class BankListQuery(Query):
+    q = _text("Case-insensitive substring filter on bank id or name")
+    limit = limit_field(100, 1000, minimum=0)
+    offset = offset_field()
+
+
+class BankStatsQuery(Query):
+    refresh = Boolean(required=False, default=False,
+                      help_text="Accepted for upstream's clients; stats are always fresh")
+
+
+class MemoryListQuery(Query):
+    type = Choice(choices=MEMORY_FACT_TYPES, required=False,
+                  help_text="Only memories of this fact type")
+    q = _text("Case-insensitive substring filter on text and context")
+    document_id = _text()
+    tags = tags_field(help_text="Filter by tags (repeat the parameter for several)")
+    tags_match = tags_match_field(default="any")
+    consolidation_state = Choice(
+        choices=CONSOLIDATION_STATES, required=False,
+        help_text="'failed' selects nothing: consolidation records no failure here")
+    state = Choice(choices=MEMORY_STATES, required=False,
+                   help_text="'invalidated' selects nothing: no memory is invalidated here")
+    entity_id = _text("Selects nothing: entities are kept as text, not linked rows")
+    time_field = Choice(choices=tuple(TIME_FIELDS), required=False,
+                        help_text="Time axis to filter and order by")
+    start_date = DateTime(required=False, help_text="From this ISO date-time (inclusive)")
+    end_date = DateTime(required=False, help_text="Until this ISO date-time (exclusive)")
+    limit = limit_field(100, 1000, minimum=0)
+    offset = offset_field()
+
+
+class TagListQuery(Query):
+    source = Choice(choices=TAG_SOURCES, required=False, default="memories")  # type: ignore[assignment]  # a wire field named like Field.source
+    q = _text("Wildcard pattern ('*'), case-insensitive")
+    limit = limit_field(100, 1000, minimum=0)
+    offset = offset_field()
+
+
+class LLMRequestListQuery(Query):
+    status = Choice(choices=LLM_REQUEST_STATUSES, required=False)
+    operation = _text("Operation type: retain, consolidation, refresh_mental_model, reflect")
+    scope = _text("What the call was for (the gateway's purpose)")
+    call_type = Choice(
+        choices=LLM_CALL_TYPES, required=False,
+        help_text="Only 'llm' requests are logged here; the other kinds select nothing")
+    provider = _text()
+    trace_id = UUID(required=False, help_text="One operation run: its operation id")
+    document_id = _text("Accepted; selects nothing (requests are not linked to documents)")
+    memory_id = _text("Accepted; selects nothing (requests are not linked to memories)")
+    group = Boolean(required=False, default=False,
+                    help_text="Accepted; requests are always paginated one by one")
+    start_date = DateTime(required=False, help_text="From this ISO date-time (inclusive)")
+    end_date = DateTime(required=False, help_text="Until this ISO date-time (exclusive)")
+    limit = limit_field(50, 500)
+    offset = offset_field()
+
+
+class LLMRequestStatsQuery(Query):
+    operation = _text()
+    call_type = Choice(choices=LLM_CALL_TYPES, required=False)
+    period = Choice(choices=tuple(PERIODS), required=False, default="7d")

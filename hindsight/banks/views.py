@@ -4,8 +4,6 @@ answer what the response serializer renders (``hindsight.banks.schema``: each sh
 from __future__ import annotations
 
 import time
-import uuid
-from datetime import datetime
 from typing import Any
 
 from drf_spectacular.utils import extend_schema
@@ -14,117 +12,58 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from hindsight.api.schema import errors as api_errors
+from hindsight.api.schema import query_parameters
+from hindsight.api.serializers import body_of
 from hindsight.banks import schema, selectors, services
 from hindsight.banks.recall import RecallFloors, RecallHit, memory_recall
 from hindsight.banks.serializers import (
     BankConfigUpdateSerializer,
+    BankListQuery,
+    BankStatsQuery,
     BankWriteSerializer,
     ConsolidationRequestSerializer,
     DispositionUpdateSerializer,
+    LLMRequestListQuery,
+    LLMRequestStatsQuery,
+    MemoryListQuery,
     RecallRequestSerializer,
     RetainRequestSerializer,
-    parse_datetime_value,
+    TagListQuery,
 )
 from hindsight.banks.tags import tags_list
 from hindsight.embeddings import EmbeddingError
-from hindsight.errors import FieldError
 from hindsight.llm.context import llm_context
 from hindsight.llm.models import LLMRequest
 from hindsight.llm.selectors import (
-    PERIODS,
     LLMRequestFilters,
     llm_requests_list,
     llm_requests_stats,
 )
-from hindsight.tagscope import TAGS_MATCH_MODES, TagScope
+from hindsight.tagscope import TagScope
 
 
-def _doc(operation_id: str, *, response: Any, request: Any = None, params: Any = (),
+def _doc(operation_id: str, *, response: Any, request: Any = None, query: Any = None,
          errors: tuple[int, ...] = (404, 422)) -> Any:
-    """OpenAPI metadata with upstream's operation ids (shapes: ``hindsight.banks.schema``)."""
+    """OpenAPI metadata with upstream's operation ids: the request part serializers
+    (``hindsight.banks.serializers``) and the response one (``hindsight.banks.schema``) that
+    parse and render the call document it."""
     return extend_schema(
         operation_id=operation_id,
         request=request,
         responses={200: response, **api_errors(*errors)},
-        parameters=list(params),
+        parameters=query_parameters(query) if query is not None else [],
     )
-
-
-# Past PostgreSQL's bigint an OFFSET is a database error (a 500); no page is that far anyway.
-OFFSET_MAX = schema.OFFSET_MAX
-
-
-def _validated(serializer_class: type, data: Any) -> Any:
-    serializer = serializer_class(data=data)
-    serializer.is_valid(raise_exception=True)
-    return serializer
-
-
-def _query_int(request: Request, name: str, default: int, *, minimum: int = 0,
-               maximum: int | None = None) -> int:
-    raw = request.query_params.get(name)
-    if raw is None or raw == "":
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise FieldError(("query", name), "must be an integer", "int_parsing") from None
-    if value < minimum:
-        raise FieldError(("query", name), f"must be >= {minimum}", "greater_than_equal")
-    if maximum is not None and value > maximum:
-        raise FieldError(("query", name), f"must be <= {maximum}", "less_than_equal")
-    return value
-
-
-def _query_text(request: Request, name: str) -> str | None:
-    raw = request.query_params.get(name)
-    if raw is None or raw == "":
-        return None
-    if "\x00" in raw:
-        raise FieldError(("query", name), "Null characters are not allowed.",
-                         "null_characters_not_allowed")
-    return raw
-
-
-def _query_choice(request: Request, name: str, choices: tuple[str, ...]) -> str | None:
-    raw = request.query_params.get(name)
-    if raw is None or raw == "":
-        return None
-    if raw not in choices:
-        raise FieldError(("query", name), f"must be one of {', '.join(choices)}", "literal_error")
-    return raw
-
-
-def _query_bool(request: Request, name: str) -> bool:
-    raw = request.query_params.get(name)
-    if raw is None:
-        return False
-    if raw.lower() in ("true", "1", "yes", "on"):
-        return True
-    if raw.lower() in ("false", "0", "no", "off", ""):
-        return False
-    raise FieldError(("query", name), "must be a boolean", "bool_parsing")
-
-
-def _query_datetime(request: Request, name: str) -> datetime | None:
-    raw = request.query_params.get(name)
-    if not raw:
-        return None
-    try:
-        return parse_datetime_value(raw)
-    except ValueError:
-        raise FieldError(("query", name), "must be an ISO 8601 date-time", "datetime_parsing") from None
 
 
 class BankListView(APIView):
     @_doc("list_banks", response=schema.BankListResponseSerializer,
-          params=schema.BANK_LIST_PARAMS, errors=(422,))
+          query=BankListQuery, errors=(422,))
     def get(self, request: Request) -> Response:
-        limit = _query_int(request, "limit", 100, maximum=1000)
-        offset = _query_int(request, "offset", 0, maximum=OFFSET_MAX)
-        rows, total = selectors.bank_list(q=_query_text(request, "q"), limit=limit, offset=offset)
-        return Response(schema.BankListResponseSerializer.render(rows, total=total, limit=limit,
-                                                                 offset=offset))
+        query = BankListQuery.parse(request.query_params)
+        rows, total = selectors.bank_list(q=query.get("q"), limit=query["limit"],
+                                          offset=query["offset"])
+        return Response(schema.BankListResponseSerializer.render(
+            {"banks": rows, "total": total, "limit": query["limit"], "offset": query["offset"]}))
 
 
 def _profile(bank_id: str) -> Response:
@@ -140,7 +79,7 @@ class BankView(APIView):
           response=schema.BankProfileResponseSerializer, errors=(422,))
     def put(self, request: Request, bank_id: str) -> Response:
         services.bank_id_validate(bank_id)
-        data = _validated(BankWriteSerializer, request.data).validated_data
+        data = BankWriteSerializer.parse(body_of(request))
         bank = services.bank_upsert(bank_id=bank_id, data=data)
         return Response(schema.BankProfileResponseSerializer.render(bank))
 
@@ -152,7 +91,8 @@ class BankView(APIView):
     @_doc("delete_bank", response=schema.DeleteResponseSerializer, errors=(404,))
     def delete(self, request: Request, bank_id: str) -> Response:
         deleted = services.bank_delete(bank_id=bank_id)
-        return Response(schema.DeleteResponseSerializer.render(bank_id, deleted))
+        return Response(schema.DeleteResponseSerializer.render(
+            {"bank_id": bank_id, "deleted_count": deleted}))
 
 
 class BankProfileView(APIView):
@@ -167,7 +107,7 @@ class BankProfileView(APIView):
           response=schema.BankProfileResponseSerializer, errors=(422,))
     def put(self, request: Request, bank_id: str) -> Response:
         services.bank_id_validate(bank_id)
-        data = _validated(DispositionUpdateSerializer, request.data).validated_data
+        data = DispositionUpdateSerializer.parse(body_of(request))
         bank = services.bank_upsert(bank_id=bank_id, data=data)
         return Response(schema.BankProfileResponseSerializer.render(bank))
 
@@ -186,7 +126,7 @@ class BankConfigView(APIView):
           response=schema.BankConfigResponseSerializer)
     def patch(self, request: Request, bank_id: str) -> Response:
         services.bank_id_validate(bank_id)
-        updates = _validated(BankConfigUpdateSerializer, request.data).validated_data["updates"]
+        updates = BankConfigUpdateSerializer.parse(body_of(request))["updates"]
         services.bank_config_update(bank_id=bank_id, updates=updates)
         return _config(bank_id)
 
@@ -198,10 +138,10 @@ class BankConfigView(APIView):
 
 class BankStatsView(APIView):
     @_doc("get_agent_stats", response=schema.BankStatsResponseSerializer,
-          params=schema.STATS_PARAMS)
+          query=BankStatsQuery)
     def get(self, request: Request, bank_id: str) -> Response:
         # ``refresh`` is accepted for upstream's clients; stats are computed on every call anyway.
-        _query_bool(request, "refresh")
+        BankStatsQuery.parse(request.query_params)
         stats = selectors.bank_stats(bank_id=bank_id)
         return Response(schema.BankStatsResponseSerializer.render(stats))
 
@@ -213,16 +153,13 @@ class MemoriesView(APIView):
           response=schema.RetainResponseSerializer, errors=(400, 404, 422, 503, 504))
     def post(self, request: Request, bank_id: str) -> Response:
         services.bank_id_validate(bank_id)
-        serializer = _validated(RetainRequestSerializer, request.data)
-        items = serializer.retain_items()
-        if serializer.validated_data.get("async"):
+        data = RetainRequestSerializer.parse(body_of(request))
+        items = RetainRequestSerializer.retain_items(data)
+        if data.get("async"):
             operation_id = services.retain_submit_async(
                 bank_id=bank_id,
                 items=items,
-                operation_id=(
-                    str(serializer.validated_data["operation_id"])
-                    if serializer.validated_data.get("operation_id") else None
-                ),
+                operation_id=str(data["operation_id"]) if data.get("operation_id") else None,
             )
             return Response(schema.RetainResponseSerializer.render_async(
                 bank_id, items_count=len(items), operation_id=operation_id))
@@ -237,7 +174,7 @@ class RecallView(APIView):
           response=schema.RecallResponseSerializer, errors=(404, 422, 503))
     def post(self, request: Request, bank_id: str) -> Response:
         started = time.monotonic()
-        data = _validated(RecallRequestSerializer, request.data).validated_data
+        data = RecallRequestSerializer.parse(body_of(request))
         scope = TagScope.parse(
             tags=data.get("tags"), tags_match=data.get("tags_match"),
             tag_groups=data.get("tag_groups"), fact_types=data.get("types"),
@@ -259,7 +196,7 @@ class RecallView(APIView):
                 "max_tokens": data["max_tokens"],
                 "arms": {h.id: h.arms for h in hits},
             }
-        return Response(schema.RecallResponseSerializer.render(hits, trace=trace))
+        return Response(schema.RecallResponseSerializer.render({"results": hits, "trace": trace}))
 
     def _recall(self, bank_id: str, data: dict[str, Any], scope: TagScope,
                 types: set[str]) -> list[RecallHit]:
@@ -283,64 +220,42 @@ class RecallView(APIView):
 
 class MemoryListView(APIView):
     @_doc("list_memories", response=schema.ListMemoryUnitsResponseSerializer,
-          params=schema.MEMORY_LIST_PARAMS)
+          query=MemoryListQuery)
     def get(self, request: Request, bank_id: str) -> Response:
-        params = request.query_params
-        limit = _query_int(request, "limit", 100, maximum=1000)
-        offset = _query_int(request, "offset", 0, maximum=OFFSET_MAX)
-        time_field = params.get("time_field") or None
-        if time_field is not None and time_field not in selectors.TIME_FIELDS:
-            raise FieldError(("query", "time_field"),
-                             f"must be one of {', '.join(selectors.TIME_FIELDS)}", "literal_error")
-        tags_match = params.get("tags_match") or "any"
-        if tags_match not in TAGS_MATCH_MODES:
-            raise FieldError(("query", "tags_match"),
-                             f"must be one of {', '.join(TAGS_MATCH_MODES)}", "literal_error")
-        tags = params.getlist("tags")
-        if any("\x00" in tag for tag in tags):
-            raise FieldError(("query", "tags"), "Null characters are not allowed.",
-                             "null_characters_not_allowed")
-        scope = TagScope(tags=tuple(tags), tags_match=tags_match) if tags or tags_match == "exact" else None
-        consolidation_state = _query_choice(request, "consolidation_state",
-                                            selectors.CONSOLIDATION_STATES)
-        state = _query_choice(request, "state", selectors.MEMORY_STATES)
-        fact_type = params.get("type") or None
-        if fact_type is not None and fact_type not in ("world", "experience", "observation", "opinion"):
-            raise FieldError(("query", "type"), "must be one of world, experience, observation",
-                             "literal_error")
+        query = MemoryListQuery.parse(request.query_params)
+        tags, tags_match = query.get("tags") or [], query["tags_match"]
+        scope = (TagScope(tags=tuple(tags), tags_match=tags_match)
+                 if tags or tags_match == "exact" else None)
+        limit, offset = query["limit"], query["offset"]
         page, total = selectors.memories_list(
             bank_id=bank_id,
-            fact_type=fact_type,
-            q=_query_text(request, "q"),
-            document_id=_query_text(request, "document_id"),
+            fact_type=query.get("type"),
+            q=query.get("q"),
+            document_id=query.get("document_id"),
             scope=scope,
-            consolidation_state=consolidation_state,
-            state=state,
-            entity_id=_query_text(request, "entity_id"),
-            time_field=time_field,
-            start=_query_datetime(request, "start_date"),
-            end=_query_datetime(request, "end_date"),
+            consolidation_state=query.get("consolidation_state"),
+            state=query.get("state"),
+            entity_id=query.get("entity_id"),
+            time_field=query.get("time_field"),
+            start=query.get("start_date"),
+            end=query.get("end_date"),
             limit=limit,
             offset=offset,
         )
         return Response(schema.ListMemoryUnitsResponseSerializer.render(
-            page, total=total, limit=limit, offset=offset))
+            {"items": page, "total": total, "limit": limit, "offset": offset}))
 
 
 class TagsView(APIView):
     @_doc("list_tags", response=schema.ListTagsResponseSerializer,
-          params=schema.TAG_LIST_PARAMS)
+          query=TagListQuery)
     def get(self, request: Request, bank_id: str) -> Response:
-        source = request.query_params.get("source") or "memories"
-        if source not in ("memories", "mental_models"):
-            raise FieldError(("query", "source"), "must be one of memories, mental_models",
-                             "literal_error")
-        limit = _query_int(request, "limit", 100, maximum=1000)
-        offset = _query_int(request, "offset", 0, maximum=OFFSET_MAX)
-        counts, total = tags_list(bank_id=bank_id, source=source, q=_query_text(request, "q"),
+        query = TagListQuery.parse(request.query_params)
+        limit, offset = query["limit"], query["offset"]
+        counts, total = tags_list(bank_id=bank_id, source=query["source"], q=query.get("q"),
                                   limit=limit, offset=offset)
-        return Response(schema.ListTagsResponseSerializer.render(counts, total=total, limit=limit,
-                                                                 offset=offset))
+        return Response(schema.ListTagsResponseSerializer.render(
+            {"items": counts, "total": total, "limit": limit, "offset": offset}))
 
 
 class ConsolidateView(APIView):
@@ -350,49 +265,36 @@ class ConsolidateView(APIView):
           response=schema.ConsolidationResponseSerializer, errors=(400, 422))
     def post(self, request: Request, bank_id: str) -> Response:
         services.bank_id_validate(bank_id)
-        # The body is optional (upstream: ConsolidationRequest | null).
-        _validated(ConsolidationRequestSerializer, request.data or {})
+        ConsolidationRequestSerializer.parse(body_of(request))
         operation_id, deduplicated = services.consolidation_request(bank_id=bank_id)
         return Response(schema.ConsolidationResponseSerializer.render(
-            operation_id, deduplicated=deduplicated))
-
-
-def _uuid_query(request: Request, name: str) -> str | None:
-    raw = _query_text(request, name)
-    if raw is None:
-        return None
-    try:
-        return str(uuid.UUID(raw))
-    except ValueError:
-        raise FieldError(("query", name), "must be an operation id (a UUID)", "uuid_parsing") from None
+            {"operation_id": operation_id, "deduplicated": deduplicated}))
 
 
 class LLMRequestsView(APIView):
     """``GET …/llm-requests``: the bank's logged LLM requests, newest first."""
 
     @_doc("list_llm_requests", response=schema.LLMRequestListResponseSerializer,
-          params=schema.LLM_REQUEST_PARAMS)
+          query=LLMRequestListQuery)
     def get(self, request: Request, bank_id: str) -> Response:
         selectors.bank_get(bank_id=bank_id)
-        limit = _query_int(request, "limit", 50, minimum=1, maximum=500)
-        offset = _query_int(request, "offset", 0, maximum=OFFSET_MAX)
-        status = _query_choice(request, "status", schema.LLM_REQUEST_STATUSES)
-        call_type = _query_choice(request, "call_type", schema.LLM_CALL_TYPES)
-        provider = _query_text(request, "provider")
-        _query_bool(request, "group")
+        query = LLMRequestListQuery.parse(request.query_params)
+        limit, offset = query["limit"], query["offset"]
+        trace_id = query.get("trace_id")
         filters = LLMRequestFilters(
-            status=status,
-            operation=_query_text(request, "operation"),
-            scope=_query_text(request, "scope"),
-            trace_id=_uuid_query(request, "trace_id"),
-            start=_query_datetime(request, "start_date"),
-            end=_query_datetime(request, "end_date"),
+            status=query.get("status"),
+            operation=query.get("operation"),
+            scope=query.get("scope"),
+            trace_id=str(trace_id) if trace_id is not None else None,
+            start=query.get("start_date"),
+            end=query.get("end_date"),
         )
         # Kinds and links this log does not hold select nothing rather than being ignored.
         nothing = (
-            (call_type not in (None, "llm")) or (provider not in (None, "openai"))
-            or _query_text(request, "document_id") is not None
-            or _query_text(request, "memory_id") is not None
+            query.get("call_type") not in (None, "llm")
+            or query.get("provider") not in (None, "openai")
+            or query.get("document_id") is not None
+            or query.get("memory_id") is not None
         )
         rows: list[LLMRequest] = []
         total = 0
@@ -400,21 +302,23 @@ class LLMRequestsView(APIView):
             rows, total = llm_requests_list(bank_id=bank_id, filters=filters, limit=limit,
                                             offset=offset)
         return Response(schema.LLMRequestListResponseSerializer.render(
-            bank_id, rows, total=total, limit=limit, offset=offset))
+            {"bank_id": bank_id, "items": rows, "total": total, "limit": limit,
+             "offset": offset}))
 
 
 class LLMRequestStatsView(APIView):
     """``GET …/llm-requests/stats``: requests per time bucket and status, with token sums."""
 
     @_doc("llm_request_stats", response=schema.LLMRequestStatsResponseSerializer,
-          params=schema.LLM_REQUEST_STATS_PARAMS)
+          query=LLMRequestStatsQuery)
     def get(self, request: Request, bank_id: str) -> Response:
         selectors.bank_get(bank_id=bank_id)
-        period = _query_choice(request, "period", tuple(PERIODS)) or "7d"
-        call_type = _query_choice(request, "call_type", schema.LLM_CALL_TYPES)
+        query = LLMRequestStatsQuery.parse(request.query_params)
+        period, call_type = query["period"], query.get("call_type")
         start, trunc, buckets = llm_requests_stats(bank_id=bank_id, period=period,
-                                                   operation=_query_text(request, "operation"))
+                                                   operation=query.get("operation"))
         if call_type not in (None, "llm"):
             buckets = []
         return Response(schema.LLMRequestStatsResponseSerializer.render(
-            bank_id, period=period, trunc=trunc, start=start, buckets=buckets))
+            {"bank_id": bank_id, "period": period, "trunc": trunc, "start": start,
+             "buckets": buckets}))

@@ -120,8 +120,26 @@ class HindsightApi:
 
     # banks ------------------------------------------------------------------------------
 
-    def bank_list(self) -> Any:
-        return self.request("GET", "/banks")
+    def bank_list(self, **params: Any) -> Any:
+        return self.request("GET", "/banks", params=params)
+
+    def bank_get(self, bank_id: str) -> Any:
+        return self.request("GET", f"/banks/{_seg(bank_id)}")
+
+    def bank_update(self, bank_id: str, body: dict[str, Any]) -> Any:
+        return self.request("PATCH", f"/banks/{_seg(bank_id)}", json=body)
+
+    def bank_delete(self, bank_id: str) -> Any:
+        return self.request("DELETE", f"/banks/{_seg(bank_id)}")
+
+    def bank_config_get(self, bank_id: str) -> Any:
+        return self.request("GET", f"/banks/{_seg(bank_id)}/config")
+
+    def bank_config_update(self, bank_id: str, updates: dict[str, Any]) -> Any:
+        return self.request("PATCH", f"/banks/{_seg(bank_id)}/config", json={"updates": updates})
+
+    def tag_list(self, bank_id: str, **params: Any) -> Any:
+        return self.request("GET", f"/banks/{_seg(bank_id)}/tags", params=params)
 
     def bank_stats(self, bank_id: str) -> Any:
         return self.request("GET", f"/banks/{_seg(bank_id)}/stats")
@@ -136,6 +154,9 @@ class HindsightApi:
 
     def recall(self, bank_id: str, body: dict[str, Any]) -> Any:
         return self.request("POST", f"/banks/{_seg(bank_id)}/memories/recall", json=body)
+
+    def memory_list(self, bank_id: str, **params: Any) -> Any:
+        return self.request("GET", f"/banks/{_seg(bank_id)}/memories/list", params=params)
 
     def reflect(self, bank_id: str, body: dict[str, Any]) -> Any:
         return self.request("POST", f"/banks/{_seg(bank_id)}/reflect", json=body)

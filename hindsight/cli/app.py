@@ -526,7 +526,8 @@ def mcp(
     ctx: typer.Context,
     bank: Annotated[
         str | None,
-        typer.Option("--bank", help="Default bank for the tools (else each call names one)."),
+        typer.Option("--bank", help="The one bank the tools work on: no tool takes bank_id "
+                                    "(upstream's /mcp/{bank}/); without it each call names one."),
     ] = None,
 ) -> None:
     """Serve the MCP tools over stdio (for desktop agents); they call --api-url."""

@@ -97,11 +97,14 @@ def run(args: argparse.Namespace) -> int:
         bind = f"{config.host}:{config.port}"
         commands = {
             "api": [python, "-m", "gunicorn", "hindsight.wsgi:application", "--bind", bind,
-                    "--workers", str(args.web_workers), "--threads", "8",
+                    "--workers", str(args.web_workers), "--threads", "16",
                     "--timeout", "600", "--access-logfile", "-",
                     *_control_socket_arguments(base)],
+            # Pool and slots from settings (HINDSIGHT_API_WORKER_POOL / _CONCURRENCY) unless
+            # --worker-concurrency says otherwise.
             "worker": [python, "-m", "celery", "-A", "hindsight", "worker", "--loglevel", "INFO",
-                       "--concurrency", str(args.worker_concurrency)],
+                       *(["--concurrency", str(args.worker_concurrency)]
+                         if args.worker_concurrency else [])],
             "beat": [python, "-m", "celery", "-A", "hindsight", "beat", "--loglevel", "INFO"],
         }
         for name, command in commands.items():
@@ -182,8 +185,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m hindsight.devstack")
     sub = parser.add_subparsers(dest="command", required=True)
     run_parser = sub.add_parser("run", help="run API, worker and beat (embedded servers if unset)")
-    run_parser.add_argument("--web-workers", type=int, default=2)
-    run_parser.add_argument("--worker-concurrency", type=int, default=4)
+    # One API process of 16 threads (the same requests in flight as two of 8, at half the
+    # memory: each process holds Django, the openai SDK and the local embedder).
+    run_parser.add_argument("--web-workers", type=int, default=1)
+    run_parser.add_argument("--worker-concurrency", type=int, default=None)
     sub.add_parser("env", help="print export lines for the servers `run` started")
     args = parser.parse_args(argv)
     if args.command == "env":

@@ -3,7 +3,13 @@ with deadlines, transient-error retries, usage and per-call records. See ``gatew
 
 from __future__ import annotations
 
-from hindsight.llm.gateway import LLMGateway, collect_llm_calls, get_llm
+from hindsight.llm.gateway import (
+    LLMGateway,
+    before_wait_register,
+    collect_llm_calls,
+    get_llm,
+    slot_deadline,
+)
 from hindsight.llm.types import (
     ChatResult,
     Deadline,
@@ -29,6 +35,8 @@ __all__ = [
     "StructuredResult",
     "ToolCall",
     "Usage",
+    "before_wait_register",
     "collect_llm_calls",
     "get_llm",
+    "slot_deadline",
 ]

@@ -4,7 +4,12 @@ What it adds on top of the SDK, once for every caller:
 
 - **Deadlines.** A ``Deadline`` is shared by a chain of calls (a whole refresh); each request
   gets ``min(HINDSIGHT_API_LLM_TIMEOUT, remaining)`` as its timeout, and a call that finds it
-  spent raises ``LLMTimeout`` without sending anything.
+  spent raises ``LLMTimeout`` without sending anything. The worker slot's own wall timeout
+  (``slot_deadline()``, set by the engine around a job) caps every request the same way, so no
+  LLM wait outlives the slot's clock, whatever deadline the caller passed.
+- **Waiting holds nothing else.** Before each request the registered ``before_wait`` hooks run
+  (the worker returns the thread's database connection to its pool there: a slot waiting on
+  the LLM holds no connection).
 - **Retries of transient errors only** (429, 5xx, connection errors, a request timeout while
   the deadline still has time), up to ``HINDSIGHT_API_LLM_MAX_RETRIES`` extra attempts with a
   short jittered backoff. The SDK's own retries are off so attempts are counted here.
@@ -63,12 +68,41 @@ OnCall = Callable[[LLMCallRecord], None]
 RequestSink = Callable[[LLMRequestEvent, LLMContext | None], None]
 
 _request_sinks: list[RequestSink] = []
+_before_wait: list[Callable[[], None]] = []
+_slot_deadline: contextvars.ContextVar[Deadline | None] = contextvars.ContextVar(
+    "hindsight_llm_slot_deadline", default=None
+)
 
 
 def request_sink_register(sink: RequestSink) -> None:
     """Receive every HTTP request the gateway sends (idempotent per sink)."""
     if sink not in _request_sinks:
         _request_sinks.append(sink)
+
+def before_wait_register(hook: Callable[[], None]) -> None:
+    """Run ``hook`` before every HTTP request (idempotent per hook); it must never raise."""
+    if hook not in _before_wait:
+        _before_wait.append(hook)
+
+
+@contextlib.contextmanager
+def slot_deadline(deadline: Deadline) -> Iterator[None]:
+    """Every LLM request inside the block ends by ``deadline`` (the worker slot's wall clock)."""
+    token = _slot_deadline.set(deadline)
+    try:
+        yield
+    finally:
+        _slot_deadline.reset(token)
+
+
+def _earliest(deadline: Deadline | None) -> Deadline | None:
+    slot = _slot_deadline.get()
+    if slot is None:
+        return deadline
+    if deadline is None or slot.remaining() < deadline.remaining():
+        return slot
+    return deadline
+
 
 _collectors: contextvars.ContextVar[tuple[list[LLMCallRecord], ...]] = contextvars.ContextVar(
     "hindsight_llm_collectors", default=()
@@ -270,6 +304,8 @@ class LLMGateway:
         """Send the request (retrying transient failures); log every attempt."""
 
         def send(request: dict[str, Any], attempt: int) -> Any:
+            for hook in _before_wait:
+                hook()
             started_at, started = datetime.now(UTC), time.monotonic()
             try:
                 response = _chat_completion(self._client, request)
@@ -293,6 +329,7 @@ class LLMGateway:
         send: Callable[[dict[str, Any], int], Any],
     ) -> tuple[Any, int]:
         cfg = settings.HINDSIGHT
+        deadline = _earliest(deadline)
         request_timeout = (
             self._timeout_seconds if self._timeout_seconds is not None else cfg.llm_timeout_seconds
         )

@@ -7,8 +7,9 @@ any gunicorn worker can answer any request. One Django view bridges the request 
 back (``asyncio.run`` per request, in the request's own thread).
 
 Access: ``/mcp`` is behind ``HINDSIGHT_API_TENANT_API_KEY`` exactly like ``/v1``
-(``hindsight.api.auth``). The bank is the path's (``/mcp/{bank_id}/``), else the ``X-Bank-Id``
-header, else each tool's ``bank_id`` argument.
+(``hindsight.api.auth``). As upstream, ``/mcp/{bank_id}/`` serves the one-bank tools (no
+``bank_id`` argument; that bank), ``/mcp`` the all-banks ones (each tool's ``bank_id``, else
+the ``X-Bank-Id`` header).
 
 One behaviour with REST: the tools (``hindsight.mcp_server.tools``) call the REST API through
 ``HindsightApi`` over ``httpx2.WSGITransport`` into this same Django application, forwarding
@@ -38,8 +39,8 @@ _SKIPPED_RESPONSE_HEADERS = frozenset({"content-length", "transfer-encoding", "c
 
 
 @lru_cache(maxsize=8)
-def _server(enabled: tuple[str, ...]) -> MCPServer:
-    return build_server(enabled)
+def _server(enabled: tuple[str, ...], one_bank: bool) -> MCPServer:
+    return build_server(enabled, one_bank=one_bank)
 
 
 @lru_cache(maxsize=1)
@@ -128,7 +129,8 @@ def mcp_endpoint(request: HttpRequest, bank_id: str | None = None) -> HttpRespon
     backend = ToolBackend(api=api, default_bank=bank_id or request.headers.get("X-Bank-Id"))
     try:
         status, headers, body = asyncio.run(
-            _serve(_server(cfg.mcp_enabled_tools), _scope(request), request.body, backend)
+            _serve(_server(cfg.mcp_enabled_tools, bank_id is not None), _scope(request),
+                   request.body, backend)
         )
     finally:
         api.close()

@@ -16,7 +16,8 @@ from hindsight.mcp_server.tools import ToolBackend, build_server, set_backend
 
 
 def run_stdio(*, api: HindsightApi, bank_id: str | None, enabled: Iterable[str] = ()) -> None:
-    server = build_server(enabled)
+    # ``--bank``: the one-bank tools (no bank_id argument), as upstream's /mcp/{bank_id}/.
+    server = build_server(enabled, one_bank=bank_id is not None)
 
     async def main() -> None:
         set_backend(ToolBackend(api=api, default_bank=bank_id))

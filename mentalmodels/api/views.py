@@ -11,25 +11,18 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from hindsight.api.schema import errors, query_parameters
+from hindsight.api.serializers import body_of
 from mentalmodels import selectors, services
 from mentalmodels.api import serializers as s
 from mentalmodels.api.preview import MentalModelDryRunRefreshResultSerializer
 from mentalmodels.models import MentalModel
-from mentalmodels.pipeline import refresh_dry_run
+from mentalmodels.refresh.pipeline import refresh_dry_run
 from mentalmodels.staleness import stale_flags
 
 
-def _body(request: Request) -> Any:
-    # An empty body parses to an empty QueryDict/dict in DRF; treat it as "no body".
-    data = request.data
-    if hasattr(data, "dict") and not data:
-        return None
-    return data
-
-
 def _full(model: MentalModel) -> dict[str, Any]:
-    return s.MentalModelResponseSerializer.render(model, detail="full",
-                                                  is_stale=stale_flags([model])[model.uid])
+    return s.MentalModelResponseSerializer.render_model(model, detail="full",
+                                                        is_stale=stale_flags([model])[model.uid])
 
 
 class MentalModelCollection(APIView):
@@ -40,7 +33,7 @@ class MentalModelCollection(APIView):
         query = s.MentalModelListQuerySerializer.parse(request.query_params)
         page = selectors.mental_models_list(
             bank_id=bank_id,
-            tags=query["tags"],
+            tags=query["tags"] or [],
             tags_match=query["tags_match"],
             limit=query["limit"],
             offset=query["offset"],
@@ -48,10 +41,11 @@ class MentalModelCollection(APIView):
             exclude_knowledge_pages=query["exclude_knowledge_pages"],
         )
         flags = stale_flags(page.items, last_write={bank_id: page.last_memory_write_at})
-        render = s.MentalModelResponseSerializer.render
+        render = s.MentalModelResponseSerializer.render_model
         items = [render(m, detail=query["detail"], is_stale=flags[m.uid]) for m in page.items]
         return Response(s.MentalModelListResponseSerializer.render(
-            items, total=page.total, limit=query["limit"], offset=query["offset"]
+            {"total": page.total, "limit": query["limit"], "offset": query["offset"]},
+            items=items,
         ))
 
     @extend_schema(operation_id="create_mental_model",
@@ -59,12 +53,13 @@ class MentalModelCollection(APIView):
                    responses={200: s.CreateMentalModelResponseSerializer,
                               **errors(404, 409, 422)})
     def post(self, request: Request, bank_id: str) -> Response:
-        fields = s.CreateMentalModelRequestSerializer.parse(_body(request))
+        fields = s.CreateMentalModelRequestSerializer.parse(body_of(request))
         model, operation = services.mental_model_create(
             bank_id=bank_id, **s.CreateMentalModelRequestSerializer.service_kwargs(fields)
         )
-        return Response(s.CreateMentalModelResponseSerializer.render(model.mental_model_id,
-                                                                     operation.id))
+        return Response(s.CreateMentalModelResponseSerializer.render(
+            {"mental_model_id": model.mental_model_id, "operation_id": operation.id}
+        ))
 
 
 class MentalModelItem(APIView):
@@ -75,8 +70,9 @@ class MentalModelItem(APIView):
         detail = s.MentalModelQuerySerializer.parse(request.query_params)["detail"]
         model = selectors.mental_model_get(bank_id=bank_id, mental_model_id=mental_model_id)
         flags = stale_flags([model])
-        return Response(s.MentalModelResponseSerializer.render(model, detail=detail,
-                                                               is_stale=flags[model.uid]))
+        return Response(s.MentalModelResponseSerializer.render_model(
+            model, detail=detail, is_stale=flags[model.uid]
+        ))
 
     @extend_schema(operation_id="update_mental_model",
                    request=s.UpdateMentalModelRequestSerializer,
@@ -84,7 +80,7 @@ class MentalModelItem(APIView):
     def patch(self, request: Request, bank_id: str, mental_model_id: str) -> Response:
         # Unknown model before body problems: a PATCH of a missing model is a 404.
         selectors.mental_model_get(bank_id=bank_id, mental_model_id=mental_model_id)
-        fields = s.UpdateMentalModelRequestSerializer.parse(_body(request))
+        fields = s.UpdateMentalModelRequestSerializer.parse(body_of(request))
         model = services.mental_model_update(
             bank_id=bank_id, mental_model_id=mental_model_id,
             **s.UpdateMentalModelRequestSerializer.service_kwargs(fields),
@@ -104,11 +100,11 @@ class MentalModelRefresh(APIView):
                    responses={200: s.AsyncOperationSubmitResponseSerializer,
                               **errors(404, 409, 422)})
     def post(self, request: Request, bank_id: str, mental_model_id: str) -> Response:
-        mode = s.RefreshMentalModelRequestSerializer.parse(_body(request)).get("mode")
+        mode = s.RefreshMentalModelRequestSerializer.parse(body_of(request)).get("mode")
         operation = services.mental_model_refresh_request(
             bank_id=bank_id, mental_model_id=mental_model_id, mode=mode
         )
-        return Response(s.AsyncOperationSubmitResponseSerializer.render(operation.id))
+        return Response(s.AsyncOperationSubmitResponseSerializer.render(operation))
 
 
 class MentalModelClear(APIView):
@@ -118,7 +114,7 @@ class MentalModelClear(APIView):
     def post(self, request: Request, bank_id: str, mental_model_id: str) -> Response:
         # Unknown model before body problems, and the body checked before anything changes.
         selectors.mental_model_get(bank_id=bank_id, mental_model_id=mental_model_id)
-        s.ClearMentalModelRequestSerializer.parse(_body(request))
+        s.ClearMentalModelRequestSerializer.parse(body_of(request))
         model = services.mental_model_clear(bank_id=bank_id, mental_model_id=mental_model_id)
         return Response(_full(model))
 
@@ -131,7 +127,7 @@ class MentalModelHistoryView(APIView):
                               **errors(404)})
     def get(self, request: Request, bank_id: str, mental_model_id: str) -> Response:
         entries = selectors.mental_model_history(bank_id=bank_id, mental_model_id=mental_model_id)
-        return Response([s.MentalModelHistoryEntrySerializer.render(e) for e in entries])
+        return Response(s.MentalModelHistoryEntrySerializer.render_many(entries))
 
 
 class MentalModelDryRun(APIView):
@@ -141,6 +137,6 @@ class MentalModelDryRun(APIView):
                               **errors(400, 404, 502, 503, 504)})
     def post(self, request: Request, bank_id: str, mental_model_id: str) -> Response:
         if selectors.mental_model_exists(bank_id=bank_id, mental_model_id=mental_model_id):
-            s.DryRunRefreshRequestSerializer.parse(_body(request))
+            s.DryRunRefreshRequestSerializer.parse(body_of(request))
         preview = refresh_dry_run(bank_id=bank_id, mental_model_id=mental_model_id)
         return Response(MentalModelDryRunRefreshResultSerializer.render(preview))

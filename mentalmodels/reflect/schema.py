@@ -4,34 +4,21 @@ Each response serializer declares its shape (for the OpenAPI document) and rende
 (``render``), building the dict directly in the declared order, as the banks API's do
 (``hindsight.banks.schema``); ``tests/mentalmodels/reflect/test_response_shapes.py`` holds the
 rendered keys to the declared fields, for every ``include`` variant.
-``mentalmodels.reflect.serializers`` validates the request; the extension gives its nested
-include serializers upstream's component names (the recall request has an ``include`` too).
-Importing this module registers the extension (the view imports it).
+``mentalmodels.reflect.serializers`` validates the request.
 """
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any
 
 from rest_framework import serializers
 
-from hindsight.api.schema import ClosedObjectExtension
 from hindsight.banks.retaintypes import Usage
 from hindsight.banks.schema import TokenUsageSerializer
 from mentalmodels.reflect.result import ReflectResult
 
 # The based_on buckets that are memories, in the order ``based_on.memories`` lists them.
 MEMORY_BUCKETS = ("world", "experience", "opinion", "observation")
-
-
-class ReflectStrictSerializerExtension(ClosedObjectExtension):
-    target_class = "mentalmodels.reflect.serializers.ReflectStrictSerializer"
-    priority = 1  # over ClosedObjectExtension, which matches these serializers too
-    component_names: ClassVar[dict[str, str]] = {
-        "mentalmodels.reflect.serializers.IncludeSerializer": "ReflectIncludeOptions",
-        "mentalmodels.reflect.serializers.FactsIncludeSerializer": "FactsIncludeOptions",
-        "mentalmodels.reflect.serializers.ToolCallsIncludeSerializer": "ToolCallsIncludeOptions",
-    }
 
 
 class ReflectFactSerializer(serializers.Serializer):

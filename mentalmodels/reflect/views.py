@@ -16,6 +16,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from hindsight.api.schema import errors
+from hindsight.api.serializers import body_of
 from hindsight.banks.budget import bank_budget_require
 from hindsight.banks.selectors import bank_exists
 from hindsight.errors import NotFound
@@ -35,9 +36,7 @@ class ReflectView(APIView):
         summary="Reflect and generate answer",
     )
     def post(self, request: Request, bank_id: str) -> Response:
-        serializer = ReflectRequestSerializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
-        data = serializer.validated_data
+        data = ReflectRequestSerializer.parse(body_of(request))
         scope = data["scope"]
         if not bank_exists(bank_id=bank_id):
             raise NotFound(f"Bank '{bank_id}' not found")

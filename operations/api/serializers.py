@@ -1,8 +1,7 @@
 """The operations API's wire format (upstream's ``OperationResponse``,
 ``OperationStatusResponse``, ``OperationsListResponse`` and the action answers): one serializer
-per response, which declares its shape (for the OpenAPI document) and renders it (``render``),
-building the dict directly in the declared order. A test holds the rendered keys to the
-declared fields. The query strings are parsed by the query serializers at the end, which also
+per response, ``Rendered`` (``hindsight.api.serializers``): its declared fields are its
+OpenAPI shape and its renderer. The query strings are parsed by the query serializers at the end, which also
 document them (``hindsight.api.schema.query_parameters``).
 
 Rendered from an ``OperationReport``: who the operation is (id, type, model, payload, created)
@@ -16,23 +15,29 @@ from its carrier — itself, or the operation its work was merged into, which
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Any
 
 from drf_spectacular.extensions import OpenApiSerializerFieldExtension
 from rest_framework import serializers
 
-from hindsight.api.serializers import QuerySerializer
+from hindsight.api.serializers import (
+    Boolean,
+    Choice,
+    Query,
+    Rendered,
+    Text,
+    computed,
+    const,
+    limit_field,
+    offset_field,
+    page_fields,
+)
 from operations.api.details import details_serializer, details_shape
 from operations.models import STATUSES, SUPERSEDED_BY, TERMINAL_STATUSES, Operation
 from operations.selectors import OperationReport
 
 NOT_FOUND = "not_found"
 OPERATION_STATUSES = (*STATUSES, NOT_FOUND)
-
-
-def _iso(value: datetime | None) -> str | None:
-    return value.isoformat() if value is not None else None
 
 
 def _details(op: Operation) -> dict[str, Any] | None:
@@ -90,168 +95,100 @@ class OperationDetailsFieldExtension(OpenApiSerializerFieldExtension):
         return auto_schema.resolve_serializer(serializer, direction).ref
 
 
-class OperationResponseSerializer(serializers.Serializer):
-    id = serializers.UUIDField()
-    task_type = serializers.CharField()
-    operation_id = serializers.UUIDField(allow_null=True)
-    operation_type = serializers.CharField(allow_null=True)
-    items_count = serializers.IntegerField()
-    document_id = serializers.CharField(allow_null=True)
-    filename = serializers.CharField(allow_null=True)
-    mental_model_id = serializers.CharField(allow_null=True)
-    details = OperationDetailsField(allow_null=True)
-    created_at = serializers.DateTimeField()
-    updated_at = serializers.DateTimeField(allow_null=True)
-    status = serializers.ChoiceField(choices=STATUSES)
-    error_message = serializers.CharField(allow_null=True)
-    retry_count = serializers.IntegerField(allow_null=True)
-    next_retry_at = serializers.DateTimeField(allow_null=True)
-    progress = serializers.DictField(allow_null=True)
-
-    @staticmethod
-    def render(report: OperationReport) -> dict[str, Any]:
-        """One operation of a list page, the declared fields in their order."""
-        op, state = report.operation, report.carrier
-        return {
-            "id": str(op.id),
-            "task_type": op.operation_type,
-            "operation_id": str(op.id),
-            "operation_type": op.operation_type,
-            "items_count": _items_count(op),
-            "document_id": _document_id(op),
-            "filename": None,
-            "mental_model_id": op.mental_model_id,
-            "details": _details(state),
-            "created_at": _iso(op.created_at),
-            "updated_at": _iso(state.updated_at),
-            "status": state.status,
-            "error_message": state.error_message,
-            "retry_count": state.retry_count,
-            "next_retry_at": _iso(state.next_retry_at),
-            "progress": None,
-        }
+def _own(name: str) -> Any:
+    """A field read off the operation itself (who it is)."""
+    return lambda report: getattr(report.operation, name)
 
 
-class OperationsListResponseSerializer(serializers.Serializer):
+def _state(name: str) -> Any:
+    """A field read off the carrier (where its work stands)."""
+    return lambda report: getattr(report.carrier, name)
+
+
+class OperationResponseSerializer(Rendered):
+    """One operation of a list page (an ``OperationReport``)."""
+
+    id = computed(serializers.UUIDField(), _own("id"))
+    task_type = computed(serializers.CharField(), _own("operation_type"))
+    operation_id = computed(serializers.UUIDField(allow_null=True), _own("id"))
+    operation_type = computed(serializers.CharField(allow_null=True), _own("operation_type"))
+    items_count = computed(serializers.IntegerField(), lambda r: _items_count(r.operation))
+    document_id = computed(serializers.CharField(allow_null=True),
+                           lambda r: _document_id(r.operation))
+    filename = const(serializers.CharField(allow_null=True), None)
+    mental_model_id = computed(serializers.CharField(allow_null=True), _own("mental_model_id"))
+    details = computed(OperationDetailsField(allow_null=True), lambda r: _details(r.carrier))
+    created_at = computed(serializers.DateTimeField(), _own("created_at"))
+    updated_at = computed(serializers.DateTimeField(allow_null=True), _state("updated_at"))
+    status = computed(serializers.ChoiceField(choices=STATUSES), _state("status"))
+    error_message = computed(serializers.CharField(allow_null=True), _state("error_message"))
+    retry_count = computed(serializers.IntegerField(allow_null=True), _state("retry_count"))
+    next_retry_at = computed(serializers.DateTimeField(allow_null=True), _state("next_retry_at"))
+    progress = const(serializers.DictField(allow_null=True), None)
+
+
+class OperationsListResponseSerializer(Rendered):
     bank_id = serializers.CharField()
-    total = serializers.IntegerField()
-    limit = serializers.IntegerField()
-    offset = serializers.IntegerField()
+    total, limit, offset = page_fields()
     operations = OperationResponseSerializer(many=True)
 
-    @staticmethod
-    def render(bank_id: str, page: list[OperationReport], *, total: int, limit: int,
-               offset: int) -> dict[str, Any]:
-        render = OperationResponseSerializer.render
-        return {
-            "bank_id": bank_id,
-            "total": total,
-            "limit": limit,
-            "offset": offset,
-            "operations": [render(report) for report in page],
-        }
 
+class OperationStatusResponseSerializer(Rendered):
+    """An operation found (an ``OperationReport``); ``task_payload`` only when asked for."""
 
-class OperationStatusResponseSerializer(serializers.Serializer):
-    operation_id = serializers.CharField()
-    status = serializers.ChoiceField(choices=OPERATION_STATUSES)
-    operation_type = serializers.CharField(allow_null=True)
-    id = serializers.UUIDField(allow_null=True)
-    task_type = serializers.CharField(allow_null=True)
-    mental_model_id = serializers.CharField(allow_null=True)
-    created_at = serializers.DateTimeField(allow_null=True)
-    updated_at = serializers.DateTimeField(allow_null=True)
-    completed_at = serializers.DateTimeField(allow_null=True)
-    error_message = serializers.CharField(allow_null=True)
-    retry_count = serializers.IntegerField(allow_null=True)
-    next_retry_at = serializers.DateTimeField(allow_null=True)
-    progress = serializers.DictField(allow_null=True)
-    result_metadata = serializers.DictField(allow_null=True)
-    details = OperationDetailsField(allow_null=True)
-    child_operations = serializers.ListField(child=serializers.DictField(), allow_null=True)
-    task_payload = serializers.DictField(allow_null=True)
+    operation_id = computed(serializers.CharField(), lambda r: str(r.operation.id))
+    status = computed(serializers.ChoiceField(choices=OPERATION_STATUSES), _state("status"))
+    operation_type = computed(serializers.CharField(allow_null=True), _own("operation_type"))
+    id = computed(serializers.UUIDField(allow_null=True), _own("id"))
+    task_type = computed(serializers.CharField(allow_null=True), _own("operation_type"))
+    mental_model_id = computed(serializers.CharField(allow_null=True), _own("mental_model_id"))
+    created_at = computed(serializers.DateTimeField(allow_null=True), _own("created_at"))
+    updated_at = computed(serializers.DateTimeField(allow_null=True), _state("updated_at"))
+    completed_at = computed(serializers.DateTimeField(allow_null=True), _state("completed_at"))
+    error_message = computed(serializers.CharField(allow_null=True), _state("error_message"))
+    retry_count = computed(serializers.IntegerField(allow_null=True), _state("retry_count"))
+    next_retry_at = computed(serializers.DateTimeField(allow_null=True), _state("next_retry_at"))
+    progress = const(serializers.DictField(allow_null=True), None)
+    result_metadata = computed(serializers.DictField(allow_null=True), _result_metadata)
+    details = computed(OperationDetailsField(allow_null=True), lambda r: _details(r.carrier))
+    child_operations = const(serializers.ListField(child=serializers.DictField(),
+                                                   allow_null=True), None)
+    task_payload = computed(serializers.DictField(allow_null=True), _own("payload"))
 
-    @staticmethod
-    def render(report: OperationReport, *, include_payload: bool = False) -> dict[str, Any]:
-        """An operation found, the declared fields in their order."""
-        op, state = report.operation, report.carrier
-        return {
-            "operation_id": str(op.id),
-            "status": state.status,
-            "operation_type": op.operation_type,
-            "id": str(op.id),
-            "task_type": op.operation_type,
-            "mental_model_id": op.mental_model_id,
-            "created_at": _iso(op.created_at),
-            "updated_at": _iso(state.updated_at),
-            "completed_at": _iso(state.completed_at),
-            "error_message": state.error_message,
-            "retry_count": state.retry_count,
-            "next_retry_at": _iso(state.next_retry_at),
-            "progress": None,
-            "result_metadata": _result_metadata(report),
-            "details": _details(state),
-            "child_operations": None,
-            "task_payload": op.payload if include_payload else None,
-        }
+    @classmethod
+    def render_report(cls, report: OperationReport, *, include_payload: bool) -> dict[str, Any]:
+        return cls.render(report) if include_payload else cls.render(report, task_payload=None)
 
-    @staticmethod
-    def render_not_found(operation_id: str) -> dict[str, Any]:
+    @classmethod
+    def render_not_found(cls, operation_id: str) -> dict[str, Any]:
         """No such operation (upstream answers 200): the id asked for, ``not_found``, and every
         other declared field null."""
-        return {
-            "operation_id": operation_id,
-            "status": NOT_FOUND,
-            "operation_type": None,
-            "id": None,
-            "task_type": None,
-            "mental_model_id": None,
-            "created_at": None,
-            "updated_at": None,
-            "completed_at": None,
-            "error_message": None,
-            "retry_count": None,
-            "next_retry_at": None,
-            "progress": None,
-            "result_metadata": None,
-            "details": None,
-            "child_operations": None,
-            "task_payload": None,
-        }
+        return {name: None for name in cls.plan_names()} | {"operation_id": operation_id,
+                                                             "status": NOT_FOUND}
 
 
-class OperationActionResponseSerializer(serializers.Serializer):
+class OperationActionResponseSerializer(Rendered):
     """Upstream's ``CancelOperationResponse``, ``RetryOperationResponse`` and
     ``DeleteOperationResponse`` (one shape)."""
 
-    success = serializers.BooleanField()
+    success = const(serializers.BooleanField(), True)
     message = serializers.CharField()
     operation_id = serializers.UUIDField()
-
-    @staticmethod
-    def render(operation_id: Any, message: str) -> dict[str, Any]:
-        return {"success": True, "message": message, "operation_id": str(operation_id)}
 
 
 # --- query strings -------------------------------------------------------------------------------
 
 
-class OperationsListQuery(QuerySerializer):
-    status = serializers.ChoiceField(choices=STATUSES, required=False, allow_null=True,
-                                     allow_blank=True, help_text="Only operations in this status")
-    type = serializers.CharField(
-        required=False, allow_null=True, allow_blank=True, max_length=64,
-        help_text="Only operations of this type (e.g. refresh_mental_model)",
-    )
-    limit = serializers.IntegerField(required=False, default=20, min_value=1, max_value=100)
-    # Past PostgreSQL's bigint an OFFSET is a database error; no page is that far anyway.
-    offset = serializers.IntegerField(required=False, default=0, min_value=0,
-                                      max_value=2**31 - 1)
-    exclude_parents = serializers.BooleanField(
-        required=False, default=False, help_text="Accepted for upstream's clients; no effect here"
-    )
+class OperationsListQuery(Query):
+    status = Choice(choices=STATUSES, required=False, help_text="Only operations in this status")
+    type = Text(required=False, max_length=64,
+                help_text="Only operations of this type (e.g. refresh_mental_model)")
+    limit = limit_field(20, 100)
+    offset = offset_field()
+    exclude_parents = Boolean(required=False, default=False,
+                              help_text="Accepted for upstream's clients; no effect here")
 
 
-class OperationGetQuery(QuerySerializer):
-    include_payload = serializers.BooleanField(required=False, default=False,
-                                               help_text="Include the submitted task payload")
+class OperationGetQuery(Query):
+    include_payload = Boolean(required=False, default=False,
+                              help_text="Include the submitted task payload")

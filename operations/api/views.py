@@ -43,6 +43,11 @@ def _operation_uuid(operation_id: str) -> uuid.UUID:
         raise BadRequest(f"Invalid operation_id format: {operation_id}") from None
 
 
+def _action(operation_id: uuid.UUID, message: str) -> dict[str, Any]:
+    return OperationActionResponseSerializer.render({"operation_id": operation_id,
+                                                     "message": message})
+
+
 class OperationsListView(APIView):
     @_doc("list_operations", response=OperationsListResponseSerializer,
           params=query_parameters(OperationsListQuery), statuses=(404, 422))
@@ -58,7 +63,8 @@ class OperationsListView(APIView):
             offset=query["offset"],
         )
         return Response(OperationsListResponseSerializer.render(
-            bank_id, page, total=total, limit=query["limit"], offset=query["offset"]
+            {"bank_id": bank_id, "operations": page, "total": total, "limit": query["limit"],
+             "offset": query["offset"]}
         ))
 
 
@@ -71,7 +77,7 @@ class OperationView(APIView):
         report = operation_report(bank_id=bank_id, operation_id=op_uuid)
         if report is None:
             return Response(OperationStatusResponseSerializer.render_not_found(operation_id))
-        return Response(OperationStatusResponseSerializer.render(
+        return Response(OperationStatusResponseSerializer.render_report(
             report, include_payload=query["include_payload"]
         ))
 
@@ -79,9 +85,7 @@ class OperationView(APIView):
           statuses=(400, 404, 409))
     def delete(self, request: Request, bank_id: str, operation_id: str) -> Response:
         op = operation_cancel(bank_id=bank_id, operation_id=_operation_uuid(operation_id))
-        return Response(OperationActionResponseSerializer.render(
-            op.id, f"Operation {op.id} cancelled"
-        ))
+        return Response(_action(op.id, f"Operation {op.id} cancelled"))
 
 
 class OperationRetryView(APIView):
@@ -90,7 +94,7 @@ class OperationRetryView(APIView):
     def post(self, request: Request, bank_id: str, operation_id: str) -> Response:
         op, message = operation_retry(bank_id=bank_id,
                                       operation_id=_operation_uuid(operation_id))
-        return Response(OperationActionResponseSerializer.render(op.id, message))
+        return Response(_action(op.id, message))
 
 
 class OperationDeleteView(APIView):
@@ -99,6 +103,4 @@ class OperationDeleteView(APIView):
     def delete(self, request: Request, bank_id: str, operation_id: str) -> Response:
         op_uuid = _operation_uuid(operation_id)
         operation_delete(bank_id=bank_id, operation_id=op_uuid)
-        return Response(OperationActionResponseSerializer.render(
-            op_uuid, f"Operation {op_uuid} deleted"
-        ))
+        return Response(_action(op_uuid, f"Operation {op_uuid} deleted"))

@@ -45,7 +45,7 @@ RETAIN_CASES: list[tuple[Any, list[Any]]] = [
     ({"items": [{"content": "x", "context": 7}]}, ["body", "items", 0, "context"]),
     # PostgreSQL text and jsonb cannot hold NUL: a 422, not a database error.
     ({"items": [{"content": "a\x00b"}]}, ["body", "items", 0, "content"]),
-    ({"items": [{"content": "x", "metadata": {"k\x00": "v"}}]}, ["body", "items", 0, "metadata"]),
+    ({"items": [{"content": "x", "metadata": {"k\x00": "v"}}]}, ["body", "items", 0, "metadata", "k\x00"]),
     ({"items": [{"content": "x", "tags": ["t\x00"]}]}, ["body", "items", 0, "tags", 0]),
 ]
 

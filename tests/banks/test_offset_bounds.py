@@ -25,7 +25,7 @@ def test_offset_past_bigint_is_a_422_naming_the_offset(path: str) -> None:
     assert response.status_code == 422
     [error] = response.json()["detail"]
     assert error["loc"] == ["query", "offset"]
-    assert error["msg"] == "must be <= 2147483647"
+    assert error["msg"] == "Input should be less than or equal to 2147483647"
 
 
 def test_largest_accepted_offset_is_an_empty_page() -> None:

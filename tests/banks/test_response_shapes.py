@@ -33,7 +33,7 @@ def test_a_bank_profile_has_the_declared_fields_in_order() -> None:
 
 
 def test_a_bank_delete_has_the_declared_fields_in_order() -> None:
-    assert list(schema.DeleteResponseSerializer.render("b", 3)) == \
+    assert list(schema.DeleteResponseSerializer.render({"bank_id": "b", "deleted_count": 3})) == \
         _declared(schema.DeleteResponseSerializer)
 
 
@@ -41,7 +41,8 @@ def test_a_bank_list_has_the_declared_fields_in_order() -> None:
     bank = Bank(id="b", name="n", created_at=NOW, updated_at=NOW)
     row = {"bank": bank, "fact_count": 1, "last_document_at": None,
            "last_write_at": None}
-    body = schema.BankListResponseSerializer.render([row], total=1, limit=1, offset=0)
+    body = schema.BankListResponseSerializer.render(
+        {"banks": [row], "total": 1, "limit": 1, "offset": 0})
     assert list(body) == _declared(schema.BankListResponseSerializer)
     assert list(body["banks"][0]) == _declared(schema.BankListItemSerializer)
 
@@ -79,7 +80,7 @@ def test_a_recall_answer_has_the_declared_fields_in_order() -> None:
                     created_at=NOW, document_id=None, metadata={}, entities=[],
                     occurred_start=NOW, occurred_end=None, mentioned_at=None,
                     source_memory_ids=[], score=0.5)
-    body = schema.RecallResponseSerializer.render([hit])
+    body = schema.RecallResponseSerializer.render({"results": [hit], "trace": None})
     assert list(body) == _declared(schema.RecallResponseSerializer)
     assert list(body["results"][0]) == _declared(schema.RecallResultSerializer)
     assert list(body["results"][0]["scores"]) == _nested(schema.RecallResultSerializer, "scores")
@@ -89,35 +90,38 @@ def test_a_memory_list_has_the_declared_fields_in_order() -> None:
     memory = MemoryUnit(id=uuid.uuid4(), bank_id="b", text="t", fact_type="world", tags=["x"],
                         entities=[], source_memory_ids=[uuid.uuid4()], mentioned_at=NOW,
                         updated_at=NOW)
-    body = schema.ListMemoryUnitsResponseSerializer.render([memory], total=1, limit=1, offset=0)
+    body = schema.ListMemoryUnitsResponseSerializer.render(
+        {"items": [memory], "total": 1, "limit": 1, "offset": 0})
     assert list(body) == _declared(schema.ListMemoryUnitsResponseSerializer)
     assert list(body["items"][0]) == _declared(schema.MemoryUnitListItemSerializer)
 
 
 def test_a_tag_list_has_the_declared_fields_in_order() -> None:
-    body = schema.ListTagsResponseSerializer.render([("t", 2)], total=1, limit=1, offset=0)
+    body = schema.ListTagsResponseSerializer.render(
+        {"items": [("t", 2)], "total": 1, "limit": 1, "offset": 0})
     assert list(body) == _declared(schema.ListTagsResponseSerializer)
     assert list(body["items"][0]) == _declared(schema.TagItemSerializer)
 
 
 def test_a_consolidation_answer_has_the_declared_fields_in_order() -> None:
-    body = schema.ConsolidationResponseSerializer.render("o", deduplicated=True)
+    body = schema.ConsolidationResponseSerializer.render(
+        {"operation_id": "o", "deduplicated": True})
     assert list(body) == _declared(schema.ConsolidationResponseSerializer)
 
 
 def test_an_llm_request_page_has_the_declared_fields_in_order() -> None:
     row = LLMRequest(id=uuid.uuid4(), bank_id="b", status="success", started_at=NOW,
                      ended_at=NOW, prompt='{"a": 1}', response="text")
-    body = schema.LLMRequestListResponseSerializer.render("b", [row], total=1, limit=1,
-                                                          offset=0)
+    body = schema.LLMRequestListResponseSerializer.render(
+        {"bank_id": "b", "items": [row], "total": 1, "limit": 1, "offset": 0})
     assert list(body) == _declared(schema.LLMRequestListResponseSerializer)
     assert list(body["items"][0]) == _declared(schema.LLMRequestEntrySerializer)
 
 
 def test_llm_request_stats_have_the_declared_fields_in_order() -> None:
     bucket = {"bucket": NOW, "total": 2, "success": 1, "error": 1, "input": 3, "output": 4}
-    body = schema.LLMRequestStatsResponseSerializer.render("b", period="7d", trunc="day",
-                                                           start=NOW, buckets=[bucket])
+    body = schema.LLMRequestStatsResponseSerializer.render(
+        {"bank_id": "b", "period": "7d", "trunc": "day", "start": NOW, "buckets": [bucket]})
     assert list(body) == _declared(schema.LLMRequestStatsResponseSerializer)
     [rendered] = body["buckets"]
     assert list(rendered) == _declared(schema.LLMRequestStatsBucketSerializer)

@@ -64,7 +64,7 @@ def test_a_malformed_create_is_a_422_naming_the_field_and_changes_nothing(api, p
     ("?q=x&limit=51", [["query", "limit"]]),
     ("?q=x&tags_match=some", [["query", "tags_match"]]),
     ("?q=x&tag_groups=[{", [["query", "tag_groups"]]),
-    ('?q=x&tag_groups=[{"tags":["a"],"match":"most"}]', [["query", "tag_groups"]]),
+    ('?q=x&tag_groups=[{"tags":["a"],"match":"most"}]', [["query", "tag_groups", 0, "match"]]),
 ])
 def test_a_malformed_search_is_a_422_naming_the_parameter(api, query, expected):
     response = api.get(KB + "/search" + query)

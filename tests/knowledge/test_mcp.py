@@ -42,17 +42,17 @@ def test_the_knowledge_tools_have_upstreams_names_arguments_and_hints(live_serve
     tools = session(live_server, body)
     assert set(KNOWLEDGE_TOOL_NAMES) <= set(tools)
     args = {name: list(tools[name].input_schema["properties"]) for name in KNOWLEDGE_TOOL_NAMES}
+    # The bank is pinned by the path (/mcp/{bank_id}/): no tool takes bank_id, as upstream.
     assert args == {
-        "get_knowledge_base_tree": ["bank_id"],
-        "search_knowledge_base": ["query", "limit", "bank_id"],
-        "get_knowledge_page": ["page_id", "bank_id"],
-        "create_knowledge_folder": ["name", "parent_id", "bank_id"],
+        "get_knowledge_base_tree": [],
+        "search_knowledge_base": ["query", "limit"],
+        "get_knowledge_page": ["page_id"],
+        "create_knowledge_folder": ["name", "parent_id"],
         "create_knowledge_page": ["name", "source_query", "parent_id", "tags", "max_tokens",
-                                  "trigger", "refresh_after_consolidation", "bank_id"],
+                                  "trigger", "refresh_after_consolidation"],
         "update_knowledge_node": ["node_id", "name", "parent_id", "source_query", "tags",
-                                  "max_tokens", "trigger", "refresh_after_consolidation",
-                                  "bank_id"],
-        "delete_knowledge_node": ["node_id", "bank_id"],
+                                  "max_tokens", "trigger", "refresh_after_consolidation"],
+        "delete_knowledge_node": ["node_id"],
     }
     hints = {name: (tools[name].annotations.read_only_hint,
                     tools[name].annotations.destructive_hint) for name in KNOWLEDGE_TOOL_NAMES}

@@ -22,7 +22,7 @@ from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
 from hindsight.cli.api import HindsightApi
-from hindsight.config import MCP_TOOL_NAMES
+from hindsight.config import MCP_ONE_BANK_EXCLUDED, MCP_TOOL_NAMES
 from hindsight.mcp_server.tools import ToolBackend, build_server, set_backend
 from tests.live import LiveStack, write_documents
 
@@ -46,7 +46,7 @@ def memory_client(stack: LiveStack, bank: str | None = BANK) -> Client:
     """What ``hindsight --api-url URL mcp [--bank BANK]`` serves, in this process: call it inside
     the session's event loop (the tools read their backend from the context)."""
     set_backend(ToolBackend(api=HindsightApi(stack.url), default_bank=bank))
-    return Client(build_server(), read_timeout_seconds=60)
+    return Client(build_server(one_bank=bank is not None), read_timeout_seconds=60)
 
 
 def http_client(stack: LiveStack, path: str = f"/mcp/{BANK}/", **headers: str) -> Client:
@@ -103,13 +103,13 @@ def test_tools_and_schemas_follow_the_seed(stack: LiveStack, transport: str) -> 
         return {t.name: t for t in (await client.list_tools()).tools}
 
     tools = run(factory(stack, transport), body)
-    assert tuple(tools) == MCP_TOOL_NAMES
+    # One bank (/mcp/{bank}/, --bank): upstream's one-bank tools, no bank_id argument.
+    assert tuple(tools) == tuple(n for n in MCP_TOOL_NAMES if n not in MCP_ONE_BANK_EXCLUDED)
+    assert not any("bank_id" in t.input_schema.get("properties", {}) for t in tools.values())
     create = tools["create_mental_model"].input_schema["properties"]
-    assert set(create["tags_match"]["anyOf"][0]["enum"]) == {
-        "any", "all", "any_strict", "all_strict", "exact"}
+    assert "mental_model_id" in create and "id" not in create and "tags_match" in create
     assert "detail" not in tools["list_mental_models"].input_schema["properties"]
-    assert set(tools["get_mental_model"].input_schema["properties"]["detail"]["anyOf"][0]["enum"]) \
-        == {"metadata", "content", "full"}
+    assert tools["get_mental_model"].input_schema["properties"]["detail"]["default"] == "full"
     assert tools["get_mental_model"].input_schema["required"] == ["mental_model_id"]
 
 
@@ -120,8 +120,8 @@ def test_create_refresh_get_clear_delete_through_the_tools(stack: LiveStack,
 
     async def body(client: Client) -> None:
         created = await call(client, "create_mental_model", name="Team",
-                             source_query="How does the team communicate?", id="team",
-                             tags=["team"], tags_match="any")
+                             source_query="How does the team communicate?",
+                             mental_model_id="team", tags=["team"], tags_match="any")
         assert created["mental_model_id"] == "team"
         op = await wait(client, created["operation_id"])
         assert op["status"] == "completed"
@@ -145,9 +145,10 @@ def test_create_refresh_get_clear_delete_through_the_tools(stack: LiveStack,
         assert updated["trigger"]["tags_match"] == "any"  # merged key by key
 
         cleared = await call(client, "clear_mental_model", mental_model_id="team")
-        assert cleared["content"] == ""
+        assert cleared["status"] == "cleared"
+        assert (await call(client, "get_mental_model", mental_model_id="team"))["content"] == ""
         assert await call(client, "delete_mental_model", mental_model_id="team") == {
-            "status": "deleted"}
+            "status": "deleted", "mental_model_id": "team"}
         gone = await call_error(client, "get_mental_model", mental_model_id="team")
         assert "404" in gone and "not found" in gone.lower()
 
@@ -173,7 +174,7 @@ def test_bad_arguments_come_back_as_tool_errors(stack: LiveStack, transport: str
         assert "source_query" in missing
         # the server's validation, its message in one line
         bad_id = await call_error(client, "create_mental_model", name="n", source_query="q",
-                                  id="Bad ID!")
+                                  mental_model_id="Bad ID!")
         assert "HTTP 422: body.id: id must match" in bad_id and "\n" not in bad_id
         unknown = await call_error(client, "update_mental_model", mental_model_id="nope",
                                    name="x")
@@ -188,9 +189,9 @@ def test_memory_tools_retain_recall_reflect(stack: LiveStack) -> None:
     stack.llm.respond_with(lambda body: _reflect_reply(body))
 
     async def body(client: Client) -> None:
-        retained = await call(client, "retain", content="Dana joined and prefers email.",
+        retained = await call(client, "sync_retain", content="Dana joined and prefers email.",
                               tags=["team"])
-        assert retained["success"] is True and retained["items_count"] == 1
+        assert retained["status"] == "completed" and retained["items_count"] == 1
         recalled = await call(client, "recall", query="Dana email", tags=["team"])
         assert any("Dana" in r["text"] for r in recalled["results"])
         answer = await call(client, "reflect", query="Who prefers email?")
@@ -223,7 +224,8 @@ def test_refresh_tool_releases_a_parked_automatic_refresh(stack: LiveStack) -> N
 
     async def create(client: Client) -> str:
         created = await call(client, "create_mental_model", name="Team",
-                             source_query="How does the team communicate?", id="team")
+                             source_query="How does the team communicate?",
+                             mental_model_id="team")
         assert (await wait(client, created["operation_id"]))["status"] == "completed"
         await call(client, "update_mental_model", mental_model_id="team",
                    trigger={"min_refresh_interval_seconds": 3600})

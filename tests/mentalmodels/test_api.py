@@ -95,7 +95,7 @@ def test_duplicate_id_is_409_with_upstream_message(api, bank):
         ({"trigger": {"refresh_cron": "0 3 * * *", "refresh_after_consolidation": True}},
          ["body", "trigger", "refresh_cron"]),
         ({"trigger": {"fact_types": []}}, ["body", "trigger", "fact_types"]),
-        ({"trigger": {"fact_types": ["opinion"]}}, ["body", "trigger", "fact_types"]),
+        ({"trigger": {"fact_types": ["opinion"]}}, ["body", "trigger", "fact_types", 0]),
         ({"trigger": {"mode": "partial"}}, ["body", "trigger", "mode"]),
         ({"trigger": {"tags_match": "some"}}, ["body", "trigger", "tags_match"]),
         ({"trigger": {"tag_groups": [{"tags": ["a"], "match": "nope"}]}},

@@ -14,7 +14,6 @@ from django.utils import timezone
 
 from hindsight.banks.models import Bank
 from mentalmodels.models import MentalModel
-from mentalmodels.pipeline import refresh_run
 from mentalmodels.services import mental_model_record_failure, mental_model_refresh_request
 from mentalmodels.triggers_auto import (
     PARKED,
@@ -30,6 +29,7 @@ from mentalmodels.triggers_auto import (
 from operations.models import CANCELLED, PENDING, Operation
 from tests.factories import make_memory, make_mental_model
 from tests.fakes.llm_server import Reply
+from tests.mentalmodels.fenced import refresh_run
 
 T0 = datetime(2026, 1, 1, 0, 0, tzinfo=UTC)  # a model "created" at midnight UTC
 DAILY_3AM = "0 3 * * *"

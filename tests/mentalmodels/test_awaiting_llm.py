@@ -16,8 +16,8 @@ from mentalmodels.awaiting_llm import (
     mental_models_refresh_awaiting_llm,
     refresh_failed_for_missing_llm,
 )
+from mentalmodels.errors import RefreshFailed
 from mentalmodels.models import MentalModel, MentalModelHistory
-from mentalmodels.pipeline import RefreshFailed
 from operations.models import Operation
 from tests.factories import make_memory, make_mental_model
 from tests.mentalmodels.test_refresh_worker import answering, wait_status

@@ -10,13 +10,14 @@ import pytest
 from hindsight.banks.models import MemoryUnit
 from mentalmodels.api.preview import MentalModelDryRunRefreshResultSerializer
 from mentalmodels.document import render_json, split
-from mentalmodels.errors import DryRunFailed
+from mentalmodels.errors import DryRunFailed, RefreshFailed
 from mentalmodels.models import MentalModel
-from mentalmodels.pipeline import RefreshFailed, refresh_dry_run, refresh_run
+from mentalmodels.refresh.pipeline import refresh_dry_run
 from mentalmodels.services import mental_model_clear
 from tests.factories import make_memory, make_mental_model
 from tests.fakes.llm_server import Reply
 from tests.mentalmodels.delta_llm import append_each_fact, delta_llm
+from tests.mentalmodels.fenced import last_operation, refresh_run
 
 pytestmark = pytest.mark.django_db
 
@@ -158,7 +159,8 @@ def test_all_invalid_twice_fails_retryable_with_document_and_window_untouched(ba
     assert info.value.details["outcome"] == "refresh_failed_delta_not_applied"
     assert info.value.details["failure_reason"] == "delta_ops_all_skipped"
     assert len(info.value.trace["delta_operations"]["skipped"]) == 2
-    assert info.value.result_metadata["delta_ops_skipped"] == 2
+    record = last_operation(bank_id=bank.id, mental_model_id="team").result_metadata
+    assert record["delta_ops_skipped"] == 2
     model.refresh_from_db()
     assert {f: getattr(model, f) for f in before} == before
 

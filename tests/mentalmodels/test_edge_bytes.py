@@ -240,251 +240,241 @@ CASES: list[tuple[str, str, str, Any]] = [
 EXPECTED: dict[str, tuple[int, str]] = {
     'create-empty-raw': (
         422,
-        '{"detail":[{"loc":["body","name"],"msg":"Field required","type":"missing"},{"loc":["'
-        'body","source_query"],"msg":"Field required","type":"missing"}]}'
+        '{"detail":[{"loc":["body","name"],"msg":"Field required","type":"missing"},{"loc'
+        '":["body","source_query"],"msg":"Field required","type":"missing"}]}'
     ),
     'create-null': (
         422,
-        '{"detail":[{"loc":["body"],"msg":"the body must be a JSON object","type":"dict_type"'
-        '}]}'
+        '{"detail":[{"loc":["body"],"msg":"Input should be a valid dictionary","type":"di'
+        'ct_type"}]}'
     ),
     'create-list': (
         422,
-        '{"detail":[{"loc":["body"],"msg":"the body must be a JSON object","type":"dict_type"'
-        '}]}'
+        '{"detail":[{"loc":["body"],"msg":"Input should be a valid dictionary","type":"di'
+        'ct_type"}]}'
     ),
     'create-zero': (
         422,
-        '{"detail":[{"loc":["body"],"msg":"the body must be a JSON object","type":"dict_type"'
-        '}]}'
+        '{"detail":[{"loc":["body"],"msg":"Input should be a valid dictionary","type":"di'
+        'ct_type"}]}'
     ),
     'create-false': (
         422,
-        '{"detail":[{"loc":["body"],"msg":"the body must be a JSON object","type":"dict_type"'
-        '}]}'
+        '{"detail":[{"loc":["body"],"msg":"Input should be a valid dictionary","type":"di'
+        'ct_type"}]}'
     ),
     'create-string': (
         422,
-        '{"detail":[{"loc":["body"],"msg":"the body must be a JSON object","type":"dict_type"'
-        '}]}'
+        '{"detail":[{"loc":["body"],"msg":"Input should be a valid dictionary","type":"di'
+        'ct_type"}]}'
     ),
     'create-bad-json': (
         422,
-        '{"detail":[{"loc":["body"],"msg":"invalid JSON: JSON parse error - Expecting propert'
-        'y name enclosed in double quotes: line 1 column 2 (char 1)","type":"json_invalid"}]}'
+        '{"detail":[{"loc":["body"],"msg":"JSON decode error: JSON parse error - Expectin'
+        'g property name enclosed in double quotes: line 1 column 2 (char 1)","type":"jso'
+        'n_invalid"}]}'
     ),
     'create-empty-object': (
         422,
-        '{"detail":[{"loc":["body","name"],"msg":"Field required","type":"missing"},{"loc":["'
-        'body","source_query"],"msg":"Field required","type":"missing"}]}'
+        '{"detail":[{"loc":["body","name"],"msg":"Field required","type":"missing"},{"loc'
+        '":["body","source_query"],"msg":"Field required","type":"missing"}]}'
     ),
     'create-types': (
         422,
-        '{"detail":[{"loc":["body","name"],"msg":"must be a string","type":"string_type"},{"l'
-        'oc":["body","source_query"],"msg":"must be a string","type":"string_type"}]}'
+        '{"detail":[{"loc":["body","name"],"msg":"Input should be a valid string","type":'
+        '"string_type"},{"loc":["body","source_query"],"msg":"Input should be a valid str'
+        'ing","type":"string_type"}]}'
     ),
     'create-blank': (
         422,
-        '{"detail":[{"loc":["body","name"],"msg":"must not be blank","type":"string_too_short'
-        '"},{"loc":["body","source_query"],"msg":"must not be blank","type":"string_too_short'
-        '"}]}'
+        '{"detail":[{"loc":["body","name"],"msg":"String should have at least 1 non-blank'
+        ' character","type":"string_too_short"},{"loc":["body","source_query"],"msg":"Str'
+        'ing should have at least 1 character","type":"string_too_short"}]}'
     ),
     'create-nulls': (
         422,
-        '{"detail":[{"loc":["body","name"],"msg":"Field required","type":"missing"},{"loc":["'
-        'body","source_query"],"msg":"Field required","type":"missing"}]}'
+        '{"detail":[{"loc":["body","name"],"msg":"Input should be a valid string","type":'
+        '"string_type"},{"loc":["body","source_query"],"msg":"Input should be a valid str'
+        'ing","type":"string_type"}]}'
     ),
     'create-unknown': (
         422,
-        '{"detail":[{"loc":["body","x"],"msg":"unknown field \'x\'; allowed: id, name, source_q'
-        'uery, tags, max_tokens, trigger","type":"extra_forbidden"},{"loc":["body","a"],"msg"'
-        ':"unknown field \'a\'; allowed: id, name, source_query, tags, max_tokens, trigger","ty'
-        'pe":"extra_forbidden"}]}'
+        '{"detail":[{"loc":["body","x"],"msg":"Extra inputs are not permitted","type":"ex'
+        'tra_forbidden"},{"loc":["body","a"],"msg":"Extra inputs are not permitted","type'
+        '":"extra_forbidden"}]}'
     ),
     'create-combined': (
         422,
-        '{"detail":[{"loc":["body","x"],"msg":"unknown field \'x\'; allowed: id, name, source_q'
-        'uery, tags, max_tokens, trigger","type":"extra_forbidden"},{"loc":["body","y"],"msg"'
-        ':"unknown field \'y\'; allowed: id, name, source_query, tags, max_tokens, trigger","ty'
-        'pe":"extra_forbidden"},{"loc":["body","name"],"msg":"must be a string","type":"strin'
-        'g_type"},{"loc":["body","source_query"],"msg":"Field required","type":"missing"},{"l'
-        'oc":["body","tags"],"msg":"must be a list of strings","type":"list_type"},{"loc":["b'
-        'ody","max_tokens"],"msg":"must be an integer","type":"int_type"},{"loc":["body","tri'
-        'gger"],"msg":"trigger must be a JSON object or null","type":"dict_type"},{"loc":["bo'
-        'dy","id"],"msg":"id must match ^[a-z0-9][a-z0-9-]{0,63}$: lowercase letters, digits '
-        'and hyphens, starting with a letter or digit, at most 64 characters","type":"string_'
-        'pattern_mismatch"}]}'
+        '{"detail":[{"loc":["body","x"],"msg":"Extra inputs are not permitted","type":"ex'
+        'tra_forbidden"},{"loc":["body","y"],"msg":"Extra inputs are not permitted","type'
+        '":"extra_forbidden"},{"loc":["body","id"],"msg":"id must match ^[a-z0-9][a-z0-9-'
+        ']{0,63}$: lowercase letters, digits and hyphens, starting with a letter or digit'
+        ', at most 64 characters","type":"string_pattern_mismatch"},{"loc":["body","name"'
+        '],"msg":"Input should be a valid string","type":"string_type"},{"loc":["body","s'
+        'ource_query"],"msg":"Field required","type":"missing"},{"loc":["body","tags"],"m'
+        'sg":"Input should be a valid list","type":"list_type"},{"loc":["body","max_token'
+        's"],"msg":"Input should be a valid integer","type":"int_type"},{"loc":["body","t'
+        'rigger"],"msg":"Input should be a valid dictionary","type":"dict_type"}]}'
     ),
     'create-combined-2': (
         422,
-        '{"detail":[{"loc":["body","name"],"msg":"Field required","type":"missing"},{"loc":["'
-        'body","source_query"],"msg":"must be a string","type":"string_type"},{"loc":["body",'
-        '"tags"],"msg":"must be a list of strings","type":"list_type"},{"loc":["body","max_to'
-        'kens"],"msg":"must be an integer","type":"int_type"},{"loc":["body","trigger","zz"],'
-        '"msg":"unknown trigger field \'zz\'; known fields: budget, mode, refresh_after_consoli'
-        'dation, refresh_cron, full_refresh_cron, min_refresh_interval_seconds, fact_types, e'
-        'xclude_mental_models, exclude_mental_model_ids, tags_match, tag_groups, include_chun'
-        'ks, recall_max_tokens, recall_chunks_max_tokens, reflect_search_observations_max_tok'
-        'ens, reflect_search_observations_include_entities, response_schema, keep_trace","typ'
-        'e":"extra_forbidden"},{"loc":["body","trigger","mode"],"msg":"must be \'full\' or \'del'
-        'ta\'; got \'x\'","type":"enum"},{"loc":["body","id"],"msg":"id must be a string","type"'
-        ':"string_pattern_mismatch"}]}'
+        '{"detail":[{"loc":["body","id"],"msg":"Input should be a valid string","type":"s'
+        'tring_type"},{"loc":["body","name"],"msg":"Field required","type":"missing"},{"l'
+        'oc":["body","source_query"],"msg":"Input should be a valid string","type":"strin'
+        'g_type"},{"loc":["body","tags",0],"msg":"Input should be a valid string","type":'
+        '"string_type"},{"loc":["body","max_tokens"],"msg":"Input should be a valid integ'
+        'er","type":"int_type"},{"loc":["body","trigger","zz"],"msg":"Extra inputs are no'
+        't permitted","type":"extra_forbidden"},{"loc":["body","trigger","mode"],"msg":"I'
+        'nput should be \'full\' or \'delta\'","type":"literal_error"}]}'
     ),
     'create-tags-not-strings': (
         422,
-        '{"detail":[{"loc":["body","tags"],"msg":"must be a list of strings","type":"list_typ'
-        'e"}]}'
+        '{"detail":[{"loc":["body","tags",0],"msg":"Input should be a valid string","type'
+        '":"string_type"}]}'
     ),
     'create-tags-dict': (
         422,
-        '{"detail":[{"loc":["body","tags"],"msg":"must be a list of strings","type":"list_typ'
-        'e"}]}'
+        '{"detail":[{"loc":["body","tags"],"msg":"Input should be a valid list","type":"l'
+        'ist_type"}]}'
     ),
     'create-tag-too-long': (
         422,
-        '{"detail":[{"loc":["body","tags",1],"msg":"a tag has at most 512 characters","type":'
-        '"string_too_long"}]}'
+        '{"detail":[{"loc":["body","tags",1],"msg":"String should have at most 512 charac'
+        'ters","type":"string_too_long"},{"loc":["body","tags",2],"msg":"String should ha'
+        've at most 512 characters","type":"string_too_long"}]}'
     ),
     'create-max-tokens-low': (
         422,
-        '{"detail":[{"loc":["body","max_tokens"],"msg":"Input should be greater than or equal'
-        ' to 256","type":"greater_than_equal"}]}'
+        '{"detail":[{"loc":["body","max_tokens"],"msg":"Input should be greater than or e'
+        'qual to 256","type":"greater_than_equal"}]}'
     ),
     'create-max-tokens-high': (
         422,
-        '{"detail":[{"loc":["body","max_tokens"],"msg":"Input should be less than or equal to'
-        ' 8192","type":"less_than_equal"}]}'
+        '{"detail":[{"loc":["body","max_tokens"],"msg":"Input should be less than or equa'
+        'l to 8192","type":"less_than_equal"}]}'
     ),
     'create-max-tokens-bool': (
         422,
-        '{"detail":[{"loc":["body","max_tokens"],"msg":"must be an integer","type":"int_type"'
-        '}]}'
+        '{"detail":[{"loc":["body","max_tokens"],"msg":"Input should be a valid integer",'
+        '"type":"int_type"}]}'
     ),
     'create-max-tokens-float': (
         422,
-        '{"detail":[{"loc":["body","max_tokens"],"msg":"must be an integer","type":"int_type"'
-        '}]}'
+        '{"detail":[{"loc":["body","max_tokens"],"msg":"Input should be a valid integer",'
+        '"type":"int_type"}]}'
     ),
     'create-max-tokens-zero': (
         422,
-        '{"detail":[{"loc":["body","max_tokens"],"msg":"Input should be greater than or equal'
-        ' to 256","type":"greater_than_equal"}]}'
+        '{"detail":[{"loc":["body","max_tokens"],"msg":"Input should be greater than or e'
+        'qual to 256","type":"greater_than_equal"}]}'
     ),
     'create-trigger-list': (
         422,
-        '{"detail":[{"loc":["body","trigger"],"msg":"trigger must be a JSON object or null","'
-        'type":"dict_type"}]}'
+        '{"detail":[{"loc":["body","trigger"],"msg":"Input should be a valid dictionary",'
+        '"type":"dict_type"}]}'
     ),
     'create-trigger-string': (
         422,
-        '{"detail":[{"loc":["body","trigger"],"msg":"trigger must be a JSON object or null","'
-        'type":"dict_type"}]}'
+        '{"detail":[{"loc":["body","trigger"],"msg":"Input should be a valid dictionary",'
+        '"type":"dict_type"}]}'
     ),
     'create-trigger-unknown': (
         422,
-        '{"detail":[{"loc":["body","trigger","b"],"msg":"unknown trigger field \'b\'; known fie'
-        'lds: budget, mode, refresh_after_consolidation, refresh_cron, full_refresh_cron, min'
-        '_refresh_interval_seconds, fact_types, exclude_mental_models, exclude_mental_model_i'
-        'ds, tags_match, tag_groups, include_chunks, recall_max_tokens, recall_chunks_max_tok'
-        'ens, reflect_search_observations_max_tokens, reflect_search_observations_include_ent'
-        'ities, response_schema, keep_trace","type":"extra_forbidden"},{"loc":["body","trigge'
-        'r","a"],"msg":"unknown trigger field \'a\'; known fields: budget, mode, refresh_after_'
-        'consolidation, refresh_cron, full_refresh_cron, min_refresh_interval_seconds, fact_t'
-        'ypes, exclude_mental_models, exclude_mental_model_ids, tags_match, tag_groups, inclu'
-        'de_chunks, recall_max_tokens, recall_chunks_max_tokens, reflect_search_observations_'
-        'max_tokens, reflect_search_observations_include_entities, response_schema, keep_trac'
-        'e","type":"extra_forbidden"}]}'
+        '{"detail":[{"loc":["body","trigger","b"],"msg":"Extra inputs are not permitted",'
+        '"type":"extra_forbidden"},{"loc":["body","trigger","a"],"msg":"Extra inputs are '
+        'not permitted","type":"extra_forbidden"}]}'
     ),
     'create-trigger-many': (
         422,
-        '{"detail":[{"loc":["body","trigger","budget"],"msg":"must be one of low, mid, high; '
-        'got 5","type":"enum"},{"loc":["body","trigger","mode"],"msg":"must be \'full\' or \'del'
-        'ta\'; got 3","type":"enum"},{"loc":["body","trigger","refresh_cron"],"msg":"refresh_c'
-        'ron must be a standard 5-field cron expression (minute hour day month weekday); got '
-        '1 fields","type":"value_error"},{"loc":["body","trigger","fact_types"],"msg":"must n'
-        'ot be empty: list at least one of world, experience, observation, or send null for a'
-        'll","type":"value_error"},{"loc":["body","trigger","min_refresh_interval_seconds"],"'
-        'msg":"must be an integer between 0 and 2147483647, or null","type":"value_error"},{"'
-        'loc":["body","trigger","keep_trace"],"msg":"must be a boolean","type":"bool_type"},{'
-        '"loc":["body","trigger","tags_match"],"msg":"must be one of any, all, any_strict, al'
-        'l_strict, exact; got \'nope\'","type":"literal_error"},{"loc":["body","trigger","exclu'
-        'de_mental_model_ids"],"msg":"must be a list of mental model ids or null","type":"lis'
-        't_type"},{"loc":["body","trigger","recall_max_tokens"],"msg":"must be an integer or '
-        'null","type":"int_type"}]}'
+        '{"detail":[{"loc":["body","trigger","budget"],"msg":"Input should be \'low\', \'mid'
+        '\' or \'high\'","type":"literal_error"},{"loc":["body","trigger","mode"],"msg":"Inp'
+        'ut should be \'full\' or \'delta\'","type":"literal_error"},{"loc":["body","trigger"'
+        ',"min_refresh_interval_seconds"],"msg":"Input should be greater than or equal to'
+        ' 0","type":"greater_than_equal"},{"loc":["body","trigger","exclude_mental_model_'
+        'ids"],"msg":"Input should be a valid list","type":"list_type"},{"loc":["body","t'
+        'rigger","tags_match"],"msg":"Input should be \'any\', \'all\', \'any_strict\', \'all_st'
+        'rict\' or \'exact\'","type":"literal_error"},{"loc":["body","trigger","recall_max_t'
+        'okens"],"msg":"Input should be a valid integer","type":"int_type"},{"loc":["body'
+        '","trigger","keep_trace"],"msg":"Input should be a valid boolean","type":"bool_t'
+        'ype"}]}'
     ),
     'create-trigger-response-schema': (
         422,
-        '{"detail":[{"loc":["body","trigger","response_schema"],"msg":"response_schema must b'
-        'e an object schema (its \\"type\\" must be \\"object\\")","type":"value_error"}]}'
+        '{"detail":[{"loc":["body","trigger","response_schema"],"msg":"response_schema mu'
+        'st be an object schema (its \\"type\\" must be \\"object\\")","type":"value_error"}]'
+        '}'
     ),
     'create-trigger-response-schema-props': (
         422,
-        '{"detail":[{"loc":["body","trigger","response_schema","properties","a"],"msg":"prope'
-        "rty type must be one of string, number, integer, boolean, array, object; got 'weird'"
-        '","type":"value_error"},{"loc":["body","trigger","response_schema","properties","b"]'
-        ',"msg":"a property must be a JSON object (a JSON Schema)","type":"value_error"},{"lo'
-        'c":["body","trigger","response_schema","required"],"msg":"required names properties '
-        'that do not exist: c","type":"value_error"}]}'
+        '{"detail":[{"loc":["body","trigger","response_schema","properties","a"],"msg":"p'
+        'roperty type must be one of string, number, integer, boolean, array, object; got'
+        ' \'weird\'","type":"value_error"},{"loc":["body","trigger","response_schema","prop'
+        'erties","b"],"msg":"a property must be a JSON object (a JSON Schema)","type":"va'
+        'lue_error"},{"loc":["body","trigger","response_schema","required"],"msg":"requir'
+        'ed names properties that do not exist: c","type":"value_error"}]}'
     ),
     'create-trigger-tag-groups': (
         422,
-        '{"detail":[{"loc":["body","trigger","tag_groups",0,"x"],"msg":"unknown field(s) [\'x\''
-        '] in a tag group leaf (allowed: tags, match, resolve)","type":"extra_forbidden"}]}'
+        '{"detail":[{"loc":["body","trigger","tag_groups",0,"x"],"msg":"unknown field(s) '
+        '[\'x\'] in a tag group leaf (allowed: tags, match, resolve)","type":"extra_forbidd'
+        'en"}]}'
     ),
     'create-trigger-fact-types': (
         422,
-        '{"detail":[{"loc":["body","trigger","fact_types"],"msg":"fact types must be among wo'
-        'rld, experience, observation; got [\'bogus\']","type":"enum"}]}'
+        '{"detail":[{"loc":["body","trigger","fact_types",1],"msg":"Input should be \'worl'
+        'd\', \'experience\' or \'observation\'","type":"literal_error"}]}'
     ),
     'create-id-int': (
         422,
-        '{"detail":[{"loc":["body","id"],"msg":"id must be a string","type":"string_pattern_m'
-        'ismatch"}]}'
+        '{"detail":[{"loc":["body","id"],"msg":"Input should be a valid string","type":"s'
+        'tring_type"}]}'
     ),
     'create-id-bad': (
         422,
-        '{"detail":[{"loc":["body","id"],"msg":"id must match ^[a-z0-9][a-z0-9-]{0,63}$: lowe'
-        'rcase letters, digits and hyphens, starting with a letter or digit, at most 64 chara'
-        'cters","type":"string_pattern_mismatch"}]}'
+        '{"detail":[{"loc":["body","id"],"msg":"id must match ^[a-z0-9][a-z0-9-]{0,63}$: '
+        'lowercase letters, digits and hyphens, starting with a letter or digit, at most '
+        '64 characters","type":"string_pattern_mismatch"}]}'
     ),
     'create-id-empty': (
         422,
-        '{"detail":[{"loc":["body","id"],"msg":"id must match ^[a-z0-9][a-z0-9-]{0,63}$: lowe'
-        'rcase letters, digits and hyphens, starting with a letter or digit, at most 64 chara'
-        'cters","type":"string_pattern_mismatch"}]}'
+        '{"detail":[{"loc":["body","id"],"msg":"String should have at least 1 character",'
+        '"type":"string_too_short"}]}'
     ),
     'create-id-long': (
         422,
-        '{"detail":[{"loc":["body","id"],"msg":"id must match ^[a-z0-9][a-z0-9-]{0,63}$: lowe'
-        'rcase letters, digits and hyphens, starting with a letter or digit, at most 64 chara'
-        'cters","type":"string_pattern_mismatch"}]}'
+        '{"detail":[{"loc":["body","id"],"msg":"id must match ^[a-z0-9][a-z0-9-]{0,63}$: '
+        'lowercase letters, digits and hyphens, starting with a letter or digit, at most '
+        '64 characters","type":"string_pattern_mismatch"}]}'
     ),
     'create-nul-name': (
         422,
-        '{"detail":[{"loc":["body","name"],"msg":"Null characters are not allowed.","type":"n'
-        'ull_characters_not_allowed"}]}'
+        '{"detail":[{"loc":["body","name"],"msg":"Null characters are not allowed.","type'
+        '":"null_characters_not_allowed"}]}'
     ),
     'create-nul-many': (
         422,
-        '{"detail":[{"loc":["body","x\\u0000"],"msg":"Null characters are not allowed.","type"'
-        ':"null_characters_not_allowed"},{"loc":["body","zz",0,0,"q"],"msg":"Null characters '
-        'are not allowed.","type":"null_characters_not_allowed"},{"loc":["body","trigger","k\\'
-        'u0000"],"msg":"Null characters are not allowed.","type":"null_characters_not_allowed'
-        '"},{"loc":["body","trigger","response_schema","properties","p","d"],"msg":"Null char'
-        'acters are not allowed.","type":"null_characters_not_allowed"},{"loc":["body","trigg'
-        'er","exclude_mental_model_ids",1],"msg":"Null characters are not allowed.","type":"n'
-        'ull_characters_not_allowed"},{"loc":["body","trigger","exclude_mental_model_ids",0],'
-        '"msg":"Null characters are not allowed.","type":"null_characters_not_allowed"},{"loc'
-        '":["body","tags",1],"msg":"Null characters are not allowed.","type":"null_characters'
-        '_not_allowed"},{"loc":["body","tags",0],"msg":"Null characters are not allowed.","ty'
-        'pe":"null_characters_not_allowed"},{"loc":["body","source_query"],"msg":"Null charac'
-        'ters are not allowed.","type":"null_characters_not_allowed"},{"loc":["body","name"],'
-        '"msg":"Null characters are not allowed.","type":"null_characters_not_allowed"}]}'
+        '{"detail":[{"loc":["body","x\\u0000"],"msg":"Extra inputs are not permitted","typ'
+        'e":"extra_forbidden"},{"loc":["body","zz"],"msg":"Extra inputs are not permitted'
+        '","type":"extra_forbidden"},{"loc":["body","name"],"msg":"Null characters are no'
+        't allowed.","type":"null_characters_not_allowed"},{"loc":["body","source_query"]'
+        ',"msg":"Null characters are not allowed.","type":"null_characters_not_allowed"},'
+        '{"loc":["body","tags",0],"msg":"Null characters are not allowed.","type":"null_c'
+        'haracters_not_allowed"},{"loc":["body","tags",1],"msg":"Null characters are not '
+        'allowed.","type":"null_characters_not_allowed"},{"loc":["body","trigger","k\\u000'
+        '0"],"msg":"Extra inputs are not permitted","type":"extra_forbidden"},{"loc":["bo'
+        'dy","trigger","exclude_mental_model_ids",0],"msg":"Null characters are not allow'
+        'ed.","type":"null_characters_not_allowed"},{"loc":["body","trigger","exclude_men'
+        'tal_model_ids",1],"msg":"Null characters are not allowed.","type":"null_characte'
+        'rs_not_allowed"},{"loc":["body","trigger","response_schema","properties","p","d"'
+        '],"msg":"Null characters are not allowed.","type":"null_characters_not_allowed"}'
+        ']}'
     ),
     'create-nul-and-unknown': (
         422,
-        '{"detail":[{"loc":["body","name"],"msg":"Null characters are not allowed.","type":"n'
-        'ull_characters_not_allowed"}]}'
+        '{"detail":[{"loc":["body","x"],"msg":"Extra inputs are not permitted","type":"ex'
+        'tra_forbidden"},{"loc":["body","name"],"msg":"Null characters are not allowed.",'
+        '"type":"null_characters_not_allowed"},{"loc":["body","source_query"],"msg":"Inpu'
+        't should be a valid string","type":"string_type"}]}'
     ),
     'create-ok': (
         200,
@@ -508,178 +498,179 @@ EXPECTED: dict[str, tuple[int, str]] = {
     ),
     'patch-no-body': (
         200,
-        '{"id":"m1","bank_id":"mm-bank","name":"One","source_query":"what?","content":"# doc"'
-        ',"tags":["t1"],"max_tokens":2048,"trigger":{"budget":null,"mode":"full","refresh_aft'
-        'er_consolidation":false,"refresh_cron":null,"full_refresh_cron":null,"min_refresh_in'
-        'terval_seconds":null,"fact_types":null,"exclude_mental_models":false,"exclude_mental'
-        '_model_ids":null,"tags_match":null,"tag_groups":null,"include_chunks":null,"recall_m'
-        'ax_tokens":null,"recall_chunks_max_tokens":null,"reflect_search_observations_max_tok'
-        'ens":null,"reflect_search_observations_include_entities":null,"response_schema":null'
-        ',"keep_trace":false},"last_refreshed_at":null,"last_memory_seen_at":null,"last_refre'
-        'sh_failed_at":null,"last_full_refreshed_at":null,"created_at":"<datetime>","is_knowl'
-        'edge_page":false,"reflect_response":{"text":"# doc"},"is_stale":false}'
+        '{"id":"m1","bank_id":"mm-bank","name":"One","source_query":"what?","content":"# '
+        'doc","tags":["t1"],"max_tokens":2048,"trigger":{"budget":null,"mode":"full","ref'
+        'resh_after_consolidation":false,"refresh_cron":null,"full_refresh_cron":null,"mi'
+        'n_refresh_interval_seconds":null,"fact_types":null,"exclude_mental_models":false'
+        ',"exclude_mental_model_ids":null,"tags_match":null,"tag_groups":null,"include_ch'
+        'unks":null,"recall_max_tokens":null,"recall_chunks_max_tokens":null,"reflect_sea'
+        'rch_observations_max_tokens":null,"reflect_search_observations_include_entities"'
+        ':null,"response_schema":null,"keep_trace":false},"last_refreshed_at":null,"last_'
+        'memory_seen_at":null,"last_refresh_failed_at":null,"last_full_refreshed_at":null'
+        ',"created_at":"<datetime>","is_knowledge_page":false,"reflect_response":{"text":'
+        '"# doc"},"is_stale":false}'
     ),
     'patch-empty-raw': (
         200,
-        '{"id":"m1","bank_id":"mm-bank","name":"One","source_query":"what?","content":"# doc"'
-        ',"tags":["t1"],"max_tokens":2048,"trigger":{"budget":null,"mode":"full","refresh_aft'
-        'er_consolidation":false,"refresh_cron":null,"full_refresh_cron":null,"min_refresh_in'
-        'terval_seconds":null,"fact_types":null,"exclude_mental_models":false,"exclude_mental'
-        '_model_ids":null,"tags_match":null,"tag_groups":null,"include_chunks":null,"recall_m'
-        'ax_tokens":null,"recall_chunks_max_tokens":null,"reflect_search_observations_max_tok'
-        'ens":null,"reflect_search_observations_include_entities":null,"response_schema":null'
-        ',"keep_trace":false},"last_refreshed_at":null,"last_memory_seen_at":null,"last_refre'
-        'sh_failed_at":null,"last_full_refreshed_at":null,"created_at":"<datetime>","is_knowl'
-        'edge_page":false,"reflect_response":{"text":"# doc"},"is_stale":false}'
+        '{"id":"m1","bank_id":"mm-bank","name":"One","source_query":"what?","content":"# '
+        'doc","tags":["t1"],"max_tokens":2048,"trigger":{"budget":null,"mode":"full","ref'
+        'resh_after_consolidation":false,"refresh_cron":null,"full_refresh_cron":null,"mi'
+        'n_refresh_interval_seconds":null,"fact_types":null,"exclude_mental_models":false'
+        ',"exclude_mental_model_ids":null,"tags_match":null,"tag_groups":null,"include_ch'
+        'unks":null,"recall_max_tokens":null,"recall_chunks_max_tokens":null,"reflect_sea'
+        'rch_observations_max_tokens":null,"reflect_search_observations_include_entities"'
+        ':null,"response_schema":null,"keep_trace":false},"last_refreshed_at":null,"last_'
+        'memory_seen_at":null,"last_refresh_failed_at":null,"last_full_refreshed_at":null'
+        ',"created_at":"<datetime>","is_knowledge_page":false,"reflect_response":{"text":'
+        '"# doc"},"is_stale":false}'
     ),
     'patch-null': (
         200,
-        '{"id":"m1","bank_id":"mm-bank","name":"One","source_query":"what?","content":"# doc"'
-        ',"tags":["t1"],"max_tokens":2048,"trigger":{"budget":null,"mode":"full","refresh_aft'
-        'er_consolidation":false,"refresh_cron":null,"full_refresh_cron":null,"min_refresh_in'
-        'terval_seconds":null,"fact_types":null,"exclude_mental_models":false,"exclude_mental'
-        '_model_ids":null,"tags_match":null,"tag_groups":null,"include_chunks":null,"recall_m'
-        'ax_tokens":null,"recall_chunks_max_tokens":null,"reflect_search_observations_max_tok'
-        'ens":null,"reflect_search_observations_include_entities":null,"response_schema":null'
-        ',"keep_trace":false},"last_refreshed_at":null,"last_memory_seen_at":null,"last_refre'
-        'sh_failed_at":null,"last_full_refreshed_at":null,"created_at":"<datetime>","is_knowl'
-        'edge_page":false,"reflect_response":{"text":"# doc"},"is_stale":false}'
+        '{"id":"m1","bank_id":"mm-bank","name":"One","source_query":"what?","content":"# '
+        'doc","tags":["t1"],"max_tokens":2048,"trigger":{"budget":null,"mode":"full","ref'
+        'resh_after_consolidation":false,"refresh_cron":null,"full_refresh_cron":null,"mi'
+        'n_refresh_interval_seconds":null,"fact_types":null,"exclude_mental_models":false'
+        ',"exclude_mental_model_ids":null,"tags_match":null,"tag_groups":null,"include_ch'
+        'unks":null,"recall_max_tokens":null,"recall_chunks_max_tokens":null,"reflect_sea'
+        'rch_observations_max_tokens":null,"reflect_search_observations_include_entities"'
+        ':null,"response_schema":null,"keep_trace":false},"last_refreshed_at":null,"last_'
+        'memory_seen_at":null,"last_refresh_failed_at":null,"last_full_refreshed_at":null'
+        ',"created_at":"<datetime>","is_knowledge_page":false,"reflect_response":{"text":'
+        '"# doc"},"is_stale":false}'
     ),
     'patch-list': (
         422,
-        '{"detail":[{"loc":["body"],"msg":"the body must be a JSON object","type":"dict_type"'
-        '}]}'
+        '{"detail":[{"loc":["body"],"msg":"Input should be a valid dictionary","type":"di'
+        'ct_type"}]}'
     ),
     'patch-zero': (
         422,
-        '{"detail":[{"loc":["body"],"msg":"the body must be a JSON object","type":"dict_type"'
-        '}]}'
+        '{"detail":[{"loc":["body"],"msg":"Input should be a valid dictionary","type":"di'
+        'ct_type"}]}'
     ),
     'patch-false': (
         422,
-        '{"detail":[{"loc":["body"],"msg":"the body must be a JSON object","type":"dict_type"'
-        '}]}'
+        '{"detail":[{"loc":["body"],"msg":"Input should be a valid dictionary","type":"di'
+        'ct_type"}]}'
     ),
     'patch-string': (
         422,
-        '{"detail":[{"loc":["body"],"msg":"the body must be a JSON object","type":"dict_type"'
-        '}]}'
+        '{"detail":[{"loc":["body"],"msg":"Input should be a valid dictionary","type":"di'
+        'ct_type"}]}'
     ),
     'patch-empty-object': (
         200,
-        '{"id":"m1","bank_id":"mm-bank","name":"One","source_query":"what?","content":"# doc"'
-        ',"tags":["t1"],"max_tokens":2048,"trigger":{"budget":null,"mode":"full","refresh_aft'
-        'er_consolidation":false,"refresh_cron":null,"full_refresh_cron":null,"min_refresh_in'
-        'terval_seconds":null,"fact_types":null,"exclude_mental_models":false,"exclude_mental'
-        '_model_ids":null,"tags_match":null,"tag_groups":null,"include_chunks":null,"recall_m'
-        'ax_tokens":null,"recall_chunks_max_tokens":null,"reflect_search_observations_max_tok'
-        'ens":null,"reflect_search_observations_include_entities":null,"response_schema":null'
-        ',"keep_trace":false},"last_refreshed_at":null,"last_memory_seen_at":null,"last_refre'
-        'sh_failed_at":null,"last_full_refreshed_at":null,"created_at":"<datetime>","is_knowl'
-        'edge_page":false,"reflect_response":{"text":"# doc"},"is_stale":false}'
+        '{"id":"m1","bank_id":"mm-bank","name":"One","source_query":"what?","content":"# '
+        'doc","tags":["t1"],"max_tokens":2048,"trigger":{"budget":null,"mode":"full","ref'
+        'resh_after_consolidation":false,"refresh_cron":null,"full_refresh_cron":null,"mi'
+        'n_refresh_interval_seconds":null,"fact_types":null,"exclude_mental_models":false'
+        ',"exclude_mental_model_ids":null,"tags_match":null,"tag_groups":null,"include_ch'
+        'unks":null,"recall_max_tokens":null,"recall_chunks_max_tokens":null,"reflect_sea'
+        'rch_observations_max_tokens":null,"reflect_search_observations_include_entities"'
+        ':null,"response_schema":null,"keep_trace":false},"last_refreshed_at":null,"last_'
+        'memory_seen_at":null,"last_refresh_failed_at":null,"last_full_refreshed_at":null'
+        ',"created_at":"<datetime>","is_knowledge_page":false,"reflect_response":{"text":'
+        '"# doc"},"is_stale":false}'
     ),
     'patch-bad-json': (
         422,
-        '{"detail":[{"loc":["body"],"msg":"invalid JSON: JSON parse error - Expecting value: '
-        'line 1 column 6 (char 5)","type":"json_invalid"}]}'
+        '{"detail":[{"loc":["body"],"msg":"JSON decode error: JSON parse error - Expectin'
+        'g value: line 1 column 6 (char 5)","type":"json_invalid"}]}'
     ),
     'patch-nulls': (
         200,
-        '{"id":"m1","bank_id":"mm-bank","name":"One","source_query":"what?","content":"# doc"'
-        ',"tags":["t1"],"max_tokens":2048,"trigger":{"budget":null,"mode":"full","refresh_aft'
-        'er_consolidation":false,"refresh_cron":null,"full_refresh_cron":null,"min_refresh_in'
-        'terval_seconds":null,"fact_types":null,"exclude_mental_models":false,"exclude_mental'
-        '_model_ids":null,"tags_match":null,"tag_groups":null,"include_chunks":null,"recall_m'
-        'ax_tokens":null,"recall_chunks_max_tokens":null,"reflect_search_observations_max_tok'
-        'ens":null,"reflect_search_observations_include_entities":null,"response_schema":null'
-        ',"keep_trace":false},"last_refreshed_at":null,"last_memory_seen_at":null,"last_refre'
-        'sh_failed_at":null,"last_full_refreshed_at":null,"created_at":"<datetime>","is_knowl'
-        'edge_page":false,"reflect_response":{"text":"# doc"},"is_stale":false}'
+        '{"id":"m1","bank_id":"mm-bank","name":"One","source_query":"what?","content":"# '
+        'doc","tags":["t1"],"max_tokens":2048,"trigger":{"budget":null,"mode":"full","ref'
+        'resh_after_consolidation":false,"refresh_cron":null,"full_refresh_cron":null,"mi'
+        'n_refresh_interval_seconds":null,"fact_types":null,"exclude_mental_models":false'
+        ',"exclude_mental_model_ids":null,"tags_match":null,"tag_groups":null,"include_ch'
+        'unks":null,"recall_max_tokens":null,"recall_chunks_max_tokens":null,"reflect_sea'
+        'rch_observations_max_tokens":null,"reflect_search_observations_include_entities"'
+        ':null,"response_schema":null,"keep_trace":false},"last_refreshed_at":null,"last_'
+        'memory_seen_at":null,"last_refresh_failed_at":null,"last_full_refreshed_at":null'
+        ',"created_at":"<datetime>","is_knowledge_page":false,"reflect_response":{"text":'
+        '"# doc"},"is_stale":false}'
     ),
     'patch-types': (
         422,
-        '{"detail":[{"loc":["body","name"],"msg":"must be a string","type":"string_type"},{"l'
-        'oc":["body","source_query"],"msg":"must be a string","type":"string_type"},{"loc":["'
-        'body","tags"],"msg":"must be a list of strings","type":"list_type"},{"loc":["body","'
-        'max_tokens"],"msg":"must be an integer","type":"int_type"},{"loc":["body","trigger"]'
-        ',"msg":"trigger must be a JSON object or null","type":"dict_type"}]}'
+        '{"detail":[{"loc":["body","name"],"msg":"Input should be a valid string","type":'
+        '"string_type"},{"loc":["body","source_query"],"msg":"Input should be a valid str'
+        'ing","type":"string_type"},{"loc":["body","max_tokens"],"msg":"Input should be a'
+        ' valid integer","type":"int_type"},{"loc":["body","tags",0],"msg":"Input should '
+        'be a valid string","type":"string_type"},{"loc":["body","trigger"],"msg":"Input '
+        'should be a valid dictionary","type":"dict_type"}]}'
     ),
     'patch-blank': (
         422,
-        '{"detail":[{"loc":["body","name"],"msg":"must not be blank","type":"string_too_short'
-        '"},{"loc":["body","source_query"],"msg":"must not be blank","type":"string_too_short'
-        '"}]}'
+        '{"detail":[{"loc":["body","name"],"msg":"String should have at least 1 character'
+        '","type":"string_too_short"},{"loc":["body","source_query"],"msg":"String should'
+        ' have at least 1 non-blank character","type":"string_too_short"}]}'
     ),
     'patch-unknown': (
         422,
-        '{"detail":[{"loc":["body","id"],"msg":"unknown field \'id\'; allowed: name, source_que'
-        'ry, tags, max_tokens, trigger","type":"extra_forbidden"},{"loc":["body","zz"],"msg":'
-        '"unknown field \'zz\'; allowed: name, source_query, tags, max_tokens, trigger","type":'
-        '"extra_forbidden"},{"loc":["body","name"],"msg":"must be a string","type":"string_ty'
-        'pe"}]}'
+        '{"detail":[{"loc":["body","id"],"msg":"Extra inputs are not permitted","type":"e'
+        'xtra_forbidden"},{"loc":["body","zz"],"msg":"Extra inputs are not permitted","ty'
+        'pe":"extra_forbidden"},{"loc":["body","name"],"msg":"Input should be a valid str'
+        'ing","type":"string_type"}]}'
     ),
     'patch-max-tokens': (
         422,
-        '{"detail":[{"loc":["body","max_tokens"],"msg":"Input should be greater than or equal'
-        ' to 256","type":"greater_than_equal"}]}'
+        '{"detail":[{"loc":["body","max_tokens"],"msg":"Input should be greater than or e'
+        'qual to 256","type":"greater_than_equal"}]}'
     ),
     'patch-max-tokens-high': (
         422,
-        '{"detail":[{"loc":["body","max_tokens"],"msg":"Input should be less than or equal to'
-        ' 8192","type":"less_than_equal"}]}'
+        '{"detail":[{"loc":["body","max_tokens"],"msg":"Input should be less than or equa'
+        'l to 8192","type":"less_than_equal"}]}'
     ),
     'patch-tag-too-long': (
         422,
-        '{"detail":[{"loc":["body","tags",0],"msg":"a tag has at most 512 characters","type":'
-        '"string_too_long"}]}'
+        '{"detail":[{"loc":["body","tags",0],"msg":"String should have at most 512 charac'
+        'ters","type":"string_too_long"}]}'
     ),
     'patch-trigger': (
         422,
-        '{"detail":[{"loc":["body","trigger","mode"],"msg":"must be \'full\' or \'delta\'; got \'x'
-        '\'","type":"enum"},{"loc":["body","trigger","refresh_cron"],"msg":"refresh_cron must '
-        'be a standard 5-field cron expression (minute hour day month weekday); got 3 fields"'
-        ',"type":"value_error"}]}'
+        '{"detail":[{"loc":["body","trigger","mode"],"msg":"Input should be \'full\' or \'de'
+        'lta\'","type":"literal_error"}]}'
     ),
     'patch-trigger-unknown': (
         422,
-        '{"detail":[{"loc":["body","trigger","nope"],"msg":"unknown trigger field \'nope\'; kno'
-        'wn fields: budget, mode, refresh_after_consolidation, refresh_cron, full_refresh_cro'
-        'n, min_refresh_interval_seconds, fact_types, exclude_mental_models, exclude_mental_m'
-        'odel_ids, tags_match, tag_groups, include_chunks, recall_max_tokens, recall_chunks_m'
-        'ax_tokens, reflect_search_observations_max_tokens, reflect_search_observations_inclu'
-        'de_entities, response_schema, keep_trace","type":"extra_forbidden"}]}'
+        '{"detail":[{"loc":["body","trigger","nope"],"msg":"Extra inputs are not permitte'
+        'd","type":"extra_forbidden"}]}'
     ),
     'patch-trigger-null-key': (
         200,
-        '{"id":"m1","bank_id":"mm-bank","name":"One","source_query":"what?","content":"# doc"'
-        ',"tags":["t1"],"max_tokens":2048,"trigger":{"budget":null,"mode":"full","refresh_aft'
-        'er_consolidation":false,"refresh_cron":null,"full_refresh_cron":null,"min_refresh_in'
-        'terval_seconds":null,"fact_types":null,"exclude_mental_models":false,"exclude_mental'
-        '_model_ids":null,"tags_match":null,"tag_groups":null,"include_chunks":null,"recall_m'
-        'ax_tokens":null,"recall_chunks_max_tokens":null,"reflect_search_observations_max_tok'
-        'ens":null,"reflect_search_observations_include_entities":null,"response_schema":null'
-        ',"keep_trace":false},"last_refreshed_at":null,"last_memory_seen_at":null,"last_refre'
-        'sh_failed_at":null,"last_full_refreshed_at":null,"created_at":"<datetime>","is_knowl'
-        'edge_page":false,"reflect_response":{"text":"# doc"},"is_stale":false}'
+        '{"id":"m1","bank_id":"mm-bank","name":"One","source_query":"what?","content":"# '
+        'doc","tags":["t1"],"max_tokens":2048,"trigger":{"budget":null,"mode":"full","ref'
+        'resh_after_consolidation":false,"refresh_cron":null,"full_refresh_cron":null,"mi'
+        'n_refresh_interval_seconds":null,"fact_types":null,"exclude_mental_models":false'
+        ',"exclude_mental_model_ids":null,"tags_match":null,"tag_groups":null,"include_ch'
+        'unks":null,"recall_max_tokens":null,"recall_chunks_max_tokens":null,"reflect_sea'
+        'rch_observations_max_tokens":null,"reflect_search_observations_include_entities"'
+        ':null,"response_schema":null,"keep_trace":false},"last_refreshed_at":null,"last_'
+        'memory_seen_at":null,"last_refresh_failed_at":null,"last_full_refreshed_at":null'
+        ',"created_at":"<datetime>","is_knowledge_page":false,"reflect_response":{"text":'
+        '"# doc"},"is_stale":false}'
     ),
     'patch-nul': (
         422,
-        '{"detail":[{"loc":["body","name"],"msg":"Null characters are not allowed.","type":"n'
-        'ull_characters_not_allowed"},{"loc":["body","tags",1],"msg":"Null characters are not'
-        ' allowed.","type":"null_characters_not_allowed"}]}'
+        '{"detail":[{"loc":["body","name"],"msg":"Null characters are not allowed.","type'
+        '":"null_characters_not_allowed"},{"loc":["body","tags",1],"msg":"Null characters'
+        ' are not allowed.","type":"null_characters_not_allowed"}]}'
     ),
     'patch-ok': (
         200,
-        '{"id":"m1","bank_id":"mm-bank","name":"renamed","source_query":"what?","content":"# '
-        'doc","tags":["x","y"],"max_tokens":300,"trigger":{"budget":null,"mode":"delta","refr'
-        'esh_after_consolidation":false,"refresh_cron":null,"full_refresh_cron":null,"min_ref'
-        'resh_interval_seconds":null,"fact_types":null,"exclude_mental_models":false,"exclude'
-        '_mental_model_ids":null,"tags_match":null,"tag_groups":null,"include_chunks":null,"r'
-        'ecall_max_tokens":null,"recall_chunks_max_tokens":null,"reflect_search_observations_'
-        'max_tokens":null,"reflect_search_observations_include_entities":null,"response_schem'
-        'a":null,"keep_trace":false},"last_refreshed_at":null,"last_memory_seen_at":null,"las'
-        't_refresh_failed_at":null,"last_full_refreshed_at":null,"created_at":"<datetime>","i'
-        's_knowledge_page":false,"reflect_response":{"text":"# doc"},"is_stale":false}'
+        '{"id":"m1","bank_id":"mm-bank","name":"renamed","source_query":"what?","content"'
+        ':"# doc","tags":["x","y"],"max_tokens":300,"trigger":{"budget":null,"mode":"delt'
+        'a","refresh_after_consolidation":false,"refresh_cron":null,"full_refresh_cron":n'
+        'ull,"min_refresh_interval_seconds":null,"fact_types":null,"exclude_mental_models'
+        '":false,"exclude_mental_model_ids":null,"tags_match":null,"tag_groups":null,"inc'
+        'lude_chunks":null,"recall_max_tokens":null,"recall_chunks_max_tokens":null,"refl'
+        'ect_search_observations_max_tokens":null,"reflect_search_observations_include_en'
+        'tities":null,"response_schema":null,"keep_trace":false},"last_refreshed_at":null'
+        ',"last_memory_seen_at":null,"last_refresh_failed_at":null,"last_full_refreshed_a'
+        't":null,"created_at":"<datetime>","is_knowledge_page":false,"reflect_response":{'
+        '"text":"# doc"},"is_stale":false}'
     ),
     'patch-unknown-model': (
         404,
@@ -703,35 +694,35 @@ EXPECTED: dict[str, tuple[int, str]] = {
     ),
     'refresh-list': (
         422,
-        '{"detail":[{"loc":["body"],"msg":"the body must be a JSON object","type":"dict_type"'
-        '}]}'
+        '{"detail":[{"loc":["body"],"msg":"Input should be a valid dictionary","type":"di'
+        'ct_type"}]}'
     ),
     'refresh-zero': (
         422,
-        '{"detail":[{"loc":["body"],"msg":"the body must be a JSON object","type":"dict_type"'
-        '}]}'
+        '{"detail":[{"loc":["body"],"msg":"Input should be a valid dictionary","type":"di'
+        'ct_type"}]}'
     ),
     'refresh-string': (
         422,
-        '{"detail":[{"loc":["body"],"msg":"the body must be a JSON object","type":"dict_type"'
-        '}]}'
+        '{"detail":[{"loc":["body"],"msg":"Input should be a valid dictionary","type":"di'
+        'ct_type"}]}'
     ),
     'refresh-mode-delta': (
         422,
-        '{"detail":[{"loc":["body","mode"],"msg":"mode must be \'full\' or null; got \'delta\'","'
-        'type":"literal_error"}]}'
+        '{"detail":[{"loc":["body","mode"],"msg":"Input should be \'full\'","type":"literal'
+        '_error"}]}'
     ),
     'refresh-mode-int': (
         422,
-        '{"detail":[{"loc":["body","mode"],"msg":"mode must be \'full\' or null; got 5","type":'
-        '"literal_error"}]}'
+        '{"detail":[{"loc":["body","mode"],"msg":"Input should be \'full\'","type":"literal'
+        '_error"}]}'
     ),
     'refresh-mode-unknown': (
         422,
-        '{"detail":[{"loc":["body","x"],"msg":"unknown field \'x\'; allowed: mode","type":"extr'
-        'a_forbidden"},{"loc":["body","y"],"msg":"unknown field \'y\'; allowed: mode","type":"e'
-        'xtra_forbidden"},{"loc":["body","mode"],"msg":"mode must be \'full\' or null; got \'x\'"'
-        ',"type":"literal_error"}]}'
+        '{"detail":[{"loc":["body","x"],"msg":"Extra inputs are not permitted","type":"ex'
+        'tra_forbidden"},{"loc":["body","y"],"msg":"Extra inputs are not permitted","type'
+        '":"extra_forbidden"},{"loc":["body","mode"],"msg":"Input should be \'full\'","type'
+        '":"literal_error"}]}'
     ),
     'refresh-mode-null': (
         200,
@@ -743,65 +734,66 @@ EXPECTED: dict[str, tuple[int, str]] = {
     ),
     'refresh-nul': (
         422,
-        '{"detail":[{"loc":["body","x\\u0000"],"msg":"Null characters are not allowed.","type"'
-        ':"null_characters_not_allowed"},{"loc":["body","mode"],"msg":"Null characters are no'
-        't allowed.","type":"null_characters_not_allowed"}]}'
+        '{"detail":[{"loc":["body","x\\u0000"],"msg":"Extra inputs are not permitted","typ'
+        'e":"extra_forbidden"},{"loc":["body","mode"],"msg":"Input should be \'full\'","typ'
+        'e":"literal_error"}]}'
     ),
     'refresh-bad-json': (
         422,
-        '{"detail":[{"loc":["body"],"msg":"invalid JSON: JSON parse error - Expecting value: '
-        'line 1 column 4 (char 3)","type":"json_invalid"}]}'
+        '{"detail":[{"loc":["body"],"msg":"JSON decode error: JSON parse error - Expectin'
+        'g value: line 1 column 4 (char 3)","type":"json_invalid"}]}'
     ),
     'refresh-unknown-model': (
         422,
-        '{"detail":[{"loc":["body","mode"],"msg":"mode must be \'full\' or null; got 5","type":'
-        '"literal_error"}]}'
+        '{"detail":[{"loc":["body","mode"],"msg":"Input should be \'full\'","type":"literal'
+        '_error"}]}'
     ),
     'clear-empty-raw': (
         200,
-        '{"id":"m1","bank_id":"mm-bank","name":"One","source_query":"what?","content":"","tag'
-        's":["t1"],"max_tokens":2048,"trigger":{"budget":null,"mode":"full","refresh_after_co'
-        'nsolidation":false,"refresh_cron":null,"full_refresh_cron":null,"min_refresh_interva'
-        'l_seconds":null,"fact_types":null,"exclude_mental_models":false,"exclude_mental_mode'
-        'l_ids":null,"tags_match":null,"tag_groups":null,"include_chunks":null,"recall_max_to'
-        'kens":null,"recall_chunks_max_tokens":null,"reflect_search_observations_max_tokens":'
-        'null,"reflect_search_observations_include_entities":null,"response_schema":null,"kee'
-        'p_trace":false},"last_refreshed_at":null,"last_memory_seen_at":null,"last_refresh_fa'
-        'iled_at":null,"last_full_refreshed_at":null,"created_at":"<datetime>","is_knowledge_'
-        'page":false,"reflect_response":{"text":"# doc"},"is_stale":false}'
+        '{"id":"m1","bank_id":"mm-bank","name":"One","source_query":"what?","content":"",'
+        '"tags":["t1"],"max_tokens":2048,"trigger":{"budget":null,"mode":"full","refresh_'
+        'after_consolidation":false,"refresh_cron":null,"full_refresh_cron":null,"min_ref'
+        'resh_interval_seconds":null,"fact_types":null,"exclude_mental_models":false,"exc'
+        'lude_mental_model_ids":null,"tags_match":null,"tag_groups":null,"include_chunks"'
+        ':null,"recall_max_tokens":null,"recall_chunks_max_tokens":null,"reflect_search_o'
+        'bservations_max_tokens":null,"reflect_search_observations_include_entities":null'
+        ',"response_schema":null,"keep_trace":false},"last_refreshed_at":null,"last_memor'
+        'y_seen_at":null,"last_refresh_failed_at":null,"last_full_refreshed_at":null,"cre'
+        'ated_at":"<datetime>","is_knowledge_page":false,"reflect_response":{"text":"# do'
+        'c"},"is_stale":false}'
     ),
     'clear-list': (
         422,
-        '{"detail":[{"loc":["body"],"msg":"the body must be a JSON object","type":"dict_type"'
-        '}]}'
+        '{"detail":[{"loc":["body"],"msg":"Input should be a valid dictionary","type":"di'
+        'ct_type"}]}'
     ),
     'clear-five': (
         422,
-        '{"detail":[{"loc":["body"],"msg":"the body must be a JSON object","type":"dict_type"'
-        '}]}'
+        '{"detail":[{"loc":["body"],"msg":"Input should be a valid dictionary","type":"di'
+        'ct_type"}]}'
     ),
     'clear-string': (
         422,
-        '{"detail":[{"loc":["body"],"msg":"the body must be a JSON object","type":"dict_type"'
-        '}]}'
+        '{"detail":[{"loc":["body"],"msg":"Input should be a valid dictionary","type":"di'
+        'ct_type"}]}'
     ),
     'clear-params': (
         422,
-        '{"detail":[{"loc":["body","b"],"msg":"clear takes no parameters; unknown field \'b\' ('
-        'change the model with PATCH instead)","type":"extra_forbidden"},{"loc":["body","a"],'
-        '"msg":"clear takes no parameters; unknown field \'a\' (change the model with PATCH ins'
-        'tead)","type":"extra_forbidden"}]}'
+        '{"detail":[{"loc":["body","b"],"msg":"Extra inputs are not permitted","type":"ex'
+        'tra_forbidden"},{"loc":["body","a"],"msg":"Extra inputs are not permitted","type'
+        '":"extra_forbidden"}]}'
     ),
     'clear-nul': (
         422,
-        '{"detail":[{"loc":["body","a\\u0000"],"msg":"Null characters are not allowed.","type"'
-        ':"null_characters_not_allowed"},{"loc":["body","b"],"msg":"Null characters are not a'
-        'llowed.","type":"null_characters_not_allowed"}]}'
+        '{"detail":[{"loc":["body","a\\u0000"],"msg":"Extra inputs are not permitted","typ'
+        'e":"extra_forbidden"},{"loc":["body","b"],"msg":"Extra inputs are not permitted"'
+        ',"type":"extra_forbidden"}]}'
     ),
     'clear-bad-json': (
         422,
-        '{"detail":[{"loc":["body"],"msg":"invalid JSON: JSON parse error - Expecting propert'
-        'y name enclosed in double quotes: line 1 column 2 (char 1)","type":"json_invalid"}]}'
+        '{"detail":[{"loc":["body"],"msg":"JSON decode error: JSON parse error - Expectin'
+        'g property name enclosed in double quotes: line 1 column 2 (char 1)","type":"jso'
+        'n_invalid"}]}'
     ),
     'clear-unknown-model': (
         404,
@@ -809,58 +801,59 @@ EXPECTED: dict[str, tuple[int, str]] = {
     ),
     'dry-run-refresh-empty-raw': (
         200,
-        '{"mental_model_id":"m1","name":"One","requested_mode":"full","effective_mode":"full"'
-        ',"mode_fallback_reason":null,"outcome":"content_preserved_no_new_facts","would_persi'
-        'st":false,"scope":{"tags":["t1"],"tags_match":"all_strict","tag_groups":null,"fact_t'
-        'ypes":null,"exclude_mental_models":false,"exclude_mental_model_ids":["m1"]},"window"'
-        ':{"created_after":null,"created_before":"<datetime>","watermark":null},"facts":{"ret'
-        'rieved":{},"used":{}},"based_on":{},"current_content":"# doc","candidate_content":""'
-        ',"preview_content":"# doc","diff":"","delta_operations":null,"retraction":null,"trac'
-        'e":{"recorded_at":"<datetime>","effective_mode":"full","mode_fallback_reason":null,"'
-        'outcome":"content_preserved_no_new_facts","tool_calls":[],"llm_calls":[],"delta_oper'
-        'ations":null,"retraction":null,"usage":{"input_tokens":0,"output_tokens":0,"total_to'
-        'kens":0,"cached_tokens":0,"thoughts_tokens":0},"duration_ms":"<ms>","warnings":["Not'
-        "hing in this document's scope was readable, so the reflect loop was skipped and the "
-        'document left as it is. Check the resolved scope — tags, tag_groups and fact_types a'
-        'll narrow it — and whether the bank holds memories that match it."]},"usage":{"input'
-        '_tokens":0,"output_tokens":0,"total_tokens":0,"cached_tokens":0,"thoughts_tokens":0}'
-        ',"duration_ms":"<ms>","warnings":["Nothing in this document\'s scope was readable, so'
-        ' the reflect loop was skipped and the document left as it is. Check the resolved sco'
-        'pe — tags, tag_groups and fact_types all narrow it — and whether the bank holds memo'
-        'ries that match it."]}'
+        '{"mental_model_id":"m1","name":"One","requested_mode":"full","effective_mode":"f'
+        'ull","mode_fallback_reason":null,"outcome":"content_preserved_no_new_facts","wou'
+        'ld_persist":false,"scope":{"tags":["t1"],"tags_match":"all_strict","tag_groups":'
+        'null,"fact_types":null,"exclude_mental_models":false,"exclude_mental_model_ids":'
+        '["m1"]},"window":{"created_after":null,"created_before":"<datetime>","watermark"'
+        ':null},"facts":{"retrieved":{},"used":{}},"based_on":{},"current_content":"# doc'
+        '","candidate_content":"","preview_content":"# doc","diff":"","delta_operations":'
+        'null,"retraction":null,"trace":{"recorded_at":"<datetime>","effective_mode":"ful'
+        'l","mode_fallback_reason":null,"outcome":"content_preserved_no_new_facts","tool_'
+        'calls":[],"llm_calls":[],"delta_operations":null,"retraction":null,"usage":{"inp'
+        'ut_tokens":0,"output_tokens":0,"total_tokens":0,"cached_tokens":0,"thoughts_toke'
+        'ns":0},"duration_ms":"<ms>","warnings":["Nothing in this document\'s scope was re'
+        'adable, so the reflect loop was skipped and the document left as it is. Check th'
+        'e resolved scope — tags, tag_groups and fact_types all narrow it — and whether t'
+        'he bank holds memories that match it."]},"usage":{"input_tokens":0,"output_token'
+        's":0,"total_tokens":0,"cached_tokens":0,"thoughts_tokens":0},"duration_ms":"<ms>'
+        '","warnings":["Nothing in this document\'s scope was readable, so the reflect loo'
+        'p was skipped and the document left as it is. Check the resolved scope — tags, t'
+        'ag_groups and fact_types all narrow it — and whether the bank holds memories tha'
+        't match it."]}'
     ),
     'dry-run-refresh-list': (
         422,
-        '{"detail":[{"loc":["body"],"msg":"the body must be a JSON object","type":"dict_type"'
-        '}]}'
+        '{"detail":[{"loc":["body"],"msg":"Input should be a valid dictionary","type":"di'
+        'ct_type"}]}'
     ),
     'dry-run-refresh-five': (
         422,
-        '{"detail":[{"loc":["body"],"msg":"the body must be a JSON object","type":"dict_type"'
-        '}]}'
+        '{"detail":[{"loc":["body"],"msg":"Input should be a valid dictionary","type":"di'
+        'ct_type"}]}'
     ),
     'dry-run-refresh-string': (
         422,
-        '{"detail":[{"loc":["body"],"msg":"the body must be a JSON object","type":"dict_type"'
-        '}]}'
+        '{"detail":[{"loc":["body"],"msg":"Input should be a valid dictionary","type":"di'
+        'ct_type"}]}'
     ),
     'dry-run-refresh-params': (
         422,
-        '{"detail":[{"loc":["body","b"],"msg":"dry-run-refresh takes no parameters; unknown f'
-        'ield \'b\' (change the model with PATCH instead)","type":"extra_forbidden"},{"loc":["b'
-        'ody","a"],"msg":"dry-run-refresh takes no parameters; unknown field \'a\' (change the '
-        'model with PATCH instead)","type":"extra_forbidden"}]}'
+        '{"detail":[{"loc":["body","b"],"msg":"Extra inputs are not permitted","type":"ex'
+        'tra_forbidden"},{"loc":["body","a"],"msg":"Extra inputs are not permitted","type'
+        '":"extra_forbidden"}]}'
     ),
     'dry-run-refresh-nul': (
         422,
-        '{"detail":[{"loc":["body","a\\u0000"],"msg":"Null characters are not allowed.","type"'
-        ':"null_characters_not_allowed"},{"loc":["body","b"],"msg":"Null characters are not a'
-        'llowed.","type":"null_characters_not_allowed"}]}'
+        '{"detail":[{"loc":["body","a\\u0000"],"msg":"Extra inputs are not permitted","typ'
+        'e":"extra_forbidden"},{"loc":["body","b"],"msg":"Extra inputs are not permitted"'
+        ',"type":"extra_forbidden"}]}'
     ),
     'dry-run-refresh-bad-json': (
         422,
-        '{"detail":[{"loc":["body"],"msg":"invalid JSON: JSON parse error - Expecting propert'
-        'y name enclosed in double quotes: line 1 column 2 (char 1)","type":"json_invalid"}]}'
+        '{"detail":[{"loc":["body"],"msg":"JSON decode error: JSON parse error - Expectin'
+        'g property name enclosed in double quotes: line 1 column 2 (char 1)","type":"jso'
+        'n_invalid"}]}'
     ),
     'dry-run-refresh-unknown-model': (
         404,
@@ -868,142 +861,145 @@ EXPECTED: dict[str, tuple[int, str]] = {
     ),
     'clear-ok': (
         200,
-        '{"id":"m1","bank_id":"mm-bank","name":"One","source_query":"what?","content":"","tag'
-        's":["t1"],"max_tokens":2048,"trigger":{"budget":null,"mode":"full","refresh_after_co'
-        'nsolidation":false,"refresh_cron":null,"full_refresh_cron":null,"min_refresh_interva'
-        'l_seconds":null,"fact_types":null,"exclude_mental_models":false,"exclude_mental_mode'
-        'l_ids":null,"tags_match":null,"tag_groups":null,"include_chunks":null,"recall_max_to'
-        'kens":null,"recall_chunks_max_tokens":null,"reflect_search_observations_max_tokens":'
-        'null,"reflect_search_observations_include_entities":null,"response_schema":null,"kee'
-        'p_trace":false},"last_refreshed_at":null,"last_memory_seen_at":null,"last_refresh_fa'
-        'iled_at":null,"last_full_refreshed_at":null,"created_at":"<datetime>","is_knowledge_'
-        'page":false,"reflect_response":{"text":"# doc"},"is_stale":false}'
+        '{"id":"m1","bank_id":"mm-bank","name":"One","source_query":"what?","content":"",'
+        '"tags":["t1"],"max_tokens":2048,"trigger":{"budget":null,"mode":"full","refresh_'
+        'after_consolidation":false,"refresh_cron":null,"full_refresh_cron":null,"min_ref'
+        'resh_interval_seconds":null,"fact_types":null,"exclude_mental_models":false,"exc'
+        'lude_mental_model_ids":null,"tags_match":null,"tag_groups":null,"include_chunks"'
+        ':null,"recall_max_tokens":null,"recall_chunks_max_tokens":null,"reflect_search_o'
+        'bservations_max_tokens":null,"reflect_search_observations_include_entities":null'
+        ',"response_schema":null,"keep_trace":false},"last_refreshed_at":null,"last_memor'
+        'y_seen_at":null,"last_refresh_failed_at":null,"last_full_refreshed_at":null,"cre'
+        'ated_at":"<datetime>","is_knowledge_page":false,"reflect_response":{"text":"# do'
+        'c"},"is_stale":false}'
     ),
     'clear-ok-null': (
         200,
-        '{"id":"m1","bank_id":"mm-bank","name":"One","source_query":"what?","content":"","tag'
-        's":["t1"],"max_tokens":2048,"trigger":{"budget":null,"mode":"full","refresh_after_co'
-        'nsolidation":false,"refresh_cron":null,"full_refresh_cron":null,"min_refresh_interva'
-        'l_seconds":null,"fact_types":null,"exclude_mental_models":false,"exclude_mental_mode'
-        'l_ids":null,"tags_match":null,"tag_groups":null,"include_chunks":null,"recall_max_to'
-        'kens":null,"recall_chunks_max_tokens":null,"reflect_search_observations_max_tokens":'
-        'null,"reflect_search_observations_include_entities":null,"response_schema":null,"kee'
-        'p_trace":false},"last_refreshed_at":null,"last_memory_seen_at":null,"last_refresh_fa'
-        'iled_at":null,"last_full_refreshed_at":null,"created_at":"<datetime>","is_knowledge_'
-        'page":false,"reflect_response":{"text":"# doc"},"is_stale":false}'
+        '{"id":"m1","bank_id":"mm-bank","name":"One","source_query":"what?","content":"",'
+        '"tags":["t1"],"max_tokens":2048,"trigger":{"budget":null,"mode":"full","refresh_'
+        'after_consolidation":false,"refresh_cron":null,"full_refresh_cron":null,"min_ref'
+        'resh_interval_seconds":null,"fact_types":null,"exclude_mental_models":false,"exc'
+        'lude_mental_model_ids":null,"tags_match":null,"tag_groups":null,"include_chunks"'
+        ':null,"recall_max_tokens":null,"recall_chunks_max_tokens":null,"reflect_search_o'
+        'bservations_max_tokens":null,"reflect_search_observations_include_entities":null'
+        ',"response_schema":null,"keep_trace":false},"last_refreshed_at":null,"last_memor'
+        'y_seen_at":null,"last_refresh_failed_at":null,"last_full_refreshed_at":null,"cre'
+        'ated_at":"<datetime>","is_knowledge_page":false,"reflect_response":{"text":"# do'
+        'c"},"is_stale":false}'
     ),
     'list-ok': (
         200,
-        '{"items":[{"id":"m1","bank_id":"mm-bank","name":"One","source_query":null,"content":'
-        'null,"tags":["t1"],"max_tokens":null,"trigger":null,"last_refreshed_at":null,"last_m'
-        'emory_seen_at":null,"last_refresh_failed_at":null,"last_full_refreshed_at":null,"cre'
-        'ated_at":"<datetime>","is_knowledge_page":false,"reflect_response":null,"is_stale":f'
-        'alse}],"total":1,"limit":100,"offset":0}'
+        '{"items":[{"id":"m1","bank_id":"mm-bank","name":"One","source_query":null,"conte'
+        'nt":null,"tags":["t1"],"max_tokens":null,"trigger":null,"last_refreshed_at":null'
+        ',"last_memory_seen_at":null,"last_refresh_failed_at":null,"last_full_refreshed_a'
+        't":null,"created_at":"<datetime>","is_knowledge_page":false,"reflect_response":n'
+        'ull,"is_stale":false}],"total":1,"limit":100,"offset":0}'
     ),
     'list-ok-content': (
         200,
-        '{"items":[{"id":"m1","bank_id":"mm-bank","name":"One","source_query":"what?","conten'
-        't":"# doc","tags":["t1"],"max_tokens":2048,"trigger":{"budget":null,"mode":"full","r'
-        'efresh_after_consolidation":false,"refresh_cron":null,"full_refresh_cron":null,"min_'
-        'refresh_interval_seconds":null,"fact_types":null,"exclude_mental_models":false,"excl'
-        'ude_mental_model_ids":null,"tags_match":null,"tag_groups":null,"include_chunks":null'
-        ',"recall_max_tokens":null,"recall_chunks_max_tokens":null,"reflect_search_observatio'
-        'ns_max_tokens":null,"reflect_search_observations_include_entities":null,"response_sc'
-        'hema":null,"keep_trace":false},"last_refreshed_at":null,"last_memory_seen_at":null,"'
-        'last_refresh_failed_at":null,"last_full_refreshed_at":null,"created_at":"<datetime>"'
-        ',"is_knowledge_page":false,"reflect_response":null,"is_stale":false}],"total":1,"lim'
-        'it":100,"offset":0}'
+        '{"items":[{"id":"m1","bank_id":"mm-bank","name":"One","source_query":"what?","co'
+        'ntent":"# doc","tags":["t1"],"max_tokens":2048,"trigger":{"budget":null,"mode":"'
+        'full","refresh_after_consolidation":false,"refresh_cron":null,"full_refresh_cron'
+        '":null,"min_refresh_interval_seconds":null,"fact_types":null,"exclude_mental_mod'
+        'els":false,"exclude_mental_model_ids":null,"tags_match":null,"tag_groups":null,"'
+        'include_chunks":null,"recall_max_tokens":null,"recall_chunks_max_tokens":null,"r'
+        'eflect_search_observations_max_tokens":null,"reflect_search_observations_include'
+        '_entities":null,"response_schema":null,"keep_trace":false},"last_refreshed_at":n'
+        'ull,"last_memory_seen_at":null,"last_refresh_failed_at":null,"last_full_refreshe'
+        'd_at":null,"created_at":"<datetime>","is_knowledge_page":false,"reflect_response'
+        '":null,"is_stale":false}],"total":1,"limit":100,"offset":0}'
     ),
     'list-ok-full': (
         200,
-        '{"items":[{"id":"m1","bank_id":"mm-bank","name":"One","source_query":"what?","conten'
-        't":"# doc","tags":["t1"],"max_tokens":2048,"trigger":{"budget":null,"mode":"full","r'
-        'efresh_after_consolidation":false,"refresh_cron":null,"full_refresh_cron":null,"min_'
-        'refresh_interval_seconds":null,"fact_types":null,"exclude_mental_models":false,"excl'
-        'ude_mental_model_ids":null,"tags_match":null,"tag_groups":null,"include_chunks":null'
-        ',"recall_max_tokens":null,"recall_chunks_max_tokens":null,"reflect_search_observatio'
-        'ns_max_tokens":null,"reflect_search_observations_include_entities":null,"response_sc'
-        'hema":null,"keep_trace":false},"last_refreshed_at":null,"last_memory_seen_at":null,"'
-        'last_refresh_failed_at":null,"last_full_refreshed_at":null,"created_at":"<datetime>"'
-        ',"is_knowledge_page":false,"reflect_response":{"text":"# doc"},"is_stale":false}],"t'
-        'otal":1,"limit":1,"offset":0}'
+        '{"items":[{"id":"m1","bank_id":"mm-bank","name":"One","source_query":"what?","co'
+        'ntent":"# doc","tags":["t1"],"max_tokens":2048,"trigger":{"budget":null,"mode":"'
+        'full","refresh_after_consolidation":false,"refresh_cron":null,"full_refresh_cron'
+        '":null,"min_refresh_interval_seconds":null,"fact_types":null,"exclude_mental_mod'
+        'els":false,"exclude_mental_model_ids":null,"tags_match":null,"tag_groups":null,"'
+        'include_chunks":null,"recall_max_tokens":null,"recall_chunks_max_tokens":null,"r'
+        'eflect_search_observations_max_tokens":null,"reflect_search_observations_include'
+        '_entities":null,"response_schema":null,"keep_trace":false},"last_refreshed_at":n'
+        'ull,"last_memory_seen_at":null,"last_refresh_failed_at":null,"last_full_refreshe'
+        'd_at":null,"created_at":"<datetime>","is_knowledge_page":false,"reflect_response'
+        '":{"text":"# doc"},"is_stale":false}],"total":1,"limit":1,"offset":0}'
     ),
     'list-ok-empty-values': (
         200,
-        '{"items":[{"id":"m1","bank_id":"mm-bank","name":"One","source_query":null,"content":'
-        'null,"tags":["t1"],"max_tokens":null,"trigger":null,"last_refreshed_at":null,"last_m'
-        'emory_seen_at":null,"last_refresh_failed_at":null,"last_full_refreshed_at":null,"cre'
-        'ated_at":"<datetime>","is_knowledge_page":false,"reflect_response":null,"is_stale":f'
-        'alse}],"total":1,"limit":100,"offset":0}'
+        '{"items":[{"id":"m1","bank_id":"mm-bank","name":"One","source_query":null,"conte'
+        'nt":null,"tags":["t1"],"max_tokens":null,"trigger":null,"last_refreshed_at":null'
+        ',"last_memory_seen_at":null,"last_refresh_failed_at":null,"last_full_refreshed_a'
+        't":null,"created_at":"<datetime>","is_knowledge_page":false,"reflect_response":n'
+        'ull,"is_stale":false}],"total":1,"limit":100,"offset":0}'
     ),
     'list-detail': (
         422,
-        '{"detail":[{"loc":["query","detail"],"msg":"Input should be \'metadata\', \'content\' or'
-        ' \'full\'","type":"literal_error"}]}'
+        '{"detail":[{"loc":["query","detail"],"msg":"Input should be \'metadata\', \'content'
+        '\' or \'full\'","type":"literal_error"}]}'
     ),
     'list-limit-zero': (
         422,
-        '{"detail":[{"loc":["query","limit"],"msg":"Input should be between 1 and 1000","type'
-        '":"value_error"}]}'
+        '{"detail":[{"loc":["query","limit"],"msg":"Input should be greater than or equal'
+        ' to 1","type":"greater_than_equal"}]}'
     ),
     'list-limit-text': (
         422,
-        '{"detail":[{"loc":["query","limit"],"msg":"Input should be a valid integer","type":"'
-        'int_parsing"}]}'
+        '{"detail":[{"loc":["query","limit"],"msg":"Input should be a valid integer, unab'
+        'le to parse string as an integer","type":"int_parsing"}]}'
     ),
     'list-limit-high': (
         422,
-        '{"detail":[{"loc":["query","limit"],"msg":"Input should be between 1 and 1000","type'
-        '":"value_error"}]}'
+        '{"detail":[{"loc":["query","limit"],"msg":"Input should be less than or equal to'
+        ' 1000","type":"less_than_equal"}]}'
     ),
     'list-limit-float': (
         422,
-        '{"detail":[{"loc":["query","limit"],"msg":"Input should be a valid integer","type":"'
-        'int_parsing"}]}'
+        '{"detail":[{"loc":["query","limit"],"msg":"Input should be a valid integer, unab'
+        'le to parse string as an integer","type":"int_parsing"}]}'
     ),
     'list-offset-negative': (
         422,
-        '{"detail":[{"loc":["query","offset"],"msg":"Input should be between 0 and 2147483647'
-        '","type":"value_error"}]}'
+        '{"detail":[{"loc":["query","offset"],"msg":"Input should be greater than or equa'
+        'l to 0","type":"greater_than_equal"}]}'
     ),
     'list-offset-huge': (
         422,
-        '{"detail":[{"loc":["query","offset"],"msg":"Input should be between 0 and 2147483647'
-        '","type":"value_error"}]}'
+        '{"detail":[{"loc":["query","offset"],"msg":"Input should be less than or equal t'
+        'o 2147483647","type":"less_than_equal"}]}'
     ),
     'list-tags-nul': (
         422,
-        '{"detail":[{"loc":["query","tags"],"msg":"Null characters are not allowed.","type":"'
-        'null_characters_not_allowed"}]}'
+        '{"detail":[{"loc":["query","tags",0],"msg":"Null characters are not allowed.","t'
+        'ype":"null_characters_not_allowed"}]}'
     ),
     'list-tags-match': (
         422,
-        '{"detail":[{"loc":["query","tags_match"],"msg":"Input should be \'any\', \'all\' or \'exa'
-        'ct\'","type":"literal_error"}]}'
+        '{"detail":[{"loc":["query","tags_match"],"msg":"Input should be \'any\', \'all\' or '
+        '\'exact\'","type":"literal_error"}]}'
     ),
     'list-ekp': (
         422,
-        '{"detail":[{"loc":["query","exclude_knowledge_pages"],"msg":"Input should be a valid'
-        ' boolean","type":"bool_parsing"}]}'
+        '{"detail":[{"loc":["query","exclude_knowledge_pages"],"msg":"Input should be a v'
+        'alid boolean, unable to interpret input","type":"bool_parsing"}]}'
     ),
     'list-unknown-param': (
         200,
-        '{"items":[{"id":"m1","bank_id":"mm-bank","name":"One","source_query":null,"content":'
-        'null,"tags":["t1"],"max_tokens":null,"trigger":null,"last_refreshed_at":null,"last_m'
-        'emory_seen_at":null,"last_refresh_failed_at":null,"last_full_refreshed_at":null,"cre'
-        'ated_at":"<datetime>","is_knowledge_page":false,"reflect_response":null,"is_stale":f'
-        'alse}],"total":1,"limit":100,"offset":0}'
+        '{"items":[{"id":"m1","bank_id":"mm-bank","name":"One","source_query":null,"conte'
+        'nt":null,"tags":["t1"],"max_tokens":null,"trigger":null,"last_refreshed_at":null'
+        ',"last_memory_seen_at":null,"last_refresh_failed_at":null,"last_full_refreshed_a'
+        't":null,"created_at":"<datetime>","is_knowledge_page":false,"reflect_response":n'
+        'ull,"is_stale":false}],"total":1,"limit":100,"offset":0}'
     ),
     'list-combined': (
         422,
-        '{"detail":[{"loc":["query","detail"],"msg":"Input should be \'metadata\', \'content\' or'
-        ' \'full\'","type":"literal_error"},{"loc":["query","limit"],"msg":"Input should be bet'
-        'ween 1 and 1000","type":"value_error"},{"loc":["query","offset"],"msg":"Input should'
-        ' be a valid integer","type":"int_parsing"},{"loc":["query","tags"],"msg":"Null chara'
-        'cters are not allowed.","type":"null_characters_not_allowed"},{"loc":["query","tags_'
-        'match"],"msg":"Input should be \'any\', \'all\' or \'exact\'","type":"literal_error"},{"lo'
-        'c":["query","exclude_knowledge_pages"],"msg":"Input should be a valid boolean","type'
-        '":"bool_parsing"}]}'
+        '{"detail":[{"loc":["query","detail"],"msg":"Input should be \'metadata\', \'content'
+        '\' or \'full\'","type":"literal_error"},{"loc":["query","limit"],"msg":"Input shoul'
+        'd be greater than or equal to 1","type":"greater_than_equal"},{"loc":["query","o'
+        'ffset"],"msg":"Input should be a valid integer, unable to parse string as an int'
+        'eger","type":"int_parsing"},{"loc":["query","tags",0],"msg":"Null characters are'
+        ' not allowed.","type":"null_characters_not_allowed"},{"loc":["query","tags_match'
+        '"],"msg":"Input should be \'any\', \'all\' or \'exact\'","type":"literal_error"},{"loc'
+        '":["query","exclude_knowledge_pages"],"msg":"Input should be a valid boolean, un'
+        'able to interpret input","type":"bool_parsing"}]}'
     ),
     'list-unknown-bank': (
         404,
@@ -1011,54 +1007,58 @@ EXPECTED: dict[str, tuple[int, str]] = {
     ),
     'get-ok': (
         200,
-        '{"id":"m1","bank_id":"mm-bank","name":"One","source_query":"what?","content":"# doc"'
-        ',"tags":["t1"],"max_tokens":2048,"trigger":{"budget":null,"mode":"full","refresh_aft'
-        'er_consolidation":false,"refresh_cron":null,"full_refresh_cron":null,"min_refresh_in'
-        'terval_seconds":null,"fact_types":null,"exclude_mental_models":false,"exclude_mental'
-        '_model_ids":null,"tags_match":null,"tag_groups":null,"include_chunks":null,"recall_m'
-        'ax_tokens":null,"recall_chunks_max_tokens":null,"reflect_search_observations_max_tok'
-        'ens":null,"reflect_search_observations_include_entities":null,"response_schema":null'
-        ',"keep_trace":false},"last_refreshed_at":null,"last_memory_seen_at":null,"last_refre'
-        'sh_failed_at":null,"last_full_refreshed_at":null,"created_at":"<datetime>","is_knowl'
-        'edge_page":false,"reflect_response":{"text":"# doc"},"is_stale":false}'
+        '{"id":"m1","bank_id":"mm-bank","name":"One","source_query":"what?","content":"# '
+        'doc","tags":["t1"],"max_tokens":2048,"trigger":{"budget":null,"mode":"full","ref'
+        'resh_after_consolidation":false,"refresh_cron":null,"full_refresh_cron":null,"mi'
+        'n_refresh_interval_seconds":null,"fact_types":null,"exclude_mental_models":false'
+        ',"exclude_mental_model_ids":null,"tags_match":null,"tag_groups":null,"include_ch'
+        'unks":null,"recall_max_tokens":null,"recall_chunks_max_tokens":null,"reflect_sea'
+        'rch_observations_max_tokens":null,"reflect_search_observations_include_entities"'
+        ':null,"response_schema":null,"keep_trace":false},"last_refreshed_at":null,"last_'
+        'memory_seen_at":null,"last_refresh_failed_at":null,"last_full_refreshed_at":null'
+        ',"created_at":"<datetime>","is_knowledge_page":false,"reflect_response":{"text":'
+        '"# doc"},"is_stale":false}'
     ),
     'get-ok-metadata': (
         200,
-        '{"id":"m1","bank_id":"mm-bank","name":"One","source_query":null,"content":null,"tags'
-        '":["t1"],"max_tokens":null,"trigger":null,"last_refreshed_at":null,"last_memory_seen'
-        '_at":null,"last_refresh_failed_at":null,"last_full_refreshed_at":null,"created_at":"'
-        '<datetime>","is_knowledge_page":false,"reflect_response":null,"is_stale":false}'
+        '{"id":"m1","bank_id":"mm-bank","name":"One","source_query":null,"content":null,"'
+        'tags":["t1"],"max_tokens":null,"trigger":null,"last_refreshed_at":null,"last_mem'
+        'ory_seen_at":null,"last_refresh_failed_at":null,"last_full_refreshed_at":null,"c'
+        'reated_at":"<datetime>","is_knowledge_page":false,"reflect_response":null,"is_st'
+        'ale":false}'
     ),
     'get-ok-content': (
         200,
-        '{"id":"m1","bank_id":"mm-bank","name":"One","source_query":"what?","content":"# doc"'
-        ',"tags":["t1"],"max_tokens":2048,"trigger":{"budget":null,"mode":"full","refresh_aft'
-        'er_consolidation":false,"refresh_cron":null,"full_refresh_cron":null,"min_refresh_in'
-        'terval_seconds":null,"fact_types":null,"exclude_mental_models":false,"exclude_mental'
-        '_model_ids":null,"tags_match":null,"tag_groups":null,"include_chunks":null,"recall_m'
-        'ax_tokens":null,"recall_chunks_max_tokens":null,"reflect_search_observations_max_tok'
-        'ens":null,"reflect_search_observations_include_entities":null,"response_schema":null'
-        ',"keep_trace":false},"last_refreshed_at":null,"last_memory_seen_at":null,"last_refre'
-        'sh_failed_at":null,"last_full_refreshed_at":null,"created_at":"<datetime>","is_knowl'
-        'edge_page":false,"reflect_response":null,"is_stale":false}'
+        '{"id":"m1","bank_id":"mm-bank","name":"One","source_query":"what?","content":"# '
+        'doc","tags":["t1"],"max_tokens":2048,"trigger":{"budget":null,"mode":"full","ref'
+        'resh_after_consolidation":false,"refresh_cron":null,"full_refresh_cron":null,"mi'
+        'n_refresh_interval_seconds":null,"fact_types":null,"exclude_mental_models":false'
+        ',"exclude_mental_model_ids":null,"tags_match":null,"tag_groups":null,"include_ch'
+        'unks":null,"recall_max_tokens":null,"recall_chunks_max_tokens":null,"reflect_sea'
+        'rch_observations_max_tokens":null,"reflect_search_observations_include_entities"'
+        ':null,"response_schema":null,"keep_trace":false},"last_refreshed_at":null,"last_'
+        'memory_seen_at":null,"last_refresh_failed_at":null,"last_full_refreshed_at":null'
+        ',"created_at":"<datetime>","is_knowledge_page":false,"reflect_response":null,"is'
+        '_stale":false}'
     ),
     'get-ok-empty-detail': (
         200,
-        '{"id":"m1","bank_id":"mm-bank","name":"One","source_query":"what?","content":"# doc"'
-        ',"tags":["t1"],"max_tokens":2048,"trigger":{"budget":null,"mode":"full","refresh_aft'
-        'er_consolidation":false,"refresh_cron":null,"full_refresh_cron":null,"min_refresh_in'
-        'terval_seconds":null,"fact_types":null,"exclude_mental_models":false,"exclude_mental'
-        '_model_ids":null,"tags_match":null,"tag_groups":null,"include_chunks":null,"recall_m'
-        'ax_tokens":null,"recall_chunks_max_tokens":null,"reflect_search_observations_max_tok'
-        'ens":null,"reflect_search_observations_include_entities":null,"response_schema":null'
-        ',"keep_trace":false},"last_refreshed_at":null,"last_memory_seen_at":null,"last_refre'
-        'sh_failed_at":null,"last_full_refreshed_at":null,"created_at":"<datetime>","is_knowl'
-        'edge_page":false,"reflect_response":{"text":"# doc"},"is_stale":false}'
+        '{"id":"m1","bank_id":"mm-bank","name":"One","source_query":"what?","content":"# '
+        'doc","tags":["t1"],"max_tokens":2048,"trigger":{"budget":null,"mode":"full","ref'
+        'resh_after_consolidation":false,"refresh_cron":null,"full_refresh_cron":null,"mi'
+        'n_refresh_interval_seconds":null,"fact_types":null,"exclude_mental_models":false'
+        ',"exclude_mental_model_ids":null,"tags_match":null,"tag_groups":null,"include_ch'
+        'unks":null,"recall_max_tokens":null,"recall_chunks_max_tokens":null,"reflect_sea'
+        'rch_observations_max_tokens":null,"reflect_search_observations_include_entities"'
+        ':null,"response_schema":null,"keep_trace":false},"last_refreshed_at":null,"last_'
+        'memory_seen_at":null,"last_refresh_failed_at":null,"last_full_refreshed_at":null'
+        ',"created_at":"<datetime>","is_knowledge_page":false,"reflect_response":{"text":'
+        '"# doc"},"is_stale":false}'
     ),
     'get-detail': (
         422,
-        '{"detail":[{"loc":["query","detail"],"msg":"Input should be \'metadata\', \'content\' or'
-        ' \'full\'","type":"literal_error"}]}'
+        '{"detail":[{"loc":["query","detail"],"msg":"Input should be \'metadata\', \'content'
+        '\' or \'full\'","type":"literal_error"}]}'
     ),
     'get-unknown-model': (
         404,
@@ -1079,16 +1079,17 @@ EXPECTED: dict[str, tuple[int, str]] = {
     ),
     'ops-list-ok': (
         200,
-        '{"bank_id":"mm-bank","total":2,"limit":20,"offset":0,"operations":[{"id":"<uuid>","t'
-        'ask_type":"retain","operation_id":"<uuid>","operation_type":"retain","items_count":1'
-        ',"document_id":"d1","filename":null,"mental_model_id":null,"details":null,"created_a'
-        't":"<datetime>","updated_at":"<datetime>","status":"pending","error_message":null,"r'
-        'etry_count":0,"next_retry_at":null,"progress":null},{"id":"<uuid>","task_type":"refr'
-        'esh_mental_model","operation_id":"<uuid>","operation_type":"refresh_mental_model","i'
-        'tems_count":0,"document_id":null,"filename":null,"mental_model_id":"m1","details":{"'
-        'operation_type":"refresh_mental_model","outcome":"content_written","failure_reason":'
-        'null},"created_at":"<datetime>","updated_at":"<datetime>","status":"completed","erro'
-        'r_message":null,"retry_count":0,"next_retry_at":null,"progress":null}]}'
+        '{"bank_id":"mm-bank","total":2,"limit":20,"offset":0,"operations":[{"id":"<uuid>'
+        '","task_type":"retain","operation_id":"<uuid>","operation_type":"retain","items_'
+        'count":1,"document_id":"d1","filename":null,"mental_model_id":null,"details":nul'
+        'l,"created_at":"<datetime>","updated_at":"<datetime>","status":"pending","error_'
+        'message":null,"retry_count":0,"next_retry_at":null,"progress":null},{"id":"<uuid'
+        '>","task_type":"refresh_mental_model","operation_id":"<uuid>","operation_type":"'
+        'refresh_mental_model","items_count":0,"document_id":null,"filename":null,"mental'
+        '_model_id":"m1","details":{"operation_type":"refresh_mental_model","outcome":"co'
+        'ntent_written","failure_reason":null},"created_at":"<datetime>","updated_at":"<d'
+        'atetime>","status":"completed","error_message":null,"retry_count":0,"next_retry_'
+        'at":null,"progress":null}]}'
     ),
     'ops-list-ok-params': (
         200,
@@ -1096,78 +1097,82 @@ EXPECTED: dict[str, tuple[int, str]] = {
     ),
     'ops-list-ok-empty': (
         200,
-        '{"bank_id":"mm-bank","total":2,"limit":20,"offset":0,"operations":[{"id":"<uuid>","t'
-        'ask_type":"retain","operation_id":"<uuid>","operation_type":"retain","items_count":1'
-        ',"document_id":"d1","filename":null,"mental_model_id":null,"details":null,"created_a'
-        't":"<datetime>","updated_at":"<datetime>","status":"pending","error_message":null,"r'
-        'etry_count":0,"next_retry_at":null,"progress":null},{"id":"<uuid>","task_type":"refr'
-        'esh_mental_model","operation_id":"<uuid>","operation_type":"refresh_mental_model","i'
-        'tems_count":0,"document_id":null,"filename":null,"mental_model_id":"m1","details":{"'
-        'operation_type":"refresh_mental_model","outcome":"content_written","failure_reason":'
-        'null},"created_at":"<datetime>","updated_at":"<datetime>","status":"completed","erro'
-        'r_message":null,"retry_count":0,"next_retry_at":null,"progress":null}]}'
+        '{"bank_id":"mm-bank","total":2,"limit":20,"offset":0,"operations":[{"id":"<uuid>'
+        '","task_type":"retain","operation_id":"<uuid>","operation_type":"retain","items_'
+        'count":1,"document_id":"d1","filename":null,"mental_model_id":null,"details":nul'
+        'l,"created_at":"<datetime>","updated_at":"<datetime>","status":"pending","error_'
+        'message":null,"retry_count":0,"next_retry_at":null,"progress":null},{"id":"<uuid'
+        '>","task_type":"refresh_mental_model","operation_id":"<uuid>","operation_type":"'
+        'refresh_mental_model","items_count":0,"document_id":null,"filename":null,"mental'
+        '_model_id":"m1","details":{"operation_type":"refresh_mental_model","outcome":"co'
+        'ntent_written","failure_reason":null},"created_at":"<datetime>","updated_at":"<d'
+        'atetime>","status":"completed","error_message":null,"retry_count":0,"next_retry_'
+        'at":null,"progress":null}]}'
     ),
     'ops-list-status': (
         422,
-        '{"detail":[{"loc":["query","status"],"msg":"\\"x\\" is not a valid choice.","type":"in'
-        'valid_choice"}]}'
+        '{"detail":[{"loc":["query","status"],"msg":"Input should be \'pending\', \'processi'
+        'ng\', \'completed\', \'failed\' or \'cancelled\'","type":"literal_error"}]}'
     ),
     'ops-list-limit-zero': (
         422,
-        '{"detail":[{"loc":["query","limit"],"msg":"Ensure this value is greater than or equa'
-        'l to 1.","type":"min_value"}]}'
+        '{"detail":[{"loc":["query","limit"],"msg":"Input should be greater than or equal'
+        ' to 1","type":"greater_than_equal"}]}'
     ),
     'ops-list-limit-text': (
         422,
-        '{"detail":[{"loc":["query","limit"],"msg":"A valid integer is required.","type":"inv'
-        'alid"}]}'
+        '{"detail":[{"loc":["query","limit"],"msg":"Input should be a valid integer, unab'
+        'le to parse string as an integer","type":"int_parsing"}]}'
     ),
     'ops-list-limit-high': (
         422,
-        '{"detail":[{"loc":["query","limit"],"msg":"Ensure this value is less than or equal t'
-        'o 100.","type":"max_value"}]}'
+        '{"detail":[{"loc":["query","limit"],"msg":"Input should be less than or equal to'
+        ' 100","type":"less_than_equal"}]}'
     ),
     'ops-list-limit-empty': (
         200,
-        '{"bank_id":"mm-bank","total":2,"limit":20,"offset":0,"operations":[{"id":"<uuid>","t'
-        'ask_type":"retain","operation_id":"<uuid>","operation_type":"retain","items_count":1'
-        ',"document_id":"d1","filename":null,"mental_model_id":null,"details":null,"created_a'
-        't":"<datetime>","updated_at":"<datetime>","status":"pending","error_message":null,"r'
-        'etry_count":0,"next_retry_at":null,"progress":null},{"id":"<uuid>","task_type":"refr'
-        'esh_mental_model","operation_id":"<uuid>","operation_type":"refresh_mental_model","i'
-        'tems_count":0,"document_id":null,"filename":null,"mental_model_id":"m1","details":{"'
-        'operation_type":"refresh_mental_model","outcome":"content_written","failure_reason":'
-        'null},"created_at":"<datetime>","updated_at":"<datetime>","status":"completed","erro'
-        'r_message":null,"retry_count":0,"next_retry_at":null,"progress":null}]}'
+        '{"bank_id":"mm-bank","total":2,"limit":20,"offset":0,"operations":[{"id":"<uuid>'
+        '","task_type":"retain","operation_id":"<uuid>","operation_type":"retain","items_'
+        'count":1,"document_id":"d1","filename":null,"mental_model_id":null,"details":nul'
+        'l,"created_at":"<datetime>","updated_at":"<datetime>","status":"pending","error_'
+        'message":null,"retry_count":0,"next_retry_at":null,"progress":null},{"id":"<uuid'
+        '>","task_type":"refresh_mental_model","operation_id":"<uuid>","operation_type":"'
+        'refresh_mental_model","items_count":0,"document_id":null,"filename":null,"mental'
+        '_model_id":"m1","details":{"operation_type":"refresh_mental_model","outcome":"co'
+        'ntent_written","failure_reason":null},"created_at":"<datetime>","updated_at":"<d'
+        'atetime>","status":"completed","error_message":null,"retry_count":0,"next_retry_'
+        'at":null,"progress":null}]}'
     ),
     'ops-list-offset': (
         422,
-        '{"detail":[{"loc":["query","offset"],"msg":"Ensure this value is greater than or equ'
-        'al to 0.","type":"min_value"}]}'
+        '{"detail":[{"loc":["query","offset"],"msg":"Input should be greater than or equa'
+        'l to 0","type":"greater_than_equal"}]}'
     ),
     'ops-list-offset-huge': (
         422,
-        '{"detail":[{"loc":["query","offset"],"msg":"Ensure this value is less than or equal '
-        'to 2147483647.","type":"max_value"}]}'
+        '{"detail":[{"loc":["query","offset"],"msg":"Input should be less than or equal t'
+        'o 2147483647","type":"less_than_equal"}]}'
     ),
     'ops-list-type-long': (
         422,
-        '{"detail":[{"loc":["query","type"],"msg":"Ensure this field has no more than 64 char'
-        'acters.","type":"max_length"}]}'
+        '{"detail":[{"loc":["query","type"],"msg":"String should have at most 64 characte'
+        'rs","type":"string_too_long"}]}'
     ),
     'ops-list-exclude-parents': (
         422,
-        '{"detail":[{"loc":["query","exclude_parents"],"msg":"Must be a valid boolean.","type'
-        '":"invalid"}]}'
+        '{"detail":[{"loc":["query","exclude_parents"],"msg":"Input should be a valid boo'
+        'lean, unable to interpret input","type":"bool_parsing"}]}'
     ),
     'ops-list-combined': (
         422,
-        '{"detail":[{"loc":["query","status"],"msg":"\\"nope\\" is not a valid choice.","type":'
-        '"invalid_choice"},{"loc":["query","type"],"msg":"Ensure this field has no more than '
-        '64 characters.","type":"max_length"},{"loc":["query","limit"],"msg":"A valid integer'
-        ' is required.","type":"invalid"},{"loc":["query","offset"],"msg":"A valid integer is'
-        ' required.","type":"invalid"},{"loc":["query","exclude_parents"],"msg":"Must be a va'
-        'lid boolean.","type":"invalid"}]}'
+        '{"detail":[{"loc":["query","status"],"msg":"Input should be \'pending\', \'processi'
+        'ng\', \'completed\', \'failed\' or \'cancelled\'","type":"literal_error"},{"loc":["quer'
+        'y","type"],"msg":"String should have at most 64 characters","type":"string_too_l'
+        'ong"},{"loc":["query","limit"],"msg":"Input should be a valid integer, unable to'
+        ' parse string as an integer","type":"int_parsing"},{"loc":["query","offset"],"ms'
+        'g":"Input should be a valid integer, unable to parse string as an integer","type'
+        '":"int_parsing"},{"loc":["query","exclude_parents"],"msg":"Input should be a val'
+        'id boolean, unable to interpret input","type":"bool_parsing"}]}'
     ),
     'ops-list-unknown-bank': (
         404,
@@ -1175,8 +1180,8 @@ EXPECTED: dict[str, tuple[int, str]] = {
     ),
     'ops-list-unknown-bank-bad-query': (
         422,
-        '{"detail":[{"loc":["query","limit"],"msg":"Ensure this value is greater than or equa'
-        'l to 1.","type":"min_value"}]}'
+        '{"detail":[{"loc":["query","limit"],"msg":"Input should be greater than or equal'
+        ' to 1","type":"greater_than_equal"}]}'
     ),
     'ops-get-bad-uuid': (
         400,
@@ -1188,33 +1193,34 @@ EXPECTED: dict[str, tuple[int, str]] = {
     ),
     'ops-get-include-payload': (
         422,
-        '{"detail":[{"loc":["query","include_payload"],"msg":"Must be a valid boolean.","type'
-        '":"invalid"}]}'
+        '{"detail":[{"loc":["query","include_payload"],"msg":"Input should be a valid boo'
+        'lean, unable to interpret input","type":"bool_parsing"}]}'
     ),
     'ops-get-not-found': (
         200,
-        '{"operation_id":"<uuid>","status":"not_found","operation_type":null,"id":null,"task_'
-        'type":null,"mental_model_id":null,"created_at":null,"updated_at":null,"completed_at"'
-        ':null,"error_message":null,"retry_count":null,"next_retry_at":null,"progress":null,"'
-        'result_metadata":null,"details":null,"child_operations":null,"task_payload":null}'
+        '{"operation_id":"<uuid>","status":"not_found","operation_type":null,"id":null,"t'
+        'ask_type":null,"mental_model_id":null,"created_at":null,"updated_at":null,"compl'
+        'eted_at":null,"error_message":null,"retry_count":null,"next_retry_at":null,"prog'
+        'ress":null,"result_metadata":null,"details":null,"child_operations":null,"task_p'
+        'ayload":null}'
     ),
     'ops-get-ok': (
         200,
-        '{"operation_id":"<uuid>","status":"completed","operation_type":"refresh_mental_model'
-        '","id":"<uuid>","task_type":"refresh_mental_model","mental_model_id":"m1","created_a'
-        't":"<datetime>","updated_at":"<datetime>","completed_at":null,"error_message":null,"'
-        'retry_count":0,"next_retry_at":null,"progress":null,"result_metadata":{"k":1},"detai'
-        'ls":{"operation_type":"refresh_mental_model","outcome":"content_written","failure_re'
-        'ason":null},"child_operations":null,"task_payload":{}}'
+        '{"operation_id":"<uuid>","status":"completed","operation_type":"refresh_mental_m'
+        'odel","id":"<uuid>","task_type":"refresh_mental_model","mental_model_id":"m1","c'
+        'reated_at":"<datetime>","updated_at":"<datetime>","completed_at":null,"error_mes'
+        'sage":null,"retry_count":0,"next_retry_at":null,"progress":null,"result_metadata'
+        '":{"k":1},"details":{"operation_type":"refresh_mental_model","outcome":"content_'
+        'written","failure_reason":null},"child_operations":null,"task_payload":{}}'
     ),
     'ops-get-ok-no-payload': (
         200,
-        '{"operation_id":"<uuid>","status":"completed","operation_type":"refresh_mental_model'
-        '","id":"<uuid>","task_type":"refresh_mental_model","mental_model_id":"m1","created_a'
-        't":"<datetime>","updated_at":"<datetime>","completed_at":null,"error_message":null,"'
-        'retry_count":0,"next_retry_at":null,"progress":null,"result_metadata":{"k":1},"detai'
-        'ls":{"operation_type":"refresh_mental_model","outcome":"content_written","failure_re'
-        'ason":null},"child_operations":null,"task_payload":null}'
+        '{"operation_id":"<uuid>","status":"completed","operation_type":"refresh_mental_m'
+        'odel","id":"<uuid>","task_type":"refresh_mental_model","mental_model_id":"m1","c'
+        'reated_at":"<datetime>","updated_at":"<datetime>","completed_at":null,"error_mes'
+        'sage":null,"retry_count":0,"next_retry_at":null,"progress":null,"result_metadata'
+        '":{"k":1},"details":{"operation_type":"refresh_mental_model","outcome":"content_'
+        'written","failure_reason":null},"child_operations":null,"task_payload":null}'
     ),
     'ops-cancel-bad-uuid': (
         400,

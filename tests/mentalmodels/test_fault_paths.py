@@ -9,14 +9,16 @@ import dataclasses
 import pytest
 from django.db import OperationalError
 
+from mentalmodels.errors import RefreshFailed
 from mentalmodels.handlers import RefreshMentalModelHandler
 from mentalmodels.models import MentalModel, MentalModelHistory
-from mentalmodels.pipeline import RefreshFailed, refresh_dry_run, refresh_run
+from mentalmodels.refresh.pipeline import refresh_dry_run
 from mentalmodels.services import mental_model_refresh_submit
 from operations.engine import operation_execute
 from operations.models import FAILED, PENDING, Operation
 from tests.factories import make_memory, make_mental_model
 from tests.fakes.llm_server import Reply
+from tests.mentalmodels.fenced import refresh_run
 
 pytestmark = pytest.mark.django_db
 

@@ -12,9 +12,9 @@ from types import SimpleNamespace
 import pytest
 from django.utils import timezone
 
+from mentalmodels.errors import RefreshFailed
 from mentalmodels.handlers import RefreshMentalModelHandler
 from mentalmodels.models import MentalModel, MentalModelHistory
-from mentalmodels.pipeline import RefreshFailed, refresh_run
 from mentalmodels.services import (
     history_record_failure,
     history_record_version,
@@ -25,6 +25,7 @@ from mentalmodels.services import (
 from operations.models import Operation
 from tests.factories import make_memory, make_mental_model
 from tests.fakes.llm_server import Reply
+from tests.mentalmodels.fenced import refresh_run
 
 pytestmark = pytest.mark.django_db
 

@@ -7,7 +7,7 @@ import pytest
 
 from hindsight.banks.models import Bank
 from hindsight.llm.models import LLMRequest
-from mentalmodels.pipeline import refresh_dry_run
+from mentalmodels.refresh.pipeline import refresh_dry_run
 from mentalmodels.services import mental_model_refresh_submit
 from operations.engine import operation_execute
 from operations.models import Operation

@@ -28,8 +28,9 @@ from mentalmodels.api.serializers import (
     MentalModelResponseSerializer,
 )
 from mentalmodels.models import MentalModel, MentalModelHistory
+from mentalmodels.refresh.attempt import RefreshAttempt
 from mentalmodels.refresh_types import Outcome, Plan, Preview
-from mentalmodels.trace import RefreshClock, build_trace
+from mentalmodels.trace import build_trace
 
 NOW = datetime(2025, 1, 1, tzinfo=UTC)
 
@@ -38,21 +39,24 @@ def _declared(serializer_class: type) -> list[str]:
     return list(serializer_class().fields)
 
 
+@pytest.mark.django_db  # is_knowledge_page probes the knowledge base's index
 @pytest.mark.parametrize("detail", DETAILS)
 def test_a_rendered_model_has_the_declared_fields_in_order(detail: str) -> None:
     model = MentalModel(bank_id="b", mental_model_id="m", name="n", source_query="q", tags=["t"],
                         content="c", trigger={}, reflect_response={"text": "c"},
                         created_at=NOW)
-    body = MentalModelResponseSerializer.render(model, detail=detail, is_stale=False)
+    body = MentalModelResponseSerializer.render_model(model, detail=detail, is_stale=False)
     assert list(body) == _declared(MentalModelResponseSerializer)
 
 
 def test_the_small_responses_have_their_declared_fields_in_order() -> None:
-    assert list(MentalModelListResponseSerializer.render([], total=0, limit=1, offset=0)) == \
+    assert list(MentalModelListResponseSerializer.render(
+        {"total": 0, "limit": 1, "offset": 0}, items=[])) == \
         _declared(MentalModelListResponseSerializer)
-    assert list(CreateMentalModelResponseSerializer.render("m", uuid.uuid4())) == \
+    assert list(CreateMentalModelResponseSerializer.render(
+        {"mental_model_id": "m", "operation_id": uuid.uuid4()})) == \
         _declared(CreateMentalModelResponseSerializer)
-    assert list(AsyncOperationSubmitResponseSerializer.render(uuid.uuid4())) == \
+    assert list(AsyncOperationSubmitResponseSerializer.render({"id": uuid.uuid4()})) == \
         _declared(AsyncOperationSubmitResponseSerializer)
     assert list(MentalModelDeleteResponseSerializer.render()) == \
         _declared(MentalModelDeleteResponseSerializer)
@@ -90,7 +94,7 @@ def _preview(effective_mode: str, *, with_tool_call: bool = True) -> Preview:
     outcome = Outcome(outcome="content_written", content="new\n", candidate="new\n",
                       watermark=NOW, based_on={"world": [{"id": "x"}]}, mental_models=[],
                       reflected=True, facts_retrieved={"world": 1}, facts_used={"world": 1})
-    clock = RefreshClock()
+    clock = RefreshAttempt()
     clock.plan = plan
     if with_tool_call:
         clock.tool_calls.append({"name": "recall", "input": {"query": "q"}, "result_count": 1,
@@ -114,7 +118,7 @@ def test_a_dry_run_result_has_the_declared_fields_in_order(effective_mode: str) 
 @pytest.mark.parametrize("with_outputs", [True, False])
 def test_the_trace_a_refresh_records_has_the_declared_fields_in_order(with_outputs: bool) -> None:
     plan = _preview("full").plan
-    clock = RefreshClock()
+    clock = RefreshAttempt()
     clock.tool_calls.append({"name": "recall", "input": {}, "duration_ms": 1, "iteration": 1})
     clock.tool_outputs.append({"facts": [], "count": 0})
     clock.llm_calls.append({"scope": "agent_1", "duration_ms": 2})

@@ -11,13 +11,14 @@ from rest_framework.renderers import JSONRenderer
 
 from mentalmodels.errors import RefreshFailed
 from mentalmodels.models import HistoryKind
+from mentalmodels.refresh.attempt import RefreshAttempt
 from mentalmodels.refresh_types import (
     ModeFallbackReason,
     RefreshFailureReason,
     RefreshMode,
     RefreshOutcome,
 )
-from mentalmodels.trace import RefreshClock, build_trace
+from mentalmodels.trace import build_trace
 
 
 def _dumps(value: Any) -> list[bytes]:
@@ -27,7 +28,7 @@ def _dumps(value: Any) -> list[bytes]:
 
 
 def test_a_trace_built_with_members_has_the_bytes_of_one_built_with_strings() -> None:
-    clock = RefreshClock()
+    clock = RefreshAttempt()
     clock.warnings.append("w")
     members = build_trace(None, clock, outcome=RefreshOutcome.REFRESH_FAILED_ERROR,
                           failure_reason=RefreshFailureReason.UNEXPECTED_ERROR, error="e")

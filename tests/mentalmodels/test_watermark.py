@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import pytest
 
-from mentalmodels.pipeline import refresh_run
 from mentalmodels.staleness import is_stale
 from tests.factories import make_memory, make_mental_model
+from tests.mentalmodels.fenced import refresh_run
 
 pytestmark = pytest.mark.django_db
 

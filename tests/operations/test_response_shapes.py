@@ -55,7 +55,8 @@ def test_a_listed_operation_has_the_declared_fields_in_order(status: str) -> Non
 def test_an_operation_status_has_the_declared_fields_in_order(status: str,
                                                               include_payload: bool) -> None:
     for report in _reports(status):
-        body = OperationStatusResponseSerializer.render(report, include_payload=include_payload)
+        body = OperationStatusResponseSerializer.render_report(report,
+                                                        include_payload=include_payload)
         assert list(body) == _declared(OperationStatusResponseSerializer)
 
 
@@ -68,10 +69,12 @@ def test_an_operation_not_found_has_the_declared_fields_in_order() -> None:
 
 
 def test_the_list_and_the_action_answers_have_their_declared_fields_in_order() -> None:
-    page = OperationsListResponseSerializer.render("b", _reports("completed"), total=2, limit=20,
-                                                   offset=0)
+    page = OperationsListResponseSerializer.render(
+        {"bank_id": "b", "operations": _reports("completed"), "total": 2, "limit": 20,
+         "offset": 0})
     assert list(page) == _declared(OperationsListResponseSerializer)
     assert [list(item) for item in page["operations"]] == \
         [_declared(OperationResponseSerializer)] * 2
-    assert list(OperationActionResponseSerializer.render(uuid.uuid4(), "done")) == \
+    assert list(OperationActionResponseSerializer.render(
+        {"operation_id": uuid.uuid4(), "message": "done"})) == \
         _declared(OperationActionResponseSerializer)

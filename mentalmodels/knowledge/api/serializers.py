@@ -1,11 +1,12 @@
 """The knowledge-base API's wire format (upstream 1.1.0's): one serializer per request and
 response, in the mental-models API's idiom.
 
-Requests are strict (``CollectingSerializer``): unknown fields are a 422 naming them, and every
-problem of a request is reported in one answer naming its field and the rule. The page fields
-are the mental-model API's own (``TextField``, ``TagListField``, ``TokenBudgetField``, the
-trigger), so a page is validated as a mental model is. Deliberate differences from upstream: a
-blank ``name`` is a 422 (upstream stores it); ``max_tokens`` is the mental model's 256..8192.
+Requests are ``Body`` and ``Query`` parts (``hindsight.api.serializers``): unknown fields are a
+422 naming them, and every problem of a request is reported in one answer naming its field and
+the rule, worded as on every endpoint. The page fields are the mental model's (text, tags, the
+token range, the trigger), so a page is validated as a mental model is. Deliberate differences
+from upstream: a blank ``name`` is a 422 (upstream stores it); ``max_tokens`` is the mental
+model's 256..8192.
 
 Responses: each response serializer declares its shape (for the document) and renders it,
 building the dict in the declared order.
@@ -20,22 +21,19 @@ from typing import Any, ClassVar
 
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
-from rest_framework.exceptions import ValidationError
-from rest_framework.fields import empty
 
-from hindsight.api.serializers import CollectingSerializer, QuerySerializer, WireTypedField
-from hindsight.errors import FieldError
-from hindsight.tagscope import TAGS_MATCH_MODES, parse_tag_groups
-from mentalmodels.api.serializers import (
-    MAX_TOKENS_RANGE,
-    MentalModelTriggerSerializer,
-    QueryIntField,
-    QueryTagsField,
-    TagListField,
-    TextField,
-    TokenBudgetField,
-    iso,
+from hindsight.api.serializers import (
+    AnyJSON,
+    Body,
+    Integer,
+    Query,
+    Text,
+    limit_field,
+    tags_field,
+    tags_match_field,
 )
+from hindsight.tagscope import parse_tag_groups
+from mentalmodels.api.serializers import MAX_TOKENS_RANGE, MentalModelTriggerSerializer
 from mentalmodels.knowledge import markdown
 from mentalmodels.knowledge.models import KnowledgeNode, NodeKind
 from mentalmodels.knowledge.selectors import (
@@ -50,53 +48,40 @@ from mentalmodels.knowledge.services import KEEP_PARENT, NodeUpdate
 from mentalmodels.models import HistoryKind
 from mentalmodels.triggers import trigger_fill
 
+
+def iso(value: datetime | None) -> str | None:
+    return value.isoformat() if value is not None else None
+
 _LOW, _HIGH = MAX_TOKENS_RANGE
 
 
 # --- requests ----------------------------------------------------------------------------------
 
 
-class ParentIdField(WireTypedField, serializers.CharField):
+def _parent_id(**kwargs: Any) -> Text:
     """A folder id, or null for the root."""
-
-    default_error_messages = {"string_type": "must be a folder id (a string) or null"}
-
-    def to_internal_value(self, data: Any) -> str:
-        if not isinstance(data, str):
-            self.fail("string_type")
-        return data
+    return Text(allow_blank=True, allow_null=True, required=False, **kwargs)
 
 
-class _KnowledgeRequest(CollectingSerializer):
-    allowed: ClassVar[tuple[str, ...]] = ()
-
-    def unknown_field_message(self, key: str) -> str:
-        return f"unknown field {key!r}; allowed: {', '.join(self.allowed)}"
-
-
-class CreateFolderRequestSerializer(_KnowledgeRequest):
+class CreateFolderRequestSerializer(Body):
     """``POST …/knowledge-base/folders``: a folder at the root or under ``parent_id``."""
 
-    allowed = ("name", "parent_id")
-
-    name = TextField()
-    parent_id = ParentIdField(allow_null=True, required=False, default=None)
+    name = Text()
+    parent_id = _parent_id(default=None)
 
 
-class CreatePageRequestSerializer(_KnowledgeRequest):
+class CreatePageRequestSerializer(Body):
     """``POST …/knowledge-base/pages``: a page (a mental model) at the root or under
     ``parent_id``; its trigger merges over the page default."""
 
-    allowed = ("name", "source_query", "parent_id", "tags", "max_tokens", "trigger")
-
-    name = TextField()
-    source_query = TextField()
-    parent_id = ParentIdField(allow_null=True, required=False, default=None)
-    tags = TagListField(child=serializers.CharField(), allow_null=True, required=False,
-                        default=None, help_text="Tags scoping the memories the page is built "
-                                                "from (all_strict unless trigger.tags_match)")
-    max_tokens = TokenBudgetField(min_value=_LOW, max_value=_HIGH, allow_null=True,
-                                  required=False, default=None, help_text="Default 4096")
+    name = Text()
+    source_query = Text()
+    parent_id = _parent_id(default=None)
+    tags = tags_field(allow_null=True, default=None,
+                      help_text="Tags scoping the memories the page is built from (all_strict "
+                                "unless trigger.tags_match)")
+    max_tokens = Integer(min_value=_LOW, max_value=_HIGH, allow_null=True, required=False,
+                         default=None, help_text="Default 4096")
     trigger = MentalModelTriggerSerializer(allow_null=True, required=False, default=None,
                                            help_text="Merged over the page default (delta, "
                                                      "observations, after consolidation, "
@@ -110,20 +95,18 @@ class CreatePageRequestSerializer(_KnowledgeRequest):
                 "max_tokens": data["max_tokens"], "trigger": data["trigger"]}
 
 
-class UpdateNodeRequestSerializer(_KnowledgeRequest):
+class UpdateNodeRequestSerializer(Body):
     """``PATCH …/knowledge-base/nodes/{id}``: each field applies only when sent; ``parent_id``
     sent as null moves the node to the root (null elsewhere leaves the field alone)."""
 
-    allowed = ("name", "parent_id", "source_query", "tags", "max_tokens", "trigger")
     when_absent: ClassVar[Mapping[str, Any]] = {}
 
-    name = TextField(allow_null=True, required=False)
-    parent_id = ParentIdField(allow_null=True, required=False)
-    source_query = TextField(allow_null=True, required=False, help_text="Pages only")
-    tags = TagListField(child=serializers.CharField(), allow_null=True, required=False,
-                        help_text="Pages only; [] clears them")
-    max_tokens = TokenBudgetField(min_value=_LOW, max_value=_HIGH, allow_null=True,
-                                  required=False, help_text="Pages only")
+    name = Text(allow_null=True, required=False)
+    parent_id = _parent_id()
+    source_query = Text(allow_null=True, required=False, help_text="Pages only")
+    tags = tags_field(allow_null=True, help_text="Pages only; [] clears them")
+    max_tokens = Integer(min_value=_LOW, max_value=_HIGH, allow_null=True, required=False,
+                         help_text="Pages only")
     trigger = MentalModelTriggerSerializer(allow_null=True, required=False,
                                            help_text="Pages only; keys sent are merged over "
                                                      "the page's trigger")
@@ -141,58 +124,23 @@ class UpdateNodeRequestSerializer(_KnowledgeRequest):
 # --- query strings -----------------------------------------------------------------------------
 
 
-class _QueryValue(WireTypedField):
-    """One query parameter, its last value (sent empty, it is the empty string)."""
+class TagGroupsQueryField(AnyJSON):
+    """``tag_groups`` as one JSON-encoded query parameter (recall's shape), checked by the one
+    tag-scope compiler."""
 
-    def get_value(self, dictionary: Any) -> Any:
-        raw = dictionary.get(self.field_name)
-        return empty if raw is None else raw
-
-
-class QueryTextField(_QueryValue, serializers.CharField):
-    default_error_messages = {"string_too_short": "String should have at least 1 character",
-                              "required": "Field required"}
-
-    def to_internal_value(self, data: Any) -> str:
-        if not data or "\x00" in data:
-            self.fail("string_too_short")
-        return data
-
-
-class KnowledgeTagsMatchField(_QueryValue, serializers.ChoiceField):
-    default_error_messages = {
-        "literal_error": "Input should be 'any', 'all', 'any_strict', 'all_strict' or 'exact'"}
-
-    def __init__(self, **kwargs: Any) -> None:
-        super().__init__(choices=TAGS_MATCH_MODES, **kwargs)
-
-    def to_internal_value(self, data: Any) -> str:
-        if data not in TAGS_MATCH_MODES:
-            self.fail("literal_error")
-        return data
-
-
-class TagGroupsQueryField(_QueryValue, serializers.CharField):
-    """``tag_groups`` as one JSON-encoded query parameter (recall's shape)."""
+    def from_query(self, raw: str) -> Any:
+        try:
+            return json.loads(raw)
+        except ValueError as exc:
+            self.fail("json_invalid", error=exc)
 
     def to_internal_value(self, data: Any) -> Any:
-        try:
-            value = json.loads(data)
-        except ValueError:
-            raise ValidationError("tag_groups must be a JSON-encoded list of tag groups",
-                                  code="json_invalid") from None
-        try:
-            return parse_tag_groups(value, loc=("query", "tag_groups"))
-        except FieldError as exc:
-            raise ValidationError(str(exc.errors[0]["msg"]),
-                                  code=str(exc.errors[0]["type"])) from None
+        return parse_tag_groups(super().to_internal_value(data), loc=())
 
 
-class _TagFilterQuery(QuerySerializer):
-    tags = QueryTagsField(required=False, help_text="Only pages carrying these tags "
-                                                    "(matched per tags_match)")
-    tags_match = KnowledgeTagsMatchField(required=False, default="any",
-                                         help_text="any/all also keep untagged pages")
+class _TagFilterQuery(Query):
+    tags = tags_field(help_text="Only pages carrying these tags (matched per tags_match)")
+    tags_match = tags_match_field(default="any", help_text="any/all also keep untagged pages")
     tag_groups = TagGroupsQueryField(required=False, default=None,
                                      help_text="JSON-encoded compound tag filter, AND-ed "
                                                "with tags")
@@ -210,8 +158,8 @@ class KnowledgeTreeQuerySerializer(_TagFilterQuery):
 class KnowledgeSearchQuerySerializer(_TagFilterQuery):
     """``GET …/knowledge-base/search``: ``q`` required."""
 
-    q = QueryTextField(help_text="Search query")
-    limit = QueryIntField(min_value=1, max_value=SEARCH_LIMIT_MAX, required=False, default=10)
+    q = Text(help_text="Search query")
+    limit = limit_field(10, SEARCH_LIMIT_MAX)
 
 
 # --- responses ---------------------------------------------------------------------------------

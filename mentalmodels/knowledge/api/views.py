@@ -12,16 +12,10 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from hindsight.api.schema import errors, query_parameters
+from hindsight.api.serializers import body_of
 from mentalmodels.api.serializers import MentalModelDeleteResponseSerializer
 from mentalmodels.knowledge import selectors, services
 from mentalmodels.knowledge.api import serializers as s
-
-
-def _body(request: Request) -> Any:
-    data = request.data
-    if hasattr(data, "dict") and not data:
-        return None
-    return data
 
 
 def _node(bank_id: str, node_id: str) -> dict[str, Any]:
@@ -46,7 +40,7 @@ class KnowledgeFolders(APIView):
                    request=s.CreateFolderRequestSerializer,
                    responses={201: s.KnowledgeNodeSerializer, **errors(400, 409, 422)})
     def post(self, request: Request, bank_id: str) -> Response:
-        fields = s.CreateFolderRequestSerializer.parse(_body(request))
+        fields = s.CreateFolderRequestSerializer.parse(body_of(request))
         node = services.knowledge_folder_create(bank_id=bank_id, name=fields["name"],
                                                 parent_id=fields["parent_id"])
         return Response(_node(bank_id, node.id), status=201)
@@ -58,7 +52,7 @@ class KnowledgePages(APIView):
                    responses={201: s.CreateKnowledgePageResponseSerializer,
                               **errors(400, 409, 422)})
     def post(self, request: Request, bank_id: str) -> Response:
-        fields = s.CreatePageRequestSerializer.parse(_body(request))
+        fields = s.CreatePageRequestSerializer.parse(body_of(request))
         node, operation = services.knowledge_page_create(
             bank_id=bank_id, **s.CreatePageRequestSerializer.service_kwargs(fields))
         return Response(s.CreateKnowledgePageResponseSerializer.render(node, operation.id),
@@ -78,7 +72,7 @@ class KnowledgeNodeItem(APIView):
                    request=s.UpdateNodeRequestSerializer,
                    responses={200: s.KnowledgeNodeSerializer, **errors(400, 404, 409, 422)})
     def patch(self, request: Request, bank_id: str, node_id: str) -> Response:
-        fields = s.UpdateNodeRequestSerializer.parse(_body(request))
+        fields = s.UpdateNodeRequestSerializer.parse(body_of(request))
         services.knowledge_node_update(bank_id=bank_id, node_id=node_id,
                                        update=s.UpdateNodeRequestSerializer.node_update(fields))
         return Response(_node(bank_id, node_id))

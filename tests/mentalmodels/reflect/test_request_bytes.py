@@ -74,219 +74,214 @@ CASES: list[tuple[str, str, Any]] = [
 EXPECTED: dict[str, tuple[int, str]] = {
     'no-body': (
         422,
-        '{"detail":[{"loc":["body","query"],"msg":"This field is required.","type":"required"}]'
-        '}'
+        '{"detail":[{"loc":["body","query"],"msg":"Field required","type":"missing"}]}'
     ),
     'empty-raw': (
         422,
-        '{"detail":[{"loc":["body","query"],"msg":"This field is required.","type":"required"}]'
-        '}'
+        '{"detail":[{"loc":["body","query"],"msg":"Field required","type":"missing"}]}'
     ),
     'null': (
         422,
-        '{"detail":[{"loc":["body"],"msg":"No data provided","type":"null"}]}'
+        '{"detail":[{"loc":["body"],"msg":"Input should be a valid dictionary","type":"di'
+        'ct_type"}]}'
     ),
     'list': (
         422,
-        '{"detail":[{"loc":["body"],"msg":"Invalid data. Expected a dictionary, but got list.",'
-        '"type":"invalid"}]}'
+        '{"detail":[{"loc":["body"],"msg":"Input should be a valid dictionary","type":"di'
+        'ct_type"}]}'
     ),
     'five': (
         422,
-        '{"detail":[{"loc":["body"],"msg":"Invalid data. Expected a dictionary, but got int.","'
-        'type":"invalid"}]}'
+        '{"detail":[{"loc":["body"],"msg":"Input should be a valid dictionary","type":"di'
+        'ct_type"}]}'
     ),
     'string': (
         422,
-        '{"detail":[{"loc":["body"],"msg":"Invalid data. Expected a dictionary, but got str.","'
-        'type":"invalid"}]}'
+        '{"detail":[{"loc":["body"],"msg":"Input should be a valid dictionary","type":"di'
+        'ct_type"}]}'
     ),
     'bad-json': (
         422,
-        '{"detail":[{"loc":["body"],"msg":"invalid JSON: JSON parse error - Expecting property '
-        'name enclosed in double quotes: line 1 column 2 (char 1)","type":"json_invalid"}]}'
+        '{"detail":[{"loc":["body"],"msg":"JSON decode error: JSON parse error - Expectin'
+        'g property name enclosed in double quotes: line 1 column 2 (char 1)","type":"jso'
+        'n_invalid"}]}'
     ),
     'empty-object': (
         422,
-        '{"detail":[{"loc":["body","query"],"msg":"This field is required.","type":"required"}]'
-        '}'
+        '{"detail":[{"loc":["body","query"],"msg":"Field required","type":"missing"}]}'
     ),
     'unknown-keys': (
         422,
-        '{"detail":[{"loc":["body","alpha"],"msg":"unknown field \'alpha\'; accepted: query, budg'
-        'et, context, max_tokens, include, response_schema, tags, tags_match, tag_groups, apply'
-        '_all_directives, fact_types, exclude_mental_models, exclude_mental_model_ids, reflect_'
-        'search_observations_max_tokens, reflect_search_observations_include_entities","type":"'
-        'invalid"},{"loc":["body","mid"],"msg":"unknown field \'mid\'; accepted: query, budget, c'
-        'ontext, max_tokens, include, response_schema, tags, tags_match, tag_groups, apply_all_'
-        'directives, fact_types, exclude_mental_models, exclude_mental_model_ids, reflect_searc'
-        'h_observations_max_tokens, reflect_search_observations_include_entities","type":"inval'
-        'id"},{"loc":["body","zeta"],"msg":"unknown field \'zeta\'; accepted: query, budget, cont'
-        'ext, max_tokens, include, response_schema, tags, tags_match, tag_groups, apply_all_dir'
-        'ectives, fact_types, exclude_mental_models, exclude_mental_model_ids, reflect_search_o'
-        'bservations_max_tokens, reflect_search_observations_include_entities","type":"invalid"'
-        '}]}'
+        '{"detail":[{"loc":["body","zeta"],"msg":"Extra inputs are not permitted","type":'
+        '"extra_forbidden"},{"loc":["body","alpha"],"msg":"Extra inputs are not permitted'
+        '","type":"extra_forbidden"},{"loc":["body","mid"],"msg":"Extra inputs are not pe'
+        'rmitted","type":"extra_forbidden"}]}'
     ),
     'unknown-and-bad': (
         422,
-        '{"detail":[{"loc":["body","aa"],"msg":"unknown field \'aa\'; accepted: query, budget, co'
-        'ntext, max_tokens, include, response_schema, tags, tags_match, tag_groups, apply_all_d'
-        'irectives, fact_types, exclude_mental_models, exclude_mental_model_ids, reflect_search'
-        '_observations_max_tokens, reflect_search_observations_include_entities","type":"invali'
-        'd"},{"loc":["body","zz"],"msg":"unknown field \'zz\'; accepted: query, budget, context, '
-        'max_tokens, include, response_schema, tags, tags_match, tag_groups, apply_all_directiv'
-        'es, fact_types, exclude_mental_models, exclude_mental_model_ids, reflect_search_observ'
-        'ations_max_tokens, reflect_search_observations_include_entities","type":"invalid"}]}'
+        '{"detail":[{"loc":["body","zz"],"msg":"Extra inputs are not permitted","type":"e'
+        'xtra_forbidden"},{"loc":["body","aa"],"msg":"Extra inputs are not permitted","ty'
+        'pe":"extra_forbidden"},{"loc":["body","query"],"msg":"Input should be a valid st'
+        'ring","type":"string_type"},{"loc":["body","budget"],"msg":"Input should be \'low'
+        '\', \'mid\' or \'high\'","type":"literal_error"}]}'
     ),
     'query-int': (
         422,
-        '{"detail":[{"loc":["body","query"],"msg":"Input should be a valid string","type":"stri'
-        'ng_type"}]}'
+        '{"detail":[{"loc":["body","query"],"msg":"Input should be a valid string","type"'
+        ':"string_type"}]}'
     ),
     'query-blank': (
         422,
-        '{"detail":[{"loc":["body","query"],"msg":"query must not be blank","type":"invalid"}]}'
+        '{"detail":[{"loc":["body","query"],"msg":"String should have at least 1 non-blan'
+        'k character","type":"string_too_short"}]}'
     ),
     'query-empty': (
         422,
-        '{"detail":[{"loc":["body","query"],"msg":"This field may not be blank.","type":"blank"'
-        '}]}'
+        '{"detail":[{"loc":["body","query"],"msg":"String should have at least 1 characte'
+        'r","type":"string_too_short"}]}'
     ),
     'query-null': (
         422,
-        '{"detail":[{"loc":["body","query"],"msg":"This field may not be null.","type":"null"}]'
-        '}'
+        '{"detail":[{"loc":["body","query"],"msg":"Input should be a valid string","type"'
+        ':"string_type"}]}'
     ),
     'query-nul': (
         422,
-        '{"detail":[{"loc":["body","query"],"msg":"Null characters are not allowed.","type":"nu'
-        'll_characters_not_allowed"}]}'
+        '{"detail":[{"loc":["body","query"],"msg":"Null characters are not allowed.","typ'
+        'e":"null_characters_not_allowed"}]}'
     ),
     'budget': (
         422,
-        '{"detail":[{"loc":["body","budget"],"msg":"\\"x\\" is not a valid choice.","type":"inval'
-        'id_choice"}]}'
+        '{"detail":[{"loc":["body","budget"],"msg":"Input should be \'low\', \'mid\' or \'high'
+        '\'","type":"literal_error"}]}'
     ),
     'context-int': (
         422,
-        '{"detail":[{"loc":["body","context"],"msg":"Input should be a valid string","type":"st'
-        'ring_type"}]}'
+        '{"detail":[{"loc":["body","context"],"msg":"Input should be a valid string","typ'
+        'e":"string_type"}]}'
     ),
     'max-tokens-low': (
         422,
-        '{"detail":[{"loc":["body","max_tokens"],"msg":"Ensure this value is greater than or eq'
-        'ual to 1.","type":"min_value"}]}'
+        '{"detail":[{"loc":["body","max_tokens"],"msg":"Input should be greater than or e'
+        'qual to 1","type":"greater_than_equal"}]}'
     ),
     'max-tokens-high': (
         422,
-        '{"detail":[{"loc":["body","max_tokens"],"msg":"Ensure this value is less than or equal'
-        ' to 65536.","type":"max_value"}]}'
+        '{"detail":[{"loc":["body","max_tokens"],"msg":"Input should be less than or equa'
+        'l to 65536","type":"less_than_equal"}]}'
     ),
     'max-tokens-string': (
         422,
-        '{"detail":[{"loc":["body","max_tokens"],"msg":"A valid integer is required.","type":"i'
-        'nvalid"}]}'
+        '{"detail":[{"loc":["body","max_tokens"],"msg":"Input should be a valid integer",'
+        '"type":"int_type"}]}'
     ),
     'include-int': (
         422,
-        '{"detail":[{"loc":["body","include"],"msg":"Invalid data. Expected a dictionary, but g'
-        'ot int.","type":"invalid"}]}'
+        '{"detail":[{"loc":["body","include"],"msg":"Input should be a valid dictionary",'
+        '"type":"dict_type"}]}'
     ),
     'include-unknown': (
         422,
-        '{"detail":[{"loc":["body","include","z"],"msg":"unknown field \'z\'; accepted: facts, to'
-        'ol_calls","type":"invalid"}]}'
+        '{"detail":[{"loc":["body","include","z"],"msg":"Extra inputs are not permitted",'
+        '"type":"extra_forbidden"},{"loc":["body","include","facts","y"],"msg":"Extra inp'
+        'uts are not permitted","type":"extra_forbidden"},{"loc":["body","include","facts'
+        '","b"],"msg":"Extra inputs are not permitted","type":"extra_forbidden"},{"loc":['
+        '"body","include","tool_calls","x"],"msg":"Extra inputs are not permitted","type"'
+        ':"extra_forbidden"},{"loc":["body","include","tool_calls","output"],"msg":"Input'
+        ' should be a valid boolean","type":"bool_type"}]}'
     ),
     'include-facts-list': (
         422,
-        '{"detail":[{"loc":["body","include","facts"],"msg":"Invalid data. Expected a dictionar'
-        'y, but got list.","type":"invalid"}]}'
+        '{"detail":[{"loc":["body","include","facts"],"msg":"Input should be a valid dict'
+        'ionary","type":"dict_type"}]}'
     ),
     'response-schema-list': (
         422,
-        '{"detail":[{"loc":["body","response_schema"],"msg":"Expected a dictionary of items but'
-        ' got type \\"list\\".","type":"not_a_dict"}]}'
+        '{"detail":[{"loc":["body","response_schema"],"msg":"Input should be a valid dict'
+        'ionary","type":"dict_type"}]}'
     ),
     'response-schema-array': (
         422,
-        '{"detail":[{"loc":["body","response_schema"],"msg":"response_schema must be an object '
-        'schema (its \\"type\\" must be \\"object\\")","type":"value_error"}]}'
+        '{"detail":[{"loc":["body","response_schema"],"msg":"response_schema must be an o'
+        'bject schema (its \\"type\\" must be \\"object\\")","type":"value_error"}]}'
     ),
     'response-schema-props': (
         422,
-        '{"detail":[{"loc":["body","response_schema","properties","a"],"msg":"property type mus'
-        't be one of string, number, integer, boolean, array, object; got \'weird\'","type":"valu'
-        'e_error"},{"loc":["body","response_schema","required"],"msg":"required names propertie'
-        's that do not exist: c","type":"value_error"}]}'
+        '{"detail":[{"loc":["body","response_schema","properties","a"],"msg":"property ty'
+        'pe must be one of string, number, integer, boolean, array, object; got \'weird\'",'
+        '"type":"value_error"},{"loc":["body","response_schema","required"],"msg":"requir'
+        'ed names properties that do not exist: c","type":"value_error"}]}'
     ),
     'tags-and-groups': (
         422,
-        '{"detail":[{"loc":["body","tag_groups"],"msg":"tags and tag_groups are mutually exclus'
-        'ive; send one of them","type":"invalid"}]}'
+        '{"detail":[{"loc":["body","tag_groups"],"msg":"tags and tag_groups are mutually '
+        'exclusive; send one of them","type":"invalid"}]}'
     ),
     'tags-string': (
         422,
-        '{"detail":[{"loc":["body","tags"],"msg":"must be a list of strings or null","type":"li'
-        'st_type"}]}'
+        '{"detail":[{"loc":["body","tags"],"msg":"Input should be a valid list","type":"l'
+        'ist_type"}]}'
     ),
     'tags-match': (
         422,
-        '{"detail":[{"loc":["body","tags_match"],"msg":"must be one of any, all, any_strict, al'
-        'l_strict, exact; got \'nope\'","type":"literal_error"}]}'
+        '{"detail":[{"loc":["body","tags_match"],"msg":"Input should be \'any\', \'all\', \'an'
+        'y_strict\', \'all_strict\' or \'exact\'","type":"literal_error"}]}'
     ),
     'tag-groups-bad': (
         422,
-        '{"detail":[{"loc":["body","tag_groups",0,"x"],"msg":"unknown field(s) [\'x\'] in a tag g'
-        'roup leaf (allowed: tags, match, resolve)","type":"extra_forbidden"}]}'
+        '{"detail":[{"loc":["body","tag_groups",0,"x"],"msg":"unknown field(s) [\'x\'] in a'
+        ' tag group leaf (allowed: tags, match, resolve)","type":"extra_forbidden"}]}'
     ),
     'fact-types-bad': (
         422,
-        '{"detail":[{"loc":["body","fact_types",1],"msg":"must be one of world, experience, obs'
-        'ervation; got \'bogus\'","type":"literal_error"}]}'
+        '{"detail":[{"loc":["body","fact_types",1],"msg":"Input should be \'world\', \'exper'
+        'ience\', \'observation\' or \'opinion\'","type":"literal_error"}]}'
     ),
     'exclude-ids-ints': (
         422,
-        '{"detail":[{"loc":["body","exclude_mental_model_ids",0],"msg":"Input should be a valid'
-        ' string","type":"string_type"}]}'
+        '{"detail":[{"loc":["body","exclude_mental_model_ids",0],"msg":"Input should be a'
+        ' valid string","type":"string_type"}]}'
     ),
     'exclude-ids-string': (
         422,
-        '{"detail":[{"loc":["body","exclude_mental_model_ids"],"msg":"Expected a list of items '
-        'but got type \\"str\\".","type":"not_a_list"}]}'
+        '{"detail":[{"loc":["body","exclude_mental_model_ids"],"msg":"Input should be a v'
+        'alid list","type":"list_type"}]}'
     ),
     'observations-max-tokens': (
         422,
-        '{"detail":[{"loc":["body","reflect_search_observations_max_tokens"],"msg":"Ensure this'
-        ' value is greater than or equal to 1.","type":"min_value"}]}'
+        '{"detail":[{"loc":["body","reflect_search_observations_max_tokens"],"msg":"Input'
+        ' should be greater than or equal to 1","type":"greater_than_equal"}]}'
     ),
     'apply-all-directives': (
         422,
-        '{"detail":[{"loc":["body","apply_all_directives"],"msg":"Must be a valid boolean.","ty'
-        'pe":"invalid"}]}'
+        '{"detail":[{"loc":["body","apply_all_directives"],"msg":"Input should be a valid'
+        ' boolean","type":"bool_type"}]}'
     ),
     'exclude-mental-models': (
         422,
-        '{"detail":[{"loc":["body","exclude_mental_models"],"msg":"Must be a valid boolean.","t'
-        'ype":"invalid"}]}'
+        '{"detail":[{"loc":["body","exclude_mental_models"],"msg":"Input should be a vali'
+        'd boolean","type":"bool_type"}]}'
     ),
     'everything': (
         422,
-        '{"detail":[{"loc":["body","a"],"msg":"unknown field \'a\'; accepted: query, budget, cont'
-        'ext, max_tokens, include, response_schema, tags, tags_match, tag_groups, apply_all_dir'
-        'ectives, fact_types, exclude_mental_models, exclude_mental_model_ids, reflect_search_o'
-        'bservations_max_tokens, reflect_search_observations_include_entities","type":"invalid"'
-        '},{"loc":["body","b"],"msg":"unknown field \'b\'; accepted: query, budget, context, max_'
-        'tokens, include, response_schema, tags, tags_match, tag_groups, apply_all_directives, '
-        'fact_types, exclude_mental_models, exclude_mental_model_ids, reflect_search_observatio'
-        'ns_max_tokens, reflect_search_observations_include_entities","type":"invalid"}]}'
+        '{"detail":[{"loc":["body","b"],"msg":"Extra inputs are not permitted","type":"ex'
+        'tra_forbidden"},{"loc":["body","a"],"msg":"Extra inputs are not permitted","type'
+        '":"extra_forbidden"},{"loc":["body","query"],"msg":"Input should be a valid stri'
+        'ng","type":"string_type"},{"loc":["body","budget"],"msg":"Input should be \'low\','
+        ' \'mid\' or \'high\'","type":"literal_error"},{"loc":["body","context"],"msg":"Input'
+        ' should be a valid string","type":"string_type"},{"loc":["body","max_tokens"],"m'
+        'sg":"Input should be greater than or equal to 1","type":"greater_than_equal"},{"'
+        'loc":["body","include","q"],"msg":"Extra inputs are not permitted","type":"extra'
+        '_forbidden"},{"loc":["body","include","tool_calls","output"],"msg":"Input should'
+        ' be a valid boolean","type":"bool_type"},{"loc":["body","response_schema"],"msg"'
+        ':"Input should be a valid dictionary","type":"dict_type"},{"loc":["body","exclud'
+        'e_mental_model_ids",0],"msg":"Input should be a valid string","type":"string_typ'
+        'e"}]}'
     ),
     'unknown-missing-bank': (
         422,
-        '{"detail":[{"loc":["body","x"],"msg":"unknown field \'x\'; accepted: query, budget, cont'
-        'ext, max_tokens, include, response_schema, tags, tags_match, tag_groups, apply_all_dir'
-        'ectives, fact_types, exclude_mental_models, exclude_mental_model_ids, reflect_search_o'
-        'bservations_max_tokens, reflect_search_observations_include_entities","type":"invalid"'
-        '}]}'
+        '{"detail":[{"loc":["body","x"],"msg":"Extra inputs are not permitted","type":"ex'
+        'tra_forbidden"}]}'
     ),
 }
 

@@ -1,0 +1,499 @@
+"""Capacity (on demand; not a test): many refreshes in flight per worker at little memory and CPU.
+
+Starts ``make run``'s stack with its defaults (``python -m hindsight.devstack run``: embedded
+PostgreSQL and Valkey, the API under gunicorn, one Celery worker with the settings' pool and
+slots, celery-beat, the local embedder) in a scratch data folder, pointed at the scripted
+OpenAI-compatible LLM of bench/chaos.py (tests/fakes/llm_server.py) running in this process —
+its CPU is the LLM's, not the stack's. Then:
+
+1. ``--models`` (64) mental models in one bank (a few memories retained first), their first
+   refreshes drained;
+2. CPU per refresh: every model refreshed at once with the LLM answering at once (0 ms);
+   CPU-seconds of the whole stack (every process of the tree: API, worker, beat, PostgreSQL,
+   Valkey, and what they reaped) divided by the refreshes;
+3. for each ``--llm-seconds`` (1, 2): every model refreshed at once with the LLM answering each
+   call in that many seconds: refreshes/s (first POST → last completion), chat calls in flight
+   at the peak (counted at the scripted server), LLM calls per refresh, peak PSS of the whole
+   stack (``/proc/<pid>/smaps_rollup``, sampled every 0.2 s), refreshes/s per slot;
+4. CPU per retained fact: ``--facts`` (200) items retained with LLM extraction (0 ms), CPU of
+   the stack divided by the facts stored.
+
+It prints the figures next to upstream 1.1.0's as issue 25 measured them on this machine
+(``WORKER_MAX_SLOTS=64``; upstream is not started here — see ``UPSTREAM`` below) with the
+ratios and the targets (≥ 3× refreshes/s, ≤ 1.5× peak PSS, ≤ ⅓ CPU per refresh).
+
+    .venv/bin/python bench/bench_capacity.py
+    .venv/bin/python bench/bench_capacity.py --models 32 --llm-seconds 1 --facts 50 --json out.json
+    HINDSIGHT_API_WORKER_POOL=prefork HINDSIGHT_API_WORKER_CONCURRENCY=4 \\
+        .venv/bin/python bench/bench_capacity.py --stack-args "--web-workers 2"  # the old default
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "bench"))
+sys.path.insert(0, str(REPO))
+
+from chaos import ChaosLLM  # noqa: E402  (a sibling script, after the path insert)
+
+from hindsight.devstack.servers import free_port  # noqa: E402
+from tests.fakes.llm_server import Reply  # noqa: E402
+
+# Upstream 1.1.0 on this machine, as issue 25's table gives it (ranges of its runs).
+UPSTREAM = {
+    "cpu_per_refresh": (0.197, 0.204),
+    "cpu_per_fact": (0.016, 0.018),
+    "refreshes_per_second": (2.68, 3.45),
+    "chat_in_flight": (27, 32),
+    "llm_calls_per_refresh": (5.8, 6.6),
+    "peak_pss_mb": (594, 698),
+}
+TICKS = os.sysconf("SC_CLK_TCK")
+FACTS_PER_ITEM = 2  # what the scripted extraction answers for each retained item
+
+
+def log(message: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", flush=True)
+
+
+class CapacityLLM(ChaosLLM):
+    """The chaos LLM with a fixed answer time, counting the chat calls in flight."""
+
+    def __init__(self) -> None:
+        super().__init__(delay=(0.0, 0.0))
+        self.seconds = 0.0
+        self.in_flight = 0
+        self.peak = 0
+        self.calls = 0
+        self.guard = threading.Lock()
+
+    def respond(self, body: dict[str, Any]) -> Reply:
+        with self.guard:
+            self.in_flight += 1
+            self.calls += 1
+            self.peak = max(self.peak, self.in_flight)
+            seconds = self.seconds
+        try:
+            if seconds:
+                time.sleep(seconds)
+            fmt = body.get("response_format") or {}
+            if (fmt.get("json_schema") or {}).get("name") == "retain_facts":
+                return Reply.json({"facts": [
+                    {"text": f"Fact {n} {uuid.uuid4().hex[:8]} about the team.",
+                     "fact_type": "world", "occurred_start": None, "occurred_end": None}
+                    for n in range(FACTS_PER_ITEM)]})
+            return super().respond(body)
+        finally:
+            with self.guard:
+                self.in_flight -= 1
+
+    def phase(self, seconds: float) -> None:
+        with self.guard:
+            self.seconds, self.peak, self.calls = seconds, 0, 0
+
+
+# ---------------------------------------------------------------------------------------------
+# The stack's processes: CPU and PSS
+
+
+def _tree(root: int) -> list[int]:
+    parents: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+            parents.setdefault(ppid, []).append(int(entry))
+    out, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        out.append(pid)
+        todo.extend(parents.get(pid, []))
+    return out
+
+
+def _role(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            argv = f.read().decode(errors="replace").split("\0")
+    except OSError:
+        return "?"
+    text = " ".join(argv)
+    for needle, role in (("celery -A hindsight worker", "worker"), ("celery -A hindsight beat", "beat"),
+                         ("gunicorn", "api"), ("hindsight.devstack", "devstack"),
+                         ("postgres", "postgresql"), ("valkey", "valkey")):
+        if needle in text:
+            return role
+    return os.path.basename(argv[0]) or "?"
+
+
+def stack_cpu_by_role(root: int) -> dict[str, float]:
+    """CPU-seconds per role (``_role``) of the tree: utime + stime of every process, with what
+    each reaped (cutime + cstime: PostgreSQL backends that exited, for one)."""
+    roles: dict[str, float] = {}
+    for pid in _tree(root):
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        role = _role(pid)
+        roles[role] = roles.get(role, 0.0) + sum(int(fields[i]) for i in (11, 12, 13, 14)) / TICKS
+    return roles
+
+
+def stack_cpu_seconds(root: int) -> float:
+    return sum(stack_cpu_by_role(root).values())
+
+
+def stack_pss_mb(root: int) -> float:
+    total = 0
+    for pid in _tree(root):
+        try:
+            with open(f"/proc/{pid}/smaps_rollup") as f:
+                for line in f:
+                    if line.startswith("Pss:"):
+                        total += int(line.split()[1])
+                        break
+        except OSError:
+            continue
+    return total / 1024
+
+
+def stack_breakdown(root: int) -> dict[str, tuple[int, float]]:
+    """PSS (MB) and process count per role of the stack."""
+    roles: dict[str, tuple[int, float]] = {}
+    for pid in _tree(root):
+        try:
+            with open(f"/proc/{pid}/smaps_rollup") as f:
+                pss = next(int(line.split()[1]) for line in f if line.startswith("Pss:"))
+        except (OSError, StopIteration):
+            continue
+        count, mb = roles.get(_role(pid), (0, 0.0))
+        roles[_role(pid)] = (count + 1, mb + pss / 1024)
+    return {role: (n, round(mb, 1)) for role, (n, mb) in sorted(roles.items())}
+
+
+class PssSampler(threading.Thread):
+    def __init__(self, root: int):
+        super().__init__(daemon=True)
+        self.root = root
+        self.peak = 0.0
+        self.at_peak: dict[str, tuple[int, float]] = {}
+        self.stopped = threading.Event()
+
+    def run(self) -> None:
+        while not self.stopped.is_set():
+            now = stack_pss_mb(self.root)
+            if now > self.peak:
+                self.peak, self.at_peak = now, stack_breakdown(self.root)
+            self.stopped.wait(0.2)
+
+    def stop(self) -> float:
+        self.stopped.set()
+        self.join()
+        return self.peak
+
+
+# ---------------------------------------------------------------------------------------------
+# The run
+
+
+class Capacity:
+    def __init__(self, args: argparse.Namespace):
+        self.args = args
+        self.llm = CapacityLLM()
+        self.scratch = Path(tempfile.mkdtemp(prefix="capacity-"))
+        self.port = free_port()
+        self.base_url = f"http://127.0.0.1:{self.port}"
+        self.process: subprocess.Popen[bytes] | None = None
+        self.database_url = ""
+        self.bank = f"cap-{uuid.uuid4().hex[:6]}"
+        self.models: list[str] = []
+
+    # the stack ---------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        env = {
+            **os.environ,
+            "HINDSIGHT_DEVSTACK_DATA_DIR": str(self.scratch),
+            "HINDSIGHT_API_PORT": str(self.port),
+            "HINDSIGHT_API_LLM_PROVIDER": "openai",
+            "HINDSIGHT_API_LLM_BASE_URL": self.llm.server.base_url,
+            "HINDSIGHT_API_LLM_API_KEY": "capacity",
+            "HINDSIGHT_API_LLM_MODEL": "scripted",
+            "HINDSIGHT_API_LLM_MAX_RETRIES": "0",
+            "PYTHONUNBUFFERED": "1",
+        }
+        for name in ("HINDSIGHT_API_DATABASE_URL", "HINDSIGHT_API_REDIS_URL"):
+            env.pop(name, None)  # make run's embedded servers
+        out = open(self.scratch / "stack.log", "ab")  # noqa: SIM115 - the child keeps it
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "hindsight.devstack", "run", *self.args.stack_args.split()],
+            cwd=REPO, env=env,
+            stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        deadline = time.monotonic() + 180
+        while True:
+            text = (self.scratch / "stack.log").read_text(errors="replace")
+            if " ready." in text:
+                try:
+                    with urllib.request.urlopen(self.base_url + "/health", timeout=2):
+                        break
+                except OSError:
+                    pass
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"the stack did not start:\n{text[-4000:]}")
+            time.sleep(0.5)
+        servers = json.loads((self.scratch / "servers.json").read_text())
+        self.database_url = servers["database_url"]
+        worker = next((line for line in text.splitlines() if ".> concurrency:" in line), "")
+        log(f"stack up ({worker.strip(' -.>')}); data in {self.scratch}")
+        self.worker_line = worker.strip(" -.>")
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(60)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, signal.SIGKILL)
+        self.llm.server.stop()
+        if not self.args.keep:
+            shutil.rmtree(self.scratch, ignore_errors=True)
+
+    # HTTP and the database ---------------------------------------------------------------------
+
+    def call(self, method: str, path: str, body: Any = None) -> Any:
+        request = urllib.request.Request(self.base_url + path, method=method,
+                                         data=None if body is None else json.dumps(body).encode())
+        request.add_header("Content-Type", "application/json")
+        with urllib.request.urlopen(request, timeout=300) as response:
+            return json.loads(response.read() or b"null")
+
+    def wait_done(self, op_ids: list[str], timeout: float = 900) -> float:
+        import psycopg
+
+        deadline = time.monotonic() + timeout
+        with psycopg.connect(self.database_url, autocommit=True) as conn:
+            while True:
+                (left,) = conn.execute(
+                    "SELECT count(*) FROM operations_operation WHERE id = ANY(%s::uuid[]) "
+                    "AND status NOT IN ('completed', 'failed', 'cancelled')", [op_ids]).fetchone()
+                if left == 0:
+                    done = time.monotonic()
+                    (failed,) = conn.execute(
+                        "SELECT count(*) FROM operations_operation WHERE id = ANY(%s::uuid[]) "
+                        "AND status <> 'completed'", [op_ids]).fetchone()
+                    if failed:
+                        log(f"warning: {failed} of {len(op_ids)} operations did not complete")
+                    return done
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"{left} operations still running after {timeout}s")
+                time.sleep(0.05)
+
+    def count_memories(self) -> int:
+        import psycopg
+
+        with psycopg.connect(self.database_url, autocommit=True) as conn:
+            (n,) = conn.execute("SELECT count(*) FROM banks_memoryunit WHERE bank_id = %s",
+                                [self.bank]).fetchone()
+        return int(n)
+
+    # phases ------------------------------------------------------------------------------------
+
+    def seed(self) -> None:
+        self.call("PUT", f"/v1/default/banks/{self.bank}", {"name": self.bank})
+        self.call("POST", f"/v1/default/banks/{self.bank}/memories", {"items": [
+            {"content": f"The team ships release {i} on Fridays after review.", "tags": ["team"],
+             "strategy": "verbatim"} for i in range(8)]})
+        self.llm.phase(0.0)
+        op_ids = []
+        for i in range(self.args.models):
+            mm_id = f"m{i}-{uuid.uuid4().hex[:4]}"
+            answer = self.call("POST", f"/v1/default/banks/{self.bank}/mental-models", {
+                "id": mm_id, "name": mm_id, "tags": ["team"],
+                "source_query": f"How does the team work? [chaos:{mm_id}]"})
+            self.models.append(mm_id)
+            op_ids.append(answer["operation_id"])
+        self.wait_done(op_ids)
+        log(f"{len(self.models)} models created, first refreshes drained")
+
+    def worker_pid(self) -> int:
+        root = self.process.pid if self.process else 0
+        return next(p for p in _tree(root) if _role(p) == "worker")
+
+    def burst(self, llm_seconds: float, rounds: int = 1) -> dict[str, Any]:
+        """Every model refreshed at once, ``rounds`` times in a row (CPU summed over them)."""
+        self.llm.phase(llm_seconds)
+        root = self.process.pid if self.process else 0
+        spy = None
+        if self.args.profile and llm_seconds == 0.0:
+            # py-spy (pip install py-spy) samples the worker while the refreshes run.
+            spy = subprocess.Popen([str(Path(sys.executable).parent / "py-spy"), "record",
+                                    "-p", str(self.worker_pid()), "-o", self.args.profile,
+                                    "-f", "raw", "-r", "200", "--nonblocking"],
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            time.sleep(1.0)
+        cpu_before = stack_cpu_seconds(root)
+        roles_before = stack_cpu_by_role(root)
+        sampler = PssSampler(root)
+        sampler.start()
+        started = time.monotonic()
+        op_ids: list[str] = []
+        for _ in range(rounds):
+            with ThreadPoolExecutor(16) as pool:
+                answers = list(pool.map(
+                    lambda mm: self.call("POST", f"/v1/default/banks/{self.bank}/mental-models/"
+                                                  f"{mm}/refresh", {}), self.models))
+            ids = [a["operation_id"] for a in answers]
+            done = self.wait_done(ids)
+            op_ids += ids
+        elapsed = done - started
+        cpu = stack_cpu_seconds(root) - cpu_before
+        roles_after = stack_cpu_by_role(root)
+        peak_pss = sampler.stop()
+        if spy is not None:
+            spy.send_signal(signal.SIGINT)
+            spy.wait(60)
+            log(f"worker profile written to {self.args.profile}")
+        return {
+            "llm_seconds": llm_seconds,
+            "refreshes": len(op_ids),
+            "elapsed_seconds": round(elapsed, 2),
+            "refreshes_per_second": round(len(op_ids) / elapsed, 2),
+            "chat_in_flight_peak": self.llm.peak,
+            "llm_calls_per_refresh": round(self.llm.calls / len(op_ids), 2),
+            "cpu_per_refresh": round(cpu / len(op_ids), 4),
+            "cpu_per_refresh_by_role": {
+                role: round((roles_after[role] - roles_before.get(role, 0.0)) / len(op_ids), 4)
+                for role in roles_after},
+            "peak_pss_mb": round(peak_pss, 1),
+            "peak_pss_by_role": {role: f"{n} process(es), {mb} MB"
+                                 for role, (n, mb) in sampler.at_peak.items()},
+        }
+
+    def facts(self) -> dict[str, Any]:
+        self.llm.phase(0.0)
+        root = self.process.pid if self.process else 0
+        before_rows = self.count_memories()
+        cpu_before = stack_cpu_seconds(root)
+        per_request = 20
+        for start in range(0, self.args.facts, per_request):
+            self.call("POST", f"/v1/default/banks/{self.bank}/memories", {"items": [
+                {"content": f"On day {start + i} Alice reviewed the budget and Bob shipped the "
+                            f"release {uuid.uuid4().hex[:6]}.", "tags": ["team"]}
+                for i in range(min(per_request, self.args.facts - start))]})
+        cpu = stack_cpu_seconds(root) - cpu_before
+        stored = self.count_memories() - before_rows
+        return {"items": self.args.facts, "facts_stored": stored,
+                "cpu_per_fact": round(cpu / max(stored, 1), 4)}
+
+    def run(self) -> dict[str, Any]:
+        try:
+            self.start()
+            self.seed()
+            result: dict[str, Any] = {"worker": self.worker_line,
+                                      "load": os.getloadavg()[0]}
+            instant = self.burst(0.0, rounds=self.args.instant_rounds)
+            log(f"LLM 0 ms: {instant}")
+            result["cpu_per_refresh"] = instant["cpu_per_refresh"]
+            result["instant"] = instant
+            result["bursts"] = []
+            for seconds in self.args.llm_seconds:
+                burst = self.burst(seconds)
+                log(f"LLM {seconds:g} s: {burst}")
+                result["bursts"].append(burst)
+            if self.args.facts:
+                result["facts"] = self.facts()
+                log(f"facts: {result['facts']}")
+            result["load_after"] = os.getloadavg()[0]
+            return result
+        finally:
+            self.stop()
+
+
+def _ratio(ours: float, theirs: tuple[float, float]) -> str:
+    low, high = theirs
+    return f"{ours / high:.2f}–{ours / low:.2f}×"
+
+
+def report(result: dict[str, Any]) -> str:
+    lines = [f"worker: {result['worker']}; load average (1 min) {result['load']:.1f} before, "
+             f"{result['load_after']:.1f} after",
+             "", f"{'':38} {'here':>10} {'upstream 1.1.0 (issue 25)':>26} {'ratio':>14}"]
+
+    def row(name: str, ours: float, key: str) -> None:
+        low, high = UPSTREAM[key]
+        lines.append(f"{name:38} {ours:>10g} {f'{low:g}–{high:g}':>26} {_ratio(ours, UPSTREAM[key]):>14}")
+
+    row("CPU-seconds per refresh (LLM 0 ms)", result["cpu_per_refresh"], "cpu_per_refresh")
+    if "facts" in result:
+        row("CPU-seconds per retained fact", result["facts"]["cpu_per_fact"], "cpu_per_fact")
+    for burst in result["bursts"]:
+        s = burst["llm_seconds"]
+        lines.append(f"-- {burst['refreshes']} models refreshed at once, LLM {s:g} s per call")
+        if s == 1.0:
+            row("  refreshes/s", burst["refreshes_per_second"], "refreshes_per_second")
+            row("  chat calls in flight at the peak", burst["chat_in_flight_peak"], "chat_in_flight")
+            row("  LLM calls per refresh", burst["llm_calls_per_refresh"], "llm_calls_per_refresh")
+            row("  peak PSS of the whole stack (MB)", burst["peak_pss_mb"], "peak_pss_mb")
+        else:
+            for key in ("refreshes_per_second", "chat_in_flight_peak", "llm_calls_per_refresh",
+                        "peak_pss_mb"):
+                lines.append(f"  {key:36} {burst[key]:>10g}")
+        lines.append(f"  {'CPU-seconds per refresh':36} {burst['cpu_per_refresh']:>10g}")
+    one = next((b for b in result["bursts"] if b["llm_seconds"] == 1.0), None)
+    if one:
+        rps_low = one["refreshes_per_second"] / UPSTREAM["refreshes_per_second"][1]
+        pss_high = one["peak_pss_mb"] / UPSTREAM["peak_pss_mb"][0]
+        cpu_high = result["cpu_per_refresh"] / UPSTREAM["cpu_per_refresh"][0]
+        lines += ["", "targets against upstream's least favourable run: "
+                  f"refreshes/s ≥ 3× ({rps_low:.2f}×: {'met' if rps_low >= 3 else 'NOT met'}), "
+                  f"peak PSS ≤ 1.5× ({pss_high:.2f}×: {'met' if pss_high <= 1.5 else 'NOT met'}), "
+                  f"CPU/refresh ≤ ⅓ ({cpu_high:.2f}×: {'met' if cpu_high <= 1 / 3 else 'NOT met'})"]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--models", type=int, default=64)
+    parser.add_argument("--llm-seconds", type=lambda s: [float(x) for x in s.split(",")],
+                        default=[1.0, 2.0])
+    parser.add_argument("--facts", type=int, default=200)
+    parser.add_argument("--json", help="also write the figures to this file")
+    parser.add_argument("--keep", action="store_true", help="keep the scratch data folder")
+    parser.add_argument("--stack-args", default="",
+                        help="extra arguments of `python -m hindsight.devstack run`")
+    parser.add_argument("--instant-rounds", type=int, default=3,
+                        help="bursts with the LLM at 0 ms that CPU per refresh is averaged over")
+    parser.add_argument("--profile", help="py-spy's samples of the worker during the 0 ms "
+                                          "bursts, to this file (collapsed stacks)")
+    args = parser.parse_args(argv)
+    result = Capacity(args).run()
+    print(report(result))
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

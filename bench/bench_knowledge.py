@@ -1,0 +1,241 @@
+"""Knowledge-base tree benchmark (run on demand; not a test).
+
+For a bank of 100 and one of 1,000 pages (in folders two levels deep, a tenth of them folders),
+over HTTP against a real API process (gunicorn, 2 workers): ``GET …/knowledge-base/tree``
+latency p50 / p95 / max, the time per page, the response size, and the SQL query count of one
+such request (counted in-process with Django's ``CaptureQueriesContext`` on the same database).
+Each bank holds ``--memories`` memories (default 20,000, seeded by ``COPY`` with random tags,
+fact types and synthetic vectors) and its pages random tags, tag modes, fact types and
+watermarks (a third never refreshed, a third half-way, a third past every memory), so the
+per-page ``is_stale`` has real scope queries to answer. The staleness rule probes once per
+distinct scope (tags x tags_match x fact_types), so ``--scopes`` sets how many the pages share
+(default 20, a bank's handful of topics; 0 gives every page its own: the worst case). The last lines print the 1,000 / 100
+ratios: the query count stays flat, the time grows with the nodes rendered.
+
+By default it starts its own embedded PostgreSQL on a free port (throw-away data) and migrates;
+``--database-url`` reuses a migrated server (the benchmark writes ``bench-kb-*`` banks).
+
+    .venv/bin/python bench/bench_knowledge.py
+    .venv/bin/python bench/bench_knowledge.py --scopes 0          # every page its own scope
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import random
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+import uuid
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+TAGS = ["team", "ops", "eng", "sales", "hr", "user:alice", "user:bob", "project:x", "project:y"]
+MODES = ["any", "all", "any_strict", "all_strict", "exact", None]
+FACT_TYPES = [None, ["world"], ["observation"], ["world", "experience"]]
+
+
+def _percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _get(url: str) -> bytes:
+    with urllib.request.urlopen(url, timeout=600) as response:
+        return response.read()
+
+
+def seed_memories(database_url: str, bank_id: str, count: int, rng: random.Random) -> None:
+    """``count`` memories by ``COPY``, random tags and fact types, no vectors (staleness reads
+    tags, fact types and stamps only; an HNSW index would make the COPY minutes long)."""
+    import psycopg
+
+    with psycopg.connect(database_url) as conn, conn.cursor() as cur, cur.copy(
+        "COPY banks_memoryunit (id, bank_id, text, context, fact_type, tags, metadata, entities,"
+        " source_memory_ids) FROM STDIN"
+    ) as copy:
+        for i in range(count):
+            copy.write_row([uuid.uuid4(), bank_id, f"Memory {i} about {rng.choice(TAGS)}.",
+                            "bench", rng.choice(("world", "world", "experience", "observation")),
+                            rng.sample(TAGS, rng.randint(0, 2)), "{}", [], []])
+
+
+def _scope(rng: random.Random) -> tuple[list[str], dict[str, Any]]:
+    from mentalmodels.triggers import trigger_normalize
+
+    trigger = trigger_normalize({"tags_match": rng.choice(MODES),
+                                 "fact_types": rng.choice(FACT_TYPES), "mode": "delta"})
+    return rng.sample(TAGS, rng.randint(0, 2)), trigger
+
+
+def seed_tree(database_url: str, bank_id: str, pages: int, scopes: int,
+              rng: random.Random) -> None:
+    """``pages`` pages (mental-model rows and their nodes) under ``pages // 10`` folders, their
+    scopes drawn from ``scopes`` distinct ones (0: each page its own random scope)."""
+    import psycopg
+
+    pool = [_scope(rng) for _ in range(scopes)]
+    with psycopg.connect(database_url) as conn, conn.cursor() as cur:
+        cur.execute("SELECT min(updated_at), max(updated_at) FROM banks_memoryunit "
+                    "WHERE bank_id = %s", [bank_id])
+        low, high = cur.fetchone()
+        folders: list[str] = []
+        for i in range(max(1, pages // 10)):
+            folder = f"kf-{uuid.uuid4().hex}"
+            # Half the folders nest under an earlier one: two levels deep.
+            parent = rng.choice(folders[: max(1, len(folders) // 2)]) if folders and i % 2 else None
+            cur.execute("INSERT INTO knowledge_knowledgenode (id, bank_id, parent_id, kind, name) "
+                        "VALUES (%s, %s, %s, 'folder', %s)", [folder, bank_id, parent, f"F{i:04d}"])
+            folders.append(folder)
+        for i in range(pages):
+            kind = i % 3
+            watermark = None if kind == 0 else (low + (high - low) / 2 if kind == 1 else high)
+            tags, trigger = rng.choice(pool) if pool else _scope(rng)
+            cur.execute(
+                "INSERT INTO mentalmodels_mentalmodel (bank_id, mental_model_id, name, source_query,"
+                " content, tags, max_tokens, trigger, last_refreshed_at, last_memory_seen_at,"
+                " embedding_model, embedding_content_hash) VALUES (%s, %s, %s, %s, %s, %s, 4096,"
+                " %s, %s, %s, '', '') RETURNING uid",
+                [bank_id, f"mm-{uuid.uuid4().hex}", f"Page {i}", f"What about topic {i}?",
+                 f"## Page {i}\n\n" + " ".join(rng.sample(TAGS, 3)) * 20,
+                 tags, json.dumps(trigger), watermark, watermark])
+            (uid,) = cur.fetchone()
+            cur.execute(
+                "INSERT INTO knowledge_knowledgenode (id, bank_id, parent_id, kind, name,"
+                " mental_model_id) VALUES (%s, %s, %s, 'page', %s, %s)",
+                [f"kp-{uuid.uuid4().hex}", bank_id, rng.choice([None, *folders]), f"Page {i:05d}",
+                 uid])
+        conn.commit()
+
+
+def count_tree_queries(bank_id: str) -> int:
+    from django.db import connection
+    from django.test import Client
+    from django.test.utils import CaptureQueriesContext
+
+    with CaptureQueriesContext(connection) as captured:
+        response = Client().get(f"/v1/default/banks/{bank_id}/knowledge-base/tree")
+    assert response.status_code == 200, response.content[:300]
+    return len(captured.captured_queries)
+
+
+def bench_tree(base: str, bank_id: str, pages: int, runs: int) -> dict[str, float]:
+    url = f"{base}/v1/default/banks/{bank_id}/knowledge-base/tree"
+    body = _get(url)  # warm
+    times = []
+    for _ in range(runs):
+        started = time.perf_counter()
+        body = _get(url)
+        times.append((time.perf_counter() - started) * 1000)
+    tree = json.loads(body)
+    stale = sum(1 for _ in _pages(tree["roots"]) if _["is_stale"])
+    queries = count_tree_queries(bank_id)
+    p50 = _percentile(times, 0.5)
+    print(f"{pages:5d} pages: p50 {p50:7.1f} ms  p95 {_percentile(times, 0.95):7.1f} ms  "
+          f"max {max(times):7.1f} ms  {1000 * p50 / pages:6.1f} µs/page  {queries} SQL queries  "
+          f"{len(body) / 1024:6.0f} KiB  ({stale} stale)")
+    return {"p50": p50, "queries": queries}
+
+
+def _pages(nodes: list[dict[str, Any]]) -> Any:
+    for node in nodes:
+        if node["kind"] == "page":
+            yield node
+        yield from _pages(node["children"])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--database-url")
+    parser.add_argument("--memories", type=int, default=20_000)
+    parser.add_argument("--runs", type=int, default=20)
+    parser.add_argument("--scopes", type=int, default=20,
+                        help="distinct page scopes (tags x tags_match x fact_types); 0: every "
+                             "page its own random one (the staleness query's worst case)")
+    parser.add_argument("--random-seed", type=int, default=7)
+    args = parser.parse_args()
+    rng = random.Random(args.random_seed)
+
+    scratch = Path(tempfile.mkdtemp(prefix="bench-kb-"))
+    servers = []
+    if not args.database_url:
+        from hindsight.devstack.servers import EmbeddedPostgres, free_port, reachable_base
+
+        pg = EmbeddedPostgres(reachable_base(scratch) / "pg", free_port(), durable=False)
+        pg.start()
+        servers.append(pg)
+        args.database_url = pg.url
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "hindsight.settings",
+           "HINDSIGHT_API_DATABASE_URL": args.database_url,
+           "HINDSIGHT_API_REDIS_URL": "redis://127.0.0.1:1/0"}  # the tree publishes nothing
+    os.environ.update(env)
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    api = None
+    try:
+        call_command("migrate", verbosity=0)
+        port = _free_port()
+        base = f"http://127.0.0.1:{port}"
+        api = subprocess.Popen(
+            [sys.executable, "-m", "gunicorn", "hindsight.wsgi:application", "-b",
+             f"127.0.0.1:{port}", "-w", "2", "--log-level", "warning"],
+            cwd=REPO, env=env, stdout=open(scratch / "api.log", "ab"), stderr=subprocess.STDOUT,
+            start_new_session=True)
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                _get(base + "/health")
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
+        print(f"# cores: {os.cpu_count()}  memories per bank {args.memories:,}  runs {args.runs}  "
+              f"distinct page scopes {args.scopes or 'one per page'}")
+        import psycopg
+
+        results = {}
+        for pages in (100, 1000):
+            bank_id = f"bench-kb-{pages}-{uuid.uuid4().hex[:6]}"
+            with psycopg.connect(args.database_url) as conn:
+                conn.execute("INSERT INTO banks_bank (id, name, mission, disposition, config) "
+                             "VALUES (%s, '', '', '{}', '{}')", [bank_id])
+            seed_memories(args.database_url, bank_id, args.memories, rng)
+            seed_tree(args.database_url, bank_id, pages, args.scopes, rng)
+            with psycopg.connect(args.database_url) as conn:
+                conn.execute("ANALYZE")
+            results[pages] = bench_tree(base, bank_id, pages, args.runs)
+        small, large = results[100], results[1000]
+        print(f"1,000 / 100 pages: SQL queries {large['queries'] / small['queries']:.2f}x, "
+              f"p50 {large['p50'] / small['p50']:.2f}x (nodes rendered: 10.00x)")
+    finally:
+        if api is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(api.pid, signal.SIGTERM)
+            api.wait(timeout=30)
+        for server in servers:
+            server.stop()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,124 @@
+"""The one write of a refresh's result: a single fenced transaction (``job.finishing()``: the
+fence check on the key's lease, the model row, the operation's completion) that stores the
+document and its structure (DL-1), the watermark, the timestamps, ``reflect_response`` and the
+version history. A job whose fence moved on (an edit, a newer claim) writes nothing
+(``FenceLost``); a model deleted meanwhile is the same. There is no unfenced path.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from hindsight.db import ClockTimestamp
+from hindsight.embeddings import get_embedder
+from mentalmodels.document import render_json, split
+from mentalmodels.models import MentalModel
+from mentalmodels.reflect.mm_search import content_hash, embedding_text
+from mentalmodels.refresh.answer import normalise_based_on
+from mentalmodels.refresh_types import Outcome, Plan, RefreshMode, RefreshOutcome
+from mentalmodels.services import history_record_version
+from operations.errors import FenceLost
+
+if TYPE_CHECKING:
+    from operations.jobs import Job
+
+
+def _embed(model: MentalModel, content: str) -> dict[str, Any]:
+    """The new document's embedding, computed before the write transaction (no I/O inside)."""
+    if not content.strip():
+        return {}
+    try:
+        text = embedding_text(MentalModel(name=model.name, content=content))
+        embedder = get_embedder()
+        (vector,) = embedder.embed([text])
+        profile = embedder.profile
+    except Exception:  # reflect re-embeds lazily: a missing vector is not worth a failure
+        return {}
+    return {
+        "embedding": vector,
+        "embedding_model": profile.model,
+        "embedding_dimensions": profile.dimensions,
+        "embedding_content_hash": content_hash(text),
+    }
+
+
+def refresh_persist(plan: Plan, decided: Outcome, trace: dict[str, Any], job: Job) -> None:
+    """Store ``decided`` and complete ``job``, in one fenced transaction."""
+    content_changes = decided.content != (plan.model.content or "")
+    embedding = _embed(plan.model, decided.content) if content_changes else {}
+    with job.finishing():
+        model = MentalModel.objects.select_for_update().filter(uid=plan.model.uid).first()
+        if model is None:
+            raise FenceLost(f"mental model {plan.model.mental_model_id} was deleted")
+        previous_response = model.reflect_response
+        fields = ["last_refreshed_at", "last_refresh_failed_at", "last_refresh_source_query",
+                  "reflect_response", "updated_at"]
+        model.last_refreshed_at = ClockTimestamp()
+        model.last_refresh_failed_at = None
+        if decided.outcome in (RefreshOutcome.CONTENT_WRITTEN,
+                               RefreshOutcome.CONTENT_UNCHANGED) or not (
+            model.content or ""
+        ).strip():
+            # The query this document now answers (DL-5 compares against it). A refresh that
+            # kept the old document did not apply a changed query: the next one must still
+            # fall back to full for it.
+            model.last_refresh_source_query = plan.model.source_query
+        model.updated_at = ClockTimestamp()
+        if plan.effective_mode == RefreshMode.FULL:
+            model.last_full_refreshed_at = ClockTimestamp()
+            fields.append("last_full_refreshed_at")
+        if decided.watermark is not None:
+            model.last_memory_seen_at = decided.watermark
+            fields.append("last_memory_seen_at")
+        model.reflect_response = _reflect_response(plan, decided, trace, previous_response)
+        if content_changes:
+            history_record_version(
+                model=model,
+                previous_content=model.content,
+                previous_reflect_response=previous_response,
+                operation_id=job.operation.id,
+            )
+            model.content = decided.content
+            fields.append("content")
+            for key, value in embedding.items():
+                setattr(model, key, value)
+            fields += list(embedding)
+        if content_changes or (decided.document is not None and decided.document != model.document):
+            # DL-1: what is stored renders to what is read, on every write.
+            document = decided.document if decided.document is not None else (
+                split(model.content).as_json() if model.content else None)
+            if render_json(document) != model.content:
+                raise RuntimeError("refusing to store a document that does not render the content")
+            model.document = document
+            fields.append("document")
+        model.save(update_fields=fields)
+
+
+def _reflect_response(
+    plan: Plan, decided: Outcome, trace: dict[str, Any], previous: dict[str, Any] | None
+) -> dict[str, Any]:
+    """What the document rests on: this answer's, or — the document standing — the last one."""
+    if decided.reflected and decided.outcome in (RefreshOutcome.CONTENT_WRITTEN,
+                                                 RefreshOutcome.CONTENT_UNCHANGED):
+        response: dict[str, Any] = {
+            "text": decided.content,
+            "outcome": decided.outcome,
+            "based_on": decided.based_on,
+            "mental_models": decided.mental_models,
+        }
+    else:
+        response = dict(previous or {
+            "text": "", "based_on": normalise_based_on(None), "mental_models": [],
+        })
+        response["outcome"] = decided.outcome
+    response.pop("trace", None)
+    if plan.response_schema:
+        if decided.structured_extracted:
+            response["structured_output"] = decided.structured_output
+        else:
+            response.setdefault("structured_output", None)
+    else:
+        response.pop("structured_output", None)
+    if plan.keep_trace:
+        response["trace"] = trace
+    return response

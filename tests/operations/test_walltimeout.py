@@ -1,0 +1,98 @@
+"""The wall-timeout mechanism in a pool thread (``operations.walltimeout``), in-process: the
+timeout surfaces in the slot's thread, an LLM wait never outlives the slot's clock, and a slot
+stuck in a call that never returns is given up (``on_stuck``) while it is still stuck."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from hindsight.llm import LLMError, get_llm
+from operations import walltimeout
+from operations.errors import WallTimeout
+from tests.fakes.fixtures import Reply
+
+
+def _in_a_thread(body) -> dict:
+    """Run ``body`` in a fresh thread (a threads-pool slot); what it raised and how long."""
+    outcome: dict = {}
+
+    def run() -> None:
+        started = time.monotonic()
+        try:
+            body()
+        except BaseException as exc:  # noqa: BLE001 - the test reads it
+            outcome["raised"] = exc
+        outcome["seconds"] = time.monotonic() - started
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    thread.join(30)
+    assert not thread.is_alive()
+    return outcome
+
+
+def test_a_slot_waiting_through_slot_wait_is_cut_at_its_clock() -> None:
+    def body() -> None:
+        with walltimeout.armed(0.3):
+            walltimeout.slot_wait(10)
+
+    outcome = _in_a_thread(body)
+    assert isinstance(outcome["raised"], WallTimeout)
+    assert "wall timeout of 0.3s exceeded" in str(outcome["raised"])
+    assert outcome["seconds"] < 3
+
+
+def test_python_code_of_a_slot_is_interrupted_and_a_disarmed_slot_never_is() -> None:
+    def busy() -> None:
+        with walltimeout.armed(0.3):
+            while True:
+                sum(range(1000))
+
+    assert isinstance(_in_a_thread(busy)["raised"], WallTimeout)
+
+    def disarmed() -> None:
+        with walltimeout.armed(0.2) as alarm:
+            alarm.disarm()  # what Job.finishing does
+            deadline = time.monotonic() + 0.6
+            while time.monotonic() < deadline:
+                sum(range(1000))
+
+    assert "raised" not in _in_a_thread(disarmed)
+
+
+def test_an_llm_request_inside_a_slot_ends_with_the_slots_clock(scripted_llm, db) -> None:
+    scripted_llm.script(Reply.delay(10.0, Reply.text("too late")))
+
+    def body() -> None:
+        with walltimeout.armed(0.5):
+            get_llm().chat([{"role": "user", "content": "hello"}])
+
+    outcome = _in_a_thread(body)
+    assert isinstance(outcome["raised"], (WallTimeout, LLMError))
+    assert outcome["seconds"] < 4  # not the request's own 120 s timeout, nor the 10 s answer
+
+
+def test_a_slot_stuck_in_a_blocking_call_is_given_up_while_it_is_stuck(monkeypatch) -> None:
+    monkeypatch.setattr(walltimeout, "grace_seconds", 0.3)
+    given_up = threading.Event()
+    still_stuck: list[bool] = []
+
+    def body() -> None:
+        with walltimeout.armed(0.2, on_stuck=given_up.set):
+            time.sleep(2.0)  # a blocking C call: the timeout can only surface after it
+            still_stuck.append(given_up.is_set())
+
+    outcome = _in_a_thread(body)
+    assert given_up.is_set()
+    assert isinstance(outcome["raised"], WallTimeout)  # surfaced once the call returned
+    assert still_stuck == []  # nothing after the blocking call ran
+
+
+@pytest.fixture(autouse=True)
+def _no_llm_retries(settings) -> None:
+    import dataclasses
+
+    settings.HINDSIGHT = dataclasses.replace(settings.HINDSIGHT, llm_max_retries=0)
