@@ -1,25 +1,23 @@
-"""tests/dbflush.py: after a transactional test, every table is as Django's flush leaves it.
-
-The tests run in this order on one xdist worker: each writer is followed by a reader that finds
-every table as the flush left it — by the targeted truncation (rows in tables the baseline has
-empty) or by Django's full flush (a row the post-migrate hooks wrote was changed).
-"""
+"""tests/dbflush.py: after a transactional test, every table is as Django's flush leaves it —
+by the targeted truncation (rows in tables the baseline has empty) or by Django's full flush (a
+row the post-migrate hooks wrote was changed)."""
 
 from __future__ import annotations
 
-from typing import Any
-
-import pytest
 from django.contrib.contenttypes.models import ContentType
 from django.db import connection
+from django.test import TransactionTestCase
 
 from hindsight.banks.models import Bank, MemoryUnit
 from tests import dbflush
 from tests.factories import make_bank, make_memory
 
-pytestmark = pytest.mark.xdist_group("dbflush")
 
-seen: dict[str, Any] = {}
+class _Case(TransactionTestCase):
+    databases = {"default"}
+
+    def runTest(self) -> None:  # noqa: N802 - unittest's name
+        pass
 
 
 def _as_flushed() -> None:
@@ -32,25 +30,20 @@ def _as_flushed() -> None:
     assert dbflush._state(connection, dbflush._tables(connection), seeded) == baseline
 
 
-def test_a_first_transactional_test_leaves_the_baseline(transactional_db) -> None:
-    pass
+def test_the_teardown_truncates_what_a_test_wrote_and_flushes_when_it_changed_the_hooks_rows(
+    transactional_db,
+) -> None:
+    assert TransactionTestCase._fixture_teardown is dbflush._targeted_fixture_teardown
+    dbflush._flush_and_record(connection.alias, connection)
+    baseline = dbflush._baselines[connection.alias]
 
-
-def test_a_test_writes_tables_the_baseline_has_empty(transactional_db) -> None:
-    seen["baseline"] = dbflush._baselines[connection.alias]
     make_memory(make_bank("flushed-bank"), "a fact")
-
-
-def test_the_next_finds_them_truncated_without_a_full_flush(transactional_db) -> None:
+    _Case()._fixture_teardown()
     _as_flushed()
-    assert dbflush._baselines[connection.alias] is seen["baseline"]  # not recorded again
+    assert dbflush._baselines[connection.alias] is baseline  # truncated, no full flush
 
-
-def test_a_test_changes_a_row_the_post_migrate_hooks_wrote(transactional_db) -> None:
     make_bank("flushed-bank")
     ContentType.objects.filter(app_label="banks", model="bank").update(model="renamed")
-
-
-def test_the_next_finds_the_hooks_rows_back_after_a_full_flush(transactional_db) -> None:
+    _Case()._fixture_teardown()
     _as_flushed()
-    assert dbflush._baselines[connection.alias] is not seen["baseline"]  # flushed, recorded
+    assert dbflush._baselines[connection.alias] is not baseline  # flushed, recorded again
