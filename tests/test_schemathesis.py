@@ -1,5 +1,9 @@
 """Schemathesis against the in-process WSGI app: no /v1 operation answers a 5xx, and every
-answer matches the status codes, content type and body schema the document gives it.
+answer matches the status codes, content type and body schema the document gives it — over the
+fuzzing phase (every operation, a bounded number of examples each) and the stateful phase
+(sequences that follow the links schemathesis infers from the document: a create's
+``mental_model_id`` / ``operation_id`` / node id into the routes that take it), with at least
+``MIN_REQUESTS`` generated requests in all (``test_enough_requests_were_generated``).
 
 Requests are generated from our own OpenAPI document (valid and invalid ones: every generation
 mode), a bounded number per operation with a fixed seed, so the run is repeatable and short.
@@ -10,6 +14,7 @@ at a 404. The LLM provider is ``none`` (the default): LLM routes answer 400, whi
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 import pytest
@@ -31,7 +36,15 @@ from hindsight.banks.models import Bank, MemoryUnit
 from hindsight.wsgi import application
 from mentalmodels.models import MentalModel
 
+pytestmark = pytest.mark.xdist_group("schemathesis")  # the request count spans the module
+
 BANK = "st-bank"
+MIN_REQUESTS = 2000
+#: Requests made by each phase (``fuzzing``, ``stateful``), checked by the last test.
+SENT: Counter[str] = Counter()
+# The knowledge base's routes take node and page ids; the stateful phase reaches them through
+# the links from the folder/page creates and the tree. Hook for ids of a new family: add its
+# path parameters to ``_seed``'s answer (a key per parameter name).
 MODEL = "st-model"
 MAX_EXAMPLES = 25
 _MARK = "known-"
@@ -116,6 +129,7 @@ schema.hook("flatmap_path_parameters")(_known_ids_half_the_time)
 def test_no_v1_operation_answers_a_server_error(case: Any, in_test_transaction: None) -> None:
     _resolve_known_ids(case)
     response = case.call()
+    SENT["fuzzing"] += 1
     # A failed statement would poison the rest of the test's transaction and turn every later
     # example into a misleading error: fail on the first one.
     assert not connection.needs_rollback, (case.method, case.formatted_path)
@@ -132,6 +146,7 @@ def test_every_answer_matches_its_documented_status_and_shape(case: Any,
     # that does not match its schema (error bodies included) is a bug in one of the two.
     _resolve_known_ids(case)
     response = case.call()
+    SENT["fuzzing"] += 1
     assert not connection.needs_rollback, (case.method, case.formatted_path)
     case.validate_response(response, checks=[status_code_conformance, content_type_conformance,
                                              response_schema_conformance])
@@ -180,3 +195,57 @@ def test_every_v1_route_of_the_url_conf_is_in_the_document() -> None:
         if not methods <= documented.get(path, set()):
             missing.append((path, sorted(methods - documented.get(path, set()))))
     assert not missing, missing
+
+
+CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance,
+          response_schema_conformance]
+STATEFUL_EXAMPLES = 100
+STATEFUL_STEPS = 8
+
+
+# The same document with the stateful phase on, so schemathesis infers the links between
+# operations (a create's answer feeding the routes that take its id).
+stateful_schema = schemathesis.openapi.from_wsgi(
+    "/openapi.json", application,
+    config=SchemathesisConfig.from_dict({
+        "generation": {"mode": "all", "deterministic": True, "allow-x00": True},
+        "phases": {"coverage": {"enabled": False}},
+    }),
+).include(path_regex=r"^/v1/")
+stateful_schema.hook("flatmap_path_parameters")(_known_ids_half_the_time)
+
+
+class _Workflow(stateful_schema.as_state_machine()):  # type: ignore[misc]
+    """The stateful phase: each step one call chosen along the inferred links."""
+
+    def before_call(self, case: Any) -> None:
+        _resolve_known_ids(case)
+
+    def after_call(self, response: Any, case: Any) -> None:
+        SENT["stateful"] += 1
+        assert not connection.needs_rollback, (case.method, case.formatted_path)
+
+    def validate_response(self, response: Any, case: Any, additional_checks: Any = None,
+                          **kwargs: Any) -> None:
+        case.validate_response(response, checks=CHECKS)
+
+
+@pytest.mark.django_db
+def test_stateful_sequences_answer_no_server_error_and_match_the_document(
+        in_test_transaction: None) -> None:
+    from hypothesis.stateful import run_state_machine_as_test
+
+    before = SENT["stateful"]
+    run_state_machine_as_test(_Workflow, settings=hsettings(
+        max_examples=STATEFUL_EXAMPLES, stateful_step_count=STATEFUL_STEPS, deadline=None,
+        derandomize=True, database=None, suppress_health_check=list(HealthCheck)))
+    assert SENT["stateful"] - before >= STATEFUL_EXAMPLES
+    print(f"stateful requests: {SENT['stateful'] - before}")
+
+
+def test_enough_requests_were_generated() -> None:
+    # Last in the module (one xdist group): the phases above ran in this process.
+    if not SENT["fuzzing"]:
+        pytest.skip("run with the module's fuzzing tests")
+    print(f"schemathesis requests: {dict(SENT)}")
+    assert SENT["fuzzing"] + SENT["stateful"] >= MIN_REQUESTS, dict(SENT)

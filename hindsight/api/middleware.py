@@ -9,6 +9,8 @@ from typing import Any
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
+from hindsight.api.problems import problem
+
 
 class RequestSizeLimitMiddleware:
     def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]):
@@ -51,7 +53,6 @@ class PathNulMiddleware:
         if not bad:
             return None
         return JsonResponse(
-            {"detail": [{"loc": ["path", name], "msg": "Null characters are not allowed.",
-                         "type": "null_characters_not_allowed"} for name in bad]},
+            {"detail": [problem("null_characters", ["path", name]) for name in bad]},
             status=422,
         )

@@ -8,8 +8,8 @@ token range, the trigger), so a page is validated as a mental model is. Delibera
 from upstream: a blank ``name`` is a 422 (upstream stores it); ``max_tokens`` is the mental
 model's 256..8192.
 
-Responses: each response serializer declares its shape (for the document) and renders it,
-building the dict in the declared order.
+Responses: each ``Rendered`` serializer declares its shape (for the document) and that
+declaration renders it.
 """
 
 from __future__ import annotations
@@ -27,7 +27,10 @@ from hindsight.api.serializers import (
     Body,
     Integer,
     Query,
+    Rendered,
     Text,
+    computed,
+    const,
     limit_field,
     tags_field,
     tags_match_field,
@@ -41,7 +44,6 @@ from mentalmodels.knowledge.selectors import (
     SNIPPET_CHARS,
     Export,
     PageFilter,
-    SearchHit,
     TreeNode,
 )
 from mentalmodels.knowledge.services import KEEP_PARENT, NodeUpdate
@@ -163,6 +165,9 @@ class KnowledgeSearchQuerySerializer(_TagFilterQuery):
 
 
 # --- responses ---------------------------------------------------------------------------------
+#
+# Each ``Rendered`` serializer declares its shape, and that declaration renders it (the values
+# computed from the object a view hands it: a tree row, a page, a search hit).
 
 
 @extend_schema_field({"type": "array", "items": {"$ref": "#/components/schemas/KnowledgeNode"}})
@@ -170,137 +175,125 @@ class ChildrenField(serializers.ListField):
     pass
 
 
-class KnowledgeNodeSerializer(serializers.Serializer):
+def _on_page(fn: Any) -> Any:
+    """A page's value, null on a folder."""
+    return lambda node: fn(node) if node.kind == NodeKind.PAGE else None
+
+
+class KnowledgeNodeSerializer(Rendered):
+    """A node of the tree (``TreeNode``); ``is_stale`` and ``children`` are given by the view."""
+
     id = serializers.CharField()
     kind = serializers.ChoiceField(choices=NodeKind.values)
     name = serializers.CharField()
     parent_id = serializers.CharField(allow_null=True)
-    mental_model_id = serializers.CharField(allow_null=True, help_text="Pages only")
-    managed = serializers.BooleanField(help_text="Always false: no node is system-owned here")
-    description = serializers.CharField(allow_null=True, help_text="A page's source query")
-    tags = serializers.ListField(child=serializers.CharField())
-    timestamp = serializers.CharField(allow_null=True, help_text="Last refresh (page) or last "
-                                                                 "update (folder)")
+    mental_model_id = computed(serializers.CharField(allow_null=True, help_text="Pages only"),
+                               _on_page(lambda n: n.mental_model_id))
+    managed = const(serializers.BooleanField(help_text="Always false: no node is system-owned "
+                                                       "here"), False)
+    description = computed(serializers.CharField(allow_null=True,
+                                                 help_text="A page's source query"),
+                           _on_page(lambda n: n.source_query))
+    tags = computed(serializers.ListField(child=serializers.CharField()),
+                    lambda n: list(n.tags or []) if n.kind == NodeKind.PAGE else [])
+    timestamp = computed(serializers.CharField(allow_null=True, help_text="Last refresh (page) "
+                                                                          "or last update "
+                                                                          "(folder)"),
+                         lambda n: iso(n.last_refreshed_at if n.kind == NodeKind.PAGE
+                                       else n.updated_at))
     is_stale = serializers.BooleanField(allow_null=True, help_text="Pages only")
-    last_refresh_failed_at = serializers.CharField(allow_null=True, help_text="Pages only")
-    trigger = MentalModelTriggerSerializer(allow_null=True, help_text="Pages only: effective")
+    last_refresh_failed_at = computed(serializers.CharField(allow_null=True,
+                                                            help_text="Pages only"),
+                                      _on_page(lambda n: iso(n.last_refresh_failed_at)))
+    trigger = computed(MentalModelTriggerSerializer(allow_null=True,
+                                                    help_text="Pages only: effective"),
+                       _on_page(lambda n: trigger_fill(n.trigger or {})))
     children = ChildrenField()
 
-    @staticmethod
-    def render(node: TreeNode, *, is_stale: bool | None,
-               children: list[dict[str, Any]] | None = None) -> dict[str, Any]:
-        page = node.kind == NodeKind.PAGE
-        return {
-            "id": node.id,
-            "kind": node.kind,
-            "name": node.name,
-            "parent_id": node.parent_id,
-            "mental_model_id": node.mental_model_id if page else None,
-            "managed": False,
-            "description": node.source_query if page else None,
-            "tags": list(node.tags or []) if page else [],
-            "timestamp": iso(node.last_refreshed_at if page else node.updated_at),
-            "is_stale": is_stale if page else None,
-            "last_refresh_failed_at": iso(node.last_refresh_failed_at) if page else None,
-            "trigger": trigger_fill(node.trigger or {}) if page else None,
-            "children": children or [],
-        }
+    @classmethod
+    def render_node(cls, node: TreeNode, *, is_stale: bool | None) -> dict[str, Any]:
+        return cls.render(node, is_stale=is_stale if node.kind == NodeKind.PAGE else None,
+                          children=[])
 
 
-class KnowledgeTreeResponseSerializer(serializers.Serializer):
+class KnowledgeTreeResponseSerializer(Rendered):
     roots = KnowledgeNodeSerializer(many=True)
 
-    @staticmethod
-    def render(nodes: Sequence[TreeNode], stale: Mapping[str, bool]) -> dict[str, Any]:
+    @classmethod
+    def render_tree(cls, nodes: Sequence[TreeNode], stale: Mapping[str, bool]) -> dict[str, Any]:
         """Nested from the flat tree order (a parent always comes before its children)."""
         rendered: dict[str, dict[str, Any]] = {}
         roots: list[dict[str, Any]] = []
         for node in nodes:
-            item = KnowledgeNodeSerializer.render(node, is_stale=stale.get(node.id))
+            item = KnowledgeNodeSerializer.render_node(node, is_stale=stale.get(node.id))
             rendered[node.id] = item
             parent = rendered.get(node.parent_id) if node.parent_id else None
             (parent["children"] if parent is not None else roots).append(item)
-        return {"roots": roots}
+        return cls.render(roots=roots)
 
 
-class CreateKnowledgePageResponseSerializer(serializers.Serializer):
-    page_id = serializers.CharField()
-    mental_model_id = serializers.CharField()
-    operation_id = serializers.UUIDField(allow_null=True)
+class CreateKnowledgePageResponseSerializer(Rendered):
+    """What ``knowledge_page_create`` returns: the page node and its first refresh."""
 
-    @staticmethod
-    def render(node: KnowledgeNode, operation_id: Any) -> dict[str, Any]:
-        assert node.mental_model is not None
-        return {"page_id": node.id, "mental_model_id": node.mental_model.mental_model_id,
-                "operation_id": str(operation_id)}
+    page_id = computed(serializers.CharField(), lambda created: created[0].id)
+    mental_model_id = computed(serializers.CharField(),
+                               lambda created: created[0].mental_model.mental_model_id)
+    operation_id = computed(serializers.UUIDField(allow_null=True),
+                            lambda created: str(created[1].id))
 
 
-class KnowledgePageResponseSerializer(serializers.Serializer):
+def _page_timestamp(node: KnowledgeNode) -> str | None:
+    model = node.mental_model
+    return iso(model.last_refreshed_at or model.created_at) if model is not None else None
+
+
+def _page_markdown(node: KnowledgeNode) -> str:
+    model = node.mental_model
+    assert model is not None  # a page has a model (check constraint)
+    return markdown.page_document(
+        page_id=node.id, name=node.name, source_query=model.source_query, tags=model.tags,
+        timestamp=_page_timestamp(node), body=model.content, notice_when_empty=True)
+
+
+class KnowledgePageResponseSerializer(Rendered):
+    """A page (``KnowledgeNode`` with its mental model) as a markdown document."""
+
     id = serializers.CharField()
     name = serializers.CharField()
-    type = serializers.CharField(help_text="From a type:<x> tag, else knowledge-page")
-    description = serializers.CharField(allow_null=True, help_text="The page's source query")
-    tags = serializers.ListField(child=serializers.CharField())
-    timestamp = serializers.CharField(allow_null=True)
-    body = serializers.CharField(allow_null=True, allow_blank=True)
-    markdown = serializers.CharField(help_text="YAML frontmatter + body ('No content yet.' "
-                                               "when it has none)")
-
-    @staticmethod
-    def render(node: KnowledgeNode) -> dict[str, Any]:
-        model = node.mental_model
-        assert model is not None
-        timestamp = iso(model.last_refreshed_at or model.created_at)
-        kind = markdown.page_type(model.tags)
-        return {
-            "id": node.id,
-            "name": node.name,
-            "type": kind.type,
-            "description": model.source_query,
-            "tags": kind.display_tags,
-            "timestamp": timestamp,
-            "body": model.content,
-            "markdown": markdown.page_document(
-                page_id=node.id, name=node.name, source_query=model.source_query,
-                tags=model.tags, timestamp=timestamp, body=model.content,
-                notice_when_empty=True),
-        }
+    type = computed(serializers.CharField(help_text="From a type:<x> tag, else knowledge-page"),
+                    lambda n: markdown.page_type(n.mental_model.tags).type)
+    description = serializers.CharField(source="mental_model.source_query", allow_null=True,
+                                        help_text="The page's source query")
+    tags = computed(serializers.ListField(child=serializers.CharField()),
+                    lambda n: markdown.page_type(n.mental_model.tags).display_tags)
+    timestamp = computed(serializers.CharField(allow_null=True), _page_timestamp)
+    body = serializers.CharField(source="mental_model.content", allow_null=True,
+                                 allow_blank=True)
+    markdown = computed(serializers.CharField(help_text="YAML frontmatter + body ('No content "
+                                                        "yet.' when it has none)"),
+                        _page_markdown)
 
 
-class KnowledgePageSearchResultSerializer(serializers.Serializer):
-    id = serializers.CharField()
+class KnowledgePageSearchResultSerializer(Rendered):
+    """One ``SearchHit``."""
+
+    id = serializers.CharField(source="page_id")
     name = serializers.CharField()
-    mental_model_id = serializers.CharField(allow_null=True)
-    source_query = serializers.CharField(allow_null=True)
-    snippet = serializers.CharField(allow_blank=True)
+    mental_model_id = serializers.CharField(source="model.mental_model_id", allow_null=True)
+    source_query = serializers.CharField(source="model.source_query", allow_null=True)
+    snippet = computed(serializers.CharField(allow_blank=True),
+                       lambda hit: (hit.model.content or "")[:SNIPPET_CHARS].strip()
+                       or markdown.EMPTY_NOTICE)
     score = serializers.FloatField(help_text="Rank fusion in 0..1 (1 = first in every arm)")
-    updated_at = serializers.CharField(allow_null=True)
-
-    @staticmethod
-    def render(hit: SearchHit) -> dict[str, Any]:
-        content = hit.model.content or ""
-        return {
-            "id": hit.page_id,
-            "name": hit.name,
-            "mental_model_id": hit.model.mental_model_id,
-            "source_query": hit.model.source_query,
-            "snippet": content[:SNIPPET_CHARS].strip() or markdown.EMPTY_NOTICE,
-            "score": hit.score,
-            "updated_at": iso(hit.model.last_refreshed_at),
-        }
+    updated_at = serializers.DateTimeField(source="model.last_refreshed_at", allow_null=True)
 
 
-class KnowledgePageSearchResponseSerializer(serializers.Serializer):
-    results = KnowledgePageSearchResultSerializer(many=True)
-    total = serializers.IntegerField()
-
-    @staticmethod
-    def render(hits: Sequence[SearchHit]) -> dict[str, Any]:
-        return {"results": [KnowledgePageSearchResultSerializer.render(h) for h in hits],
-                "total": len(hits)}
+class KnowledgePageSearchResponseSerializer(Rendered):
+    results = KnowledgePageSearchResultSerializer(many=True, source="*")
+    total = computed(serializers.IntegerField(), len)
 
 
-class KnowledgePageBundleFileSerializer(serializers.Serializer):
+class KnowledgePageBundleFileSerializer(Rendered):
     path = serializers.CharField()
     content = serializers.CharField()
 
@@ -309,27 +302,28 @@ def _stamp(value: datetime | None) -> str:
     return iso(value) or "unknown"
 
 
-class KnowledgePageBundleResponseSerializer(serializers.Serializer):
-    files = KnowledgePageBundleFileSerializer(many=True)
+def _bundle_files(export: Export) -> list[dict[str, str]]:
+    """``index.md``, then per page ``<id>.md`` (the bare document) and, when it has a history,
+    ``<id>.log.md``."""
+    entries = [markdown.IndexEntry(n.id, n.parent_id, n.kind, n.name, n.source_query)
+               for n in export.nodes]
+    files = [{"path": markdown.INDEX_FILE, "content": markdown.index_document(entries)}]
+    for page in export.pages:
+        node = page.node
+        files.append({"path": markdown.page_file(node.id), "content": markdown.page_document(
+            page_id=node.id, name=node.name, source_query=node.source_query,
+            tags=node.tags or [], timestamp=iso(node.last_refreshed_at or node.created_at),
+            body=page.content, notice_when_empty=False)})
+        if page.history:
+            log = [markdown.LogEntry(_stamp(e.changed_at), e.previous_content,
+                                     None if e.kind == HistoryKind.VERSION else (e.reason or "error"))
+                   for e in page.history]
+            files.append({"path": markdown.log_file(node.id),
+                          "content": markdown.log_document(node.name, log)})
+    return files
 
-    @staticmethod
-    def render(export: Export) -> dict[str, Any]:
-        """``index.md``, then per page ``<id>.md`` (the bare document) and, when it has a
-        history, ``<id>.log.md``."""
-        entries = [markdown.IndexEntry(n.id, n.parent_id, n.kind, n.name, n.source_query)
-                   for n in export.nodes]
-        files = [{"path": markdown.INDEX_FILE, "content": markdown.index_document(entries)}]
-        for page in export.pages:
-            node = page.node
-            timestamp = iso(node.last_refreshed_at or node.created_at)
-            files.append({"path": markdown.page_file(node.id), "content": markdown.page_document(
-                page_id=node.id, name=node.name, source_query=node.source_query,
-                tags=node.tags or [], timestamp=timestamp, body=page.content,
-                notice_when_empty=False)})
-            if page.history:
-                log = [markdown.LogEntry(_stamp(e.changed_at), e.previous_content,
-                                         None if e.kind == HistoryKind.VERSION else (e.reason or "error"))
-                       for e in page.history]
-                files.append({"path": markdown.log_file(node.id),
-                              "content": markdown.log_document(node.name, log)})
-        return {"files": files}
+
+class KnowledgePageBundleResponseSerializer(Rendered):
+    """An ``Export`` as its files."""
+
+    files = computed(KnowledgePageBundleFileSerializer(many=True), _bundle_files)

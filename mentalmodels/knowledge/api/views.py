@@ -21,7 +21,7 @@ from mentalmodels.knowledge.api import serializers as s
 def _node(bank_id: str, node_id: str) -> dict[str, Any]:
     tree = selectors.knowledge_tree_node(bank_id=bank_id, node_id=node_id)
     [node] = tree.nodes
-    return s.KnowledgeNodeSerializer.render(node, is_stale=tree.stale.get(node.id))
+    return s.KnowledgeNodeSerializer.render_node(node, is_stale=tree.stale.get(node.id))
 
 
 class KnowledgeTree(APIView):
@@ -32,7 +32,7 @@ class KnowledgeTree(APIView):
         query = s.KnowledgeTreeQuerySerializer.parse(request.query_params)
         tree = selectors.knowledge_tree(
             bank_id=bank_id, page_filter=s.KnowledgeTreeQuerySerializer.page_filter(query))
-        return Response(s.KnowledgeTreeResponseSerializer.render(tree.nodes, tree.stale))
+        return Response(s.KnowledgeTreeResponseSerializer.render_tree(tree.nodes, tree.stale))
 
 
 class KnowledgeFolders(APIView):
@@ -55,7 +55,7 @@ class KnowledgePages(APIView):
         fields = s.CreatePageRequestSerializer.parse(body_of(request))
         node, operation = services.knowledge_page_create(
             bank_id=bank_id, **s.CreatePageRequestSerializer.service_kwargs(fields))
-        return Response(s.CreateKnowledgePageResponseSerializer.render(node, operation.id),
+        return Response(s.CreateKnowledgePageResponseSerializer.render((node, operation)),
                         status=201)
 
 
