@@ -15,12 +15,20 @@ LLM requests and tokens of the request log, split into consolidation and refresh
 
 each with the rate floor (``min_refresh_interval_seconds`` on every model) at 0 and at
 ``--floor`` seconds (default 60). Retains are sent as fast as the API answers, so the floor run
-shows what a burst costs.
+shows what a burst costs. Then
+
+- ``budgeted``: the all-in-scope bank with ``llm_token_budget_per_day`` = ``--budget`` (default
+  100,000): once the bank is spent its consolidation and refreshes are parked, so its total
+  stays within the budget plus the overspend bound (README "Spend": one call per worker slot
+  running at the crossing, here ``--workers`` × the costliest operation of the run).
+
+``--only-budget`` runs the budgeted bank alone.
 
 By default it starts its own embedded PostgreSQL and Valkey on free ports (throw-away data).
 
     .venv/bin/python bench/bench_economy.py
     .venv/bin/python bench/bench_economy.py --retains 200 --floor 20
+    .venv/bin/python bench/bench_economy.py --only-budget --retains 300 --budget 50000
 """
 
 from __future__ import annotations
@@ -132,13 +140,76 @@ def scenario(base: str, llm: Any, *, name: str, untouched: int, floor: int, reta
         print("  !! models tagged to an untouched scope spent something")
 
 
+def _parked_by_budget(bank_id: str) -> int:
+    from hindsight.banks.budget import PARKED_BY_BUDGET
+    from operations.models import Operation
+
+    return Operation.objects.filter(
+        bank_id=bank_id, status="pending",
+        result_metadata__parked_by__reason=PARKED_BY_BUDGET).count()
+
+
+def _budget_settled(bank_id: str) -> bool:
+    """Nothing runs and every pending operation waits for the budget (or none is pending)."""
+    from operations.models import Operation
+
+    ops = Operation.objects.filter(bank_id=bank_id, status__in=("pending", "processing"))
+    return not ops.filter(status="processing").exists() and (
+        ops.count() == _parked_by_budget(bank_id))
+
+
+def budgeted(base: str, llm: Any, *, budget: int, retains: int, workers: int) -> bool:
+    """The all-in-scope bank under a token budget; True when the total is within the bound."""
+    from django.db.models import F, Sum
+
+    from hindsight.llm.models import LLMRequest
+    from operations.models import Operation
+
+    bank_id = f"bench-eco-budget-{uuid.uuid4().hex[:4]}"
+    _call(base, "PUT", f"/v1/default/banks/{bank_id}", {"name": "budgeted"})
+    _call(base, "PATCH", f"/v1/default/banks/{bank_id}/config",
+          {"updates": {"llm_token_budget_per_day": budget}})
+    for i in range(20):
+        _call(base, "POST", f"/v1/default/banks/{bank_id}/mental-models", {
+            "id": f"team-{i}", "name": f"team {i}", "source_query": "What about the team?",
+            "tags": ["team"], "trigger": {"refresh_after_consolidation": True}})
+    while not _settled(bank_id):
+        time.sleep(0.2)
+    started = time.monotonic()
+    for i in range(retains):  # verbatim: accepted while spent (it spends nothing itself)
+        _call(base, "POST", f"/v1/default/banks/{bank_id}/memories", {"items": [
+            {"content": f"Team fact {i}: item {i} of the stream", "tags": ["team"],
+             "strategy": "verbatim"}]})
+    time.sleep(2.0)
+    while not _budget_settled(bank_id):
+        time.sleep(0.5)
+    total = (LLMRequest.objects.filter(bank_id=bank_id)
+             .aggregate(t=Sum(F("input_tokens") + F("output_tokens")))["t"] or 0)
+    costliest = max((int(((op.result_metadata or {}).get("llm") or {}).get("total_tokens", 0))
+                     for op in Operation.objects.filter(bank_id=bank_id)), default=0)
+    bound = budget + workers * costliest
+    stats = _call(base, "GET", f"/v1/default/banks/{bank_id}/stats")
+    print(f"\nbudgeted, budget {budget:,} tokens/day: {retains} retains, settled after "
+          f"{time.monotonic() - started:.1f} s")
+    print(f"  spent {total:,} tokens (stats: {stats['llm_tokens_last_24h']:,}); bound "
+          f"{budget:,} + {workers} x {costliest:,} (costliest operation) = {bound:,}; "
+          f"spent / budget {total / budget:.3f}, spent / bound {total / bound:.3f}")
+    print(f"  parked by the budget: {_parked_by_budget(bank_id)} operation(s)"
+          f"{'' if total <= bound else '  !! over the bound'}")
+    return total <= bound
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--retains", type=int, default=1000)
     parser.add_argument("--floor", type=int, default=60)
     parser.add_argument("--workers", type=int, default=2, help="worker processes (-c)")
+    parser.add_argument("--budget", type=int, default=100_000,
+                        help="the budgeted bank's llm_token_budget_per_day")
+    parser.add_argument("--only-budget", action="store_true", help="run the budgeted bank only")
     args = parser.parse_args()
+    within = True
 
     scratch = Path(tempfile.mkdtemp(prefix="bench-eco-"))
     from hindsight.devstack.servers import EmbeddedPostgres, EmbeddedValkey, free_port, reachable_base
@@ -213,11 +284,13 @@ def main() -> None:
                 time.sleep(0.2)
         threading.Thread(target=beat, daemon=True).start()
         print(f"# cores: {os.cpu_count()}  retains {args.retains}  worker -c {args.workers}")
-        for floor in (0, args.floor):
+        for floor in () if args.only_budget else (0, args.floor):
             scenario(base, llm, name="all-in-scope", untouched=0, floor=floor,
                      retains=args.retains)
             scenario(base, llm, name="half-untouched", untouched=10, floor=floor,
                      retains=args.retains)
+        within = budgeted(base, llm, budget=args.budget, retains=args.retains,
+                          workers=args.workers)
     finally:
         stop.set()
         for child in children:
@@ -230,6 +303,7 @@ def main() -> None:
         llm.stop()
         valkey.stop()
         pg.stop()
+    sys.exit(0 if within else 1)
 
 
 if __name__ == "__main__":

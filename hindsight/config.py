@@ -121,6 +121,10 @@ class Config:
     mental_model_refresh_tick_seconds: float = 60.0
     mental_model_min_refresh_interval_seconds: float = 0.0
     mental_model_history_max_entries: int = 50
+    # After a transient final failure (the LLM down), automatic refreshes of the model wait
+    # min(max, base × 2^(n-1)) for the n-th in a row, or the provider's Retry-After if longer.
+    mental_model_failure_backoff_seconds: float = 60.0
+    mental_model_failure_backoff_max_seconds: float = 3600.0
     enable_mental_model_history: bool = True
 
     # The MCP endpoint at /mcp and which tools it (and `hindsight mcp`) offers; () = all.
@@ -316,6 +320,12 @@ def read_config(env: Mapping[str, str] | None = None) -> Config:
         ),
         mental_model_min_refresh_interval_seconds=r.number(
             p + "MENTAL_MODEL_MIN_REFRESH_INTERVAL_SECONDS", 0.0
+        ),
+        mental_model_failure_backoff_seconds=r.number(
+            p + "MENTAL_MODEL_FAILURE_BACKOFF_SECONDS", 60.0, minimum=0.0
+        ),
+        mental_model_failure_backoff_max_seconds=r.number(
+            p + "MENTAL_MODEL_FAILURE_BACKOFF_MAX_SECONDS", 3600.0, minimum=0.0
         ),
         mental_model_history_max_entries=r.integer(
             p + "MENTAL_MODEL_HISTORY_MAX_ENTRIES", 50, minimum=1

@@ -33,9 +33,10 @@ from django.utils.safestring import SafeString, mark_safe
 from hindsight.errors import DomainError
 from mentalmodels import services
 from mentalmodels.admin_forms import MentalModelAddForm, MentalModelChangeForm
-from mentalmodels.models import HistoryKind, MentalModel, MentalModelHistory
+from mentalmodels.models import PAUSED, HistoryKind, MentalModel, MentalModelHistory
 from mentalmodels.refresh.pipeline import refresh_dry_run
 from mentalmodels.refresh_types import Preview
+from mentalmodels.selectors import ModelSpend, mental_models_spend
 from mentalmodels.staleness import stale_flags
 
 # The dry run is synchronous LLM work inside one admin request: keep it bounded.
@@ -95,8 +96,10 @@ class _StaleChangeList(ChangeList):
     def get_results(self, request: HttpRequest) -> None:
         super().get_results(request)
         flags = stale_flags(self.result_list)
+        spend = mental_models_spend(self.result_list)
         for model in self.result_list:
             model._is_stale = flags[model.uid]
+            model._spend = spend[model.uid]
 
 
 class StaleFilter(admin.SimpleListFilter):
@@ -129,9 +132,9 @@ class PausedFilter(admin.SimpleListFilter):
 
     def queryset(self, request: HttpRequest, queryset: QuerySet[MentalModel]) -> QuerySet[MentalModel]:
         if self.value() == "yes":
-            return queryset.filter(last_refresh_failed_at__isnull=False)
+            return queryset.filter(PAUSED)
         if self.value() == "no":
-            return queryset.filter(last_refresh_failed_at__isnull=True)
+            return queryset.exclude(PAUSED)
         return queryset
 
 
@@ -209,7 +212,8 @@ class HistoryInline(admin.TabularInline):
 class MentalModelAdmin(admin.ModelAdmin):
     list_display = (
         "name", "mental_model_id", "bank", "tag_list", "mode", "trigger_kind", "stale",
-        "last_refreshed_at", "last_memory_seen_at", "paused",
+        "last_refreshed_at", "last_memory_seen_at", "paused", "last_refresh_tokens",
+        "tokens_last_24h",
     )
     list_filter = ("bank", StaleFilter, PausedFilter, ModeFilter, TriggerKindFilter)
     search_fields = ("name", "mental_model_id", "source_query")
@@ -261,9 +265,22 @@ class MentalModelAdmin(admin.ModelAdmin):
         flag = getattr(model, "_is_stale", None)
         return stale_flags([model])[model.uid] if flag is None else flag
 
+    def _spend(self, model: MentalModel) -> ModelSpend:
+        spend = getattr(model, "_spend", None)
+        return mental_models_spend([model])[model.uid] if spend is None else spend
+
+    @admin.display(description="tokens (last refresh)")
+    def last_refresh_tokens(self, model: MentalModel) -> str:
+        tokens = self._spend(model).last_refresh_tokens
+        return "-" if tokens is None else f"{tokens:,}"
+
+    @admin.display(description="tokens (24 h)")
+    def tokens_last_24h(self, model: MentalModel) -> str:
+        return f"{self._spend(model).tokens_last_24h:,}"
+
     @admin.display(boolean=True, description="paused", ordering="last_refresh_failed_at")
     def paused(self, model: MentalModel) -> bool:
-        return model.last_refresh_failed_at is not None
+        return model.paused
 
     # --- forms: through the services ---------------------------------------------------------
 
@@ -341,7 +358,7 @@ class MentalModelAdmin(admin.ModelAdmin):
 
     @admin.action(description="Resume the selected paused mental models (a manual refresh)")
     def resume(self, request: HttpRequest, queryset: QuerySet[MentalModel]) -> None:
-        paused = [m for m in queryset if m.last_refresh_failed_at is not None]
+        paused = [m for m in queryset if m.paused]
         skipped = queryset.count() - len(paused)
         if skipped:
             messages.warning(request, f"{skipped} selected model(s) are not paused; left alone.")

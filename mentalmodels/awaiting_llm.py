@@ -28,7 +28,7 @@ from django.db.models import F, Q
 
 from hindsight.db import ClockTimestamp
 from hindsight.errors import LLMNotConfigured
-from mentalmodels.models import MentalModel
+from mentalmodels.models import PAUSED, MentalModel
 from mentalmodels.services import history_record_failure, mental_model_refresh_submit
 
 log = logging.getLogger(__name__)
@@ -91,7 +91,8 @@ def mental_models_refresh_awaiting_llm() -> list[Any]:
         with transaction.atomic():
             batch = list(
                 MentalModel.objects.select_for_update(skip_locked=True)
-                .filter(awaiting_llm_since__isnull=False, last_refresh_failed_at__isnull=True)
+                .filter(awaiting_llm_since__isnull=False)
+                .exclude(PAUSED)
                 .filter(Q(last_refreshed_at__isnull=True)
                         | Q(last_refreshed_at__lt=F("awaiting_llm_since")))
                 .order_by("uid")[:BATCH]

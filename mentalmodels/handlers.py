@@ -85,7 +85,13 @@ class RefreshMentalModelHandler:
             operation_id=job.operation.id,
             final=final,
             trace=entry.trace,
+            failure=entry.failure_class,
         )
+
+    def on_attempt_failed(self, job: Job, exc: BaseException, *, final: bool) -> None:
+        entry = FailureEntry.of(exc)
+        if final and not entry.awaiting_llm:
+            metrics.refresh_failures_total.labels(failure_class=entry.failure_class.name).inc()
 
 
 def _observe(started: float, outcome: str, mode: str) -> None:

@@ -15,6 +15,7 @@ from django.conf import settings
 from django.contrib.postgres.fields import ArrayField
 from django.contrib.postgres.indexes import GinIndex
 from django.db import models
+from django.db.models import Q
 from pgvector.django import VectorField
 
 from hindsight.banks.models import Bank
@@ -30,6 +31,10 @@ class HistoryKind(models.TextChoices):
 
 
 HISTORY_KINDS: tuple[str, ...] = tuple(HistoryKind.values)
+
+
+# The paused models (OP-7), as a filter: a final failure that was not transient.
+PAUSED = Q(last_refresh_failed_at__isnull=False, last_refresh_failure_transient=False)
 
 
 class MentalModel(models.Model):
@@ -50,8 +55,16 @@ class MentalModel(models.Model):
     last_refreshed_at = models.DateTimeField(null=True, blank=True)
     # Watermark: the newest in-scope memory ``updated_at`` the last refresh read (never now()).
     last_memory_seen_at = models.DateTimeField(null=True, blank=True)
-    # Set after a refresh's final failed attempt; while set, automatic triggers skip the model.
+    # Set after a refresh's final failed attempt, cleared by a success. With a permanent failure
+    # (the provider refused the request or its answer could not be used) the model is paused:
+    # automatic triggers skip it. A transient one (429, 5xx, timeouts, connection errors; the
+    # flag below) does not pause: automatic refreshes back off instead (the fields after it).
     last_refresh_failed_at = models.DateTimeField(null=True, blank=True)
+    last_refresh_failure_transient = models.BooleanField(default=False)
+    # Transient final failures in a row since the last success, and until when automatic
+    # refreshes wait because of them (mentalmodels.failure_class).
+    refresh_failure_streak = models.PositiveIntegerField(default=0)
+    auto_refresh_not_before = models.DateTimeField(null=True, blank=True)
     last_full_refreshed_at = models.DateTimeField(null=True, blank=True)
     # Set when a refresh failed only because no LLM is configured (not a pause): the first
     # process with an LLM queues the refresh it was owed (mentalmodels.awaiting_llm).
@@ -101,6 +114,11 @@ class MentalModel(models.Model):
 
     def __str__(self) -> str:
         return f"{self.bank_id}/{self.mental_model_id}"
+
+    @property
+    def paused(self) -> bool:
+        """OP-7: the last refresh failed for good, permanently (``PAUSED`` in SQL)."""
+        return self.last_refresh_failed_at is not None and not self.last_refresh_failure_transient
 
     @property
     def is_knowledge_page(self) -> bool:

@@ -12,24 +12,26 @@ from __future__ import annotations
 import re
 import uuid
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import Subquery
+from django.utils import timezone
 
 from hindsight.banks.budget import bank_budget_require
 from hindsight.banks.services import bank_ensure
 from hindsight.db import ClockTimestamp
 from hindsight.errors import Conflict, FieldError, NotFound
+from mentalmodels.failure_class import PARKED_BY_FAILURE_BACKOFF, FailureClass, failure_backoff_seconds
 from mentalmodels.models import HistoryKind, MentalModel, MentalModelHistory
 from mentalmodels.refresh_types import MentalModelOperationType, RefreshOutcome
 from mentalmodels.triggers import trigger_normalize
 from operations.actions import operation_cancel
 from operations.leases import lease_bump
 from operations.models import PENDING, PROCESSING, Operation
-from operations.queue import operation_submit, operations_cancel_parked
+from operations.queue import operation_submit, operations_cancel_parked, operations_defer_automatic
 
 ID_PATTERN = r"^[a-z0-9][a-z0-9-]{0,63}$"
 _ID_RE = re.compile(ID_PATTERN)
@@ -353,14 +355,21 @@ def mental_model_record_failure(
     final: bool,
     trace: dict[str, Any] | None = None,
     outcome: str = RefreshOutcome.REFRESH_FAILED_ERROR,
+    failure: FailureClass | None = None,
 ) -> None:
     """A failed attempt's bookkeeping, in one transaction (the engine's failure transaction,
     when called from the refresh handler): a failure entry, the trace (keep_trace), and on the
-    last attempt the pause flag plus cancelling the model's automatic refreshes (OP-7) — so an
-    operation never ends ``failed`` with its model left unpaused.
+    last attempt ``last_refresh_failed_at`` and what the failure's class calls for
+    (``mentalmodels.failure_class``):
+
+    - permanent (the default): the pause — the model's automatic refreshes are cancelled (OP-7),
+      so an operation never ends ``failed`` with its model left unpaused;
+    - transient: no pause; one more failure in a row, automatic refreshes wait until
+      ``auto_refresh_not_before`` (the backoff, or the provider's Retry-After), and an
+      automatic refresh already queued for the model is parked until then.
 
     The model row is locked first (lock order: lease → model → operations), then the entry is
-    written, then the automatic operations of its key are cancelled."""
+    written, then the automatic operations of its key are cancelled or parked."""
     with transaction.atomic():
         model = MentalModel.objects.select_for_update().filter(uid=model_uid).first()
         if model is None:
@@ -374,16 +383,33 @@ def mental_model_record_failure(
             # Failures keep their trace: it is the only record a failed run leaves behind.
             model.reflect_response = {**(model.reflect_response or {}), "trace": trace}
             fields.append("reflect_response")
+        transient = final and failure is not None and failure.transient
+        not_before: datetime | None = None
         if final:
             model.last_refresh_failed_at = ClockTimestamp()
-            fields.append("last_refresh_failed_at")
+            model.last_refresh_failure_transient = transient
+            fields += ["last_refresh_failed_at", "last_refresh_failure_transient"]
+        if transient:
+            assert failure is not None
+            model.refresh_failure_streak += 1
+            wait = failure_backoff_seconds(streak=model.refresh_failure_streak,
+                                           retry_after=failure.retry_after)
+            not_before = timezone.now() + timedelta(seconds=wait)
+            model.auto_refresh_not_before = not_before
+            fields += ["refresh_failure_streak", "auto_refresh_not_before"]
         if fields:
             model.save(update_fields=fields)
-        if final:
+        key = refresh_dedupe_key(bank_id=model.bank_id, mental_model_id=model.mental_model_id)
+        if transient:
+            assert not_before is not None
+            # Not paused, but not hammering an LLM that is down: an automatic refresh queued
+            # behind the failed job waits out the backoff too. A manual one stays due.
+            operations_defer_automatic(dedupe_key=key, until=not_before, parked_by={
+                "reason": PARKED_BY_FAILURE_BACKOFF,
+                "message": f"automatic refreshes wait until {not_before.isoformat()} after "
+                           f"{model.refresh_failure_streak} transient failure(s) in a row",
+            })
+        elif final:
             # Paused: no automatic refresh may run, neither a parked one nor one queued behind
             # the failed job (it would spend another round of attempts). A manual one stays.
-            operations_cancel_parked(
-                dedupe_key=refresh_dedupe_key(bank_id=model.bank_id,
-                                              mental_model_id=model.mental_model_id),
-                parked_only=False,
-            )
+            operations_cancel_parked(dedupe_key=key, parked_only=False)

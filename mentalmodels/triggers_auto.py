@@ -6,8 +6,10 @@ OP-7 (a paused model gets no automatic refresh):
 
 - ``mental_models_refresh_auto`` (and ``mental_model_refresh_auto`` for one model) is the only way
   an automatic trigger queues a refresh: paused → nothing; not stale → nothing and no LLM request
-  (unless the trigger is a periodic full rebuild); inside the rate floor → the refresh is queued
-  *parked* until the window closes (later triggers fold into it); otherwise queued now.
+  (unless the trigger is a periodic full rebuild); inside the rate floor, or inside the backoff
+  after transient failures (``auto_refresh_not_before``, ``mentalmodels.failure_class``) → the
+  refresh is queued *parked* until the later of the two ends (later triggers fold into it);
+  otherwise queued now.
   Staleness is answered for all the models together (``stale_flags``), bank floors in one query.
 - ``mental_models_cron_tick(now=)`` finds the models whose cron fired since their last refresh
   (and since the previous tick handled them: ``MentalModel.cron_checked_at``), claims those fires
@@ -41,7 +43,7 @@ from django.utils import timezone
 from hindsight.banks.hooks import ConsolidationCompleted
 from hindsight.banks.models import Bank
 from hindsight.tagscope import matches
-from mentalmodels.models import MentalModel
+from mentalmodels.models import PAUSED, MentalModel
 from mentalmodels.services import mental_model_refresh_submit
 from mentalmodels.staleness import model_scope, stale_flags
 from operations.models import PENDING
@@ -67,7 +69,8 @@ TICK_CHUNK = 200
 _GATE_FIELDS = (
     "uid", "bank_id", "mental_model_id", "name", "tags", "trigger", "created_at",
     "last_refreshed_at", "last_full_refreshed_at", "last_memory_seen_at",
-    "last_refresh_failed_at", "cron_checked_at",
+    "last_refresh_failed_at", "last_refresh_failure_transient", "auto_refresh_not_before",
+    "cron_checked_at",
 )
 
 
@@ -127,15 +130,15 @@ def _submit_unless_paused(
     model deleted since it was read gets nothing.
     """
     with transaction.atomic():
-        row = (
+        rows = list(
             MentalModel.objects.select_for_update()
             .filter(uid=model.uid)
-            .values_list("last_refresh_failed_at", flat=True)
+            .values_list("last_refresh_failed_at", "last_refresh_failure_transient")
         )
-        flags = list(row)
-        if not flags:
+        if not rows:
             return SKIPPED_GONE, None
-        if flags[0] is not None:
+        failed_at, transient = rows[0]
+        if failed_at is not None and not transient:
             return SKIPPED_PAUSED, None
         operation = mental_model_refresh_submit(
             model=model, mode=mode, automatic=True, not_before=not_before
@@ -159,7 +162,7 @@ def mental_models_refresh_auto(
     one staleness batch, one bank-config read, then only per model actually queued.
     """
     now = now or timezone.now()
-    active = [m for m in models if m.last_refresh_failed_at is None]
+    active = [m for m in models if not m.paused]
     flags = {} if regardless_of_staleness else stale_flags(active)
     due = [m for m in active if regardless_of_staleness or flags[m.uid]]
     needs_bank = {m.bank_id for m in due if (m.trigger or {}).get("min_refresh_interval_seconds") is None}
@@ -170,7 +173,7 @@ def mental_models_refresh_auto(
     for model in models:
         ids: dict[str, Any] = {"bank_id": model.bank_id, "mental_model_id": model.mental_model_id,
                                "reason": reason}
-        if model.last_refresh_failed_at is not None:
+        if model.paused:
             results.append(AutoRefresh(action=SKIPPED_PAUSED, **ids))
             continue
         if model.uid not in due_uids:
@@ -181,6 +184,9 @@ def mental_models_refresh_auto(
             floor_seconds=refresh_floor_seconds(model=model, bank_config=configs.get(model.bank_id)),
             now=now,
         )
+        backoff = model.auto_refresh_not_before  # after transient failures (failure_backoff)
+        if backoff is not None and backoff > now:
+            not_before = max(not_before or backoff, backoff)
         action, operation = _submit_unless_paused(model=model, mode=mode, not_before=not_before)
         # Parked: until the window closes, or until the park it folded into ends.
         results.append(AutoRefresh(action=action, operation=operation,
@@ -351,8 +357,8 @@ def on_consolidation_completed(event: ConsolidationCompleted) -> list[AutoRefres
         MentalModel.objects.filter(
             bank_id=event.bank_id,
             trigger__refresh_after_consolidation=True,
-            last_refresh_failed_at__isnull=True,
         )
+        .exclude(PAUSED)
         .only(*_GATE_FIELDS)
         .order_by("uid")
     )

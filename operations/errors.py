@@ -60,3 +60,18 @@ class AttemptInterrupted(OperationFailure):
 
 class WorkerLost(OperationFailure):
     """Recovery found the operation's worker silent past the heartbeat threshold."""
+
+
+def requested_wait_seconds(exc: BaseException | None) -> float | None:
+    """How long the service that failed an attempt asked to be left alone: the first
+    ``retry_after`` (seconds) on ``exc`` or what it was raised from (an LLM provider's
+    ``Retry-After``). The engine's next retry waits at least that long."""
+    seen: list[BaseException] = []
+    node = exc
+    while node is not None and all(node is not other for other in seen):
+        seen.append(node)
+        wait = getattr(node, "retry_after", None)
+        if isinstance(wait, (int, float)) and not isinstance(wait, bool):
+            return float(wait)
+        node = node.cause if isinstance(node, AttemptInterrupted) else node.__cause__
+    return None

@@ -41,7 +41,7 @@ from django.db.models.functions import Coalesce, Greatest
 
 from hindsight.db import ClockTimestamp
 from operations import dispatch, registry
-from operations.errors import OperationFailure
+from operations.errors import OperationFailure, requested_wait_seconds
 from operations.hooks import call_hook_in_transaction
 from operations.jobs import Job
 from operations.models import (
@@ -296,6 +296,9 @@ def operation_record_attempt(
     everything here is undone and ``None`` returned.
     """
     final = _attempt_is_final(peek, retryable=retryable)
+    asked = requested_wait_seconds(exc) if delay_seconds is None else None
+    if asked is not None:  # a provider's Retry-After: the backoff, or longer if it asked
+        delay_seconds = max(backoff_seconds(peek.retry_count), asked)
     try:
         with transaction.atomic():
             if bump:

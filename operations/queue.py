@@ -304,6 +304,32 @@ def operations_cancel_parked(*, dedupe_key: str, parked_only: bool = True) -> li
     return ids
 
 
+def operations_defer_automatic(
+    *, dedupe_key: str, until: datetime, parked_by: dict[str, Any]
+) -> list[uuid.UUID]:
+    """Park the key's pending *automatic* operation until at least ``until`` (a backoff after
+    failures), saying why in ``result_metadata.parked_by``; a later park it had is kept.
+
+    The same lock order as ``operations_cancel_parked``: a failed job's transaction calls this
+    from its handler hook, before it locks its own row.
+    """
+    with transaction.atomic():
+        list(Operation.objects.select_for_update().filter(dedupe_key=dedupe_key,
+                                                          status=PROCESSING).values_list("id"))
+        ops = list(Operation.objects.select_for_update().filter(
+            dedupe_key=dedupe_key, status=PENDING, automatic=True))
+        for op in ops:
+            if op.next_retry_at is None or op.next_retry_at < until:
+                op.next_retry_at = until
+                op.result_metadata = {**(op.result_metadata or {}), PARKED_BY: parked_by}
+                op.error_message = str(parked_by.get("message") or "parked")
+                op.dispatched_at = None
+                op.updated_at = ClockTimestamp()
+                op.save(update_fields=["next_retry_at", "result_metadata", "error_message",
+                                       "dispatched_at", "updated_at"])
+    return [op.id for op in ops]
+
+
 def on_cancelled_on_commit(operation_id: uuid.UUID) -> None:
     """Call the handler's ``on_cancelled`` hook once the current transaction commits."""
     def call() -> None:

@@ -4,18 +4,20 @@
   request each, times ``1 + LLM_MAX_RETRIES`` when the gateway's own transient-error retries
   are on (the two multiply: with the defaults, 3 × 4 = 12 requests per operation).
 - Nothing is lost: every operation ends ``failed`` (visibly, with a failure history entry per
-  attempt), the content is untouched, the model is paused.
-- Paused costs nothing: ten minutes of simulated time — a memory in scope written and a cron
-  tick every minute, automatic triggers fired directly — make 0 requests and queue nothing.
-- Resumable: once the provider answers again, a manual refresh completes each model and clears
-  the pause.
+  attempt), the content is untouched. A 503 is transient: the model is *not* paused
+  (``last_refresh_failed_at`` is set, ``paused`` is not), and its automatic refreshes back off
+  (``mentalmodels.failure_class``).
+- The backoff costs nothing: ten triggers — a memory in scope written and a cron tick each,
+  automatic triggers fired directly — inside the backoff make 0 requests; they fold into one
+  parked refresh per model, due when the backoff ends.
+- Resumable: once the provider answers again, a manual refresh completes each model at once
+  and clears the failure (the parked automatic one folds into it).
 """
 
 from __future__ import annotations
 
 import json
 import re
-from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -93,27 +95,33 @@ def test_an_outage_costs_bounded_requests_loses_nothing_and_resumes_by_hand(
     for mm_id, op_id in op_ids.items():
         assert scripted_llm.requests_by_key[mm_id] == attempts * (1 + llm_retries), mm_id
         models = MentalModel.objects.filter(bank_id=BANK, mental_model_id=mm_id)
-        # The pause flag and the last failure entry follow the operation's final write.
-        wait_until(lambda: models.get().last_refresh_failed_at, 10, message=f"{mm_id} paused")
+        # The failure record and the last failure entry follow the operation's final write.
+        wait_until(lambda: models.get().last_refresh_failed_at, 10, message=f"{mm_id} failed")
         model = models.get()
+        assert not model.paused and model.last_refresh_failure_transient  # 503: transient
+        assert model.auto_refresh_not_before is not None
         assert model.content == f"# {mm_id}\n\nbefore the outage"
         failures = MentalModelHistory.objects.filter(model=model, kind="refresh_failed")
         wait_until(lambda: failures.count() == attempts, 10, message="a failure per attempt")
         assert {str(f.operation_id) for f in failures} == {op_id}
     assert not scripted_llm.overlaps
 
-    # Ten minutes of simulated time while paused: new facts in scope, a cron tick a minute.
+    # Ten triggers inside the backoff: new facts in scope, a cron tick each.
     spent = dict(scripted_llm.requests_by_key)
-    start = timezone.now()
     for minute in range(1, 11):
         make_memory(BANK, f"Minute {minute}: the team shipped.", tags=["team"], embed=True)
-        report = mental_models_cron_tick(now=start + timedelta(minutes=minute))
+        report = mental_models_cron_tick(now=timezone.now())
         assert report.counts().get("queued", 0) == 0, report.counts()
         results = mental_models_refresh_auto(
             models=list(MentalModel.objects.filter(bank_id=BANK)), reason="consolidation")
-        assert {r.action for r in results} == {"skipped_paused"}, [r.action for r in results]
-    assert not Operation.objects.filter(bank_id=BANK, status__in=["pending", "processing"]).exists()
-    assert dict(scripted_llm.requests_by_key) == spent  # 0 requests while paused
+        assert {r.action for r in results} == {"parked"}, [r.action for r in results]
+        assert all(r.not_before == MentalModel.objects.get(
+            bank_id=BANK, mental_model_id=r.mental_model_id).auto_refresh_not_before
+            for r in results)
+    parked = Operation.objects.filter(bank_id=BANK, status="pending")
+    assert parked.count() == len(MODELS)  # one parked refresh per model, triggers folded in
+    assert not Operation.objects.filter(bank_id=BANK, status="processing").exists()
+    assert dict(scripted_llm.requests_by_key) == spent  # 0 requests inside the backoff
 
     # The provider is back: a manual refresh resumes each model.
     scripted_llm.respond_with(_answer)
@@ -126,5 +134,5 @@ def test_an_outage_costs_bounded_requests_loses_nothing_and_resumes_by_hand(
         assert done.status == "completed", done.error_message
         assert done.details["outcome"] == "content_written", (mm_id, done.details)
         model = MentalModel.objects.get(bank_id=BANK, mental_model_id=mm_id)
-        assert model.last_refresh_failed_at is None
+        assert model.last_refresh_failed_at is None and model.auto_refresh_not_before is None
         assert model.content == "## Back\n\nThe provider answers again."

@@ -15,6 +15,7 @@ from django.contrib import admin
 from django.db.models import Count, Q, QuerySet
 from django.http import HttpRequest
 
+from hindsight.banks.budget import bank_token_budget, bank_tokens_last_24h_subquery
 from hindsight.banks.models import FACT_TYPES, Bank, MemoryUnit
 from hindsight.banks.services import bank_delete
 from hindsight.errors import NotFound
@@ -22,7 +23,8 @@ from hindsight.errors import NotFound
 
 @admin.register(Bank)
 class BankAdmin(admin.ModelAdmin):
-    list_display = ("id", "name", "memory_count", "mental_model_count", "created_at", "updated_at")
+    list_display = ("id", "name", "memory_count", "mental_model_count", "token_budget",
+                    "tokens_last_24h", "created_at", "updated_at")
     search_fields = ("id", "name", "mission")
     readonly_fields = ("id", "name", "mission", "disposition", "config", "created_at", "updated_at")
 
@@ -30,6 +32,7 @@ class BankAdmin(admin.ModelAdmin):
         return super().get_queryset(request).annotate(
             _memory_count=Count("memories", distinct=True),
             _mental_model_count=Count("mental_models", distinct=True),
+            _tokens_last_24h=bank_tokens_last_24h_subquery(),
         )
 
     @admin.display(ordering="_memory_count", description="memories")
@@ -39,6 +42,15 @@ class BankAdmin(admin.ModelAdmin):
     @admin.display(ordering="_mental_model_count", description="mental models")
     def mental_model_count(self, bank: Any) -> int:
         return bank._mental_model_count
+
+    @admin.display(description="token budget (a day)")
+    def token_budget(self, bank: Any) -> str:
+        budget = bank_token_budget(config=bank.config)
+        return "unlimited" if budget is None else f"{budget:,}"
+
+    @admin.display(ordering="_tokens_last_24h", description="tokens (24 h)")
+    def tokens_last_24h(self, bank: Any) -> str:
+        return f"{bank._tokens_last_24h or 0:,}"
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False  # a bank is created by the API (explicitly or by its first write)

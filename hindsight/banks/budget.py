@@ -44,9 +44,11 @@ from typing import Any
 
 from django.conf import settings
 from django.db import connection
+from django.db.models import BigIntegerField, F, OuterRef, Subquery, Sum
 from prometheus_client.core import GaugeMetricFamily, Metric
 
 from hindsight.banks.models import Bank
+from hindsight.db import ClockTimestamp
 from hindsight.errors import TooManyRequests
 from hindsight.llm.models import LLMRequest
 from operations.queue import operations_release_parked
@@ -148,6 +150,17 @@ def bank_token_budget(*, config: dict[str, Any] | None) -> int | None:
 
 def _config(bank_id: str) -> dict[str, Any]:
     return Bank.objects.filter(id=bank_id).values_list("config", flat=True).first() or {}
+
+
+def bank_tokens_last_24h_subquery() -> Subquery:
+    """The tokens of the last 24 hours of the bank ``OuterRef("id")`` names (a list's column)."""
+    rows = (
+        LLMRequest.objects.filter(bank_id=OuterRef("id"),
+                                  started_at__gt=ClockTimestamp() - WINDOW)
+        .order_by().values("bank_id")
+        .annotate(total=Sum(F("input_tokens") + F("output_tokens"))).values("total")
+    )
+    return Subquery(rows, output_field=BigIntegerField())
 
 
 def bank_spend(*, bank_id: str, config: dict[str, Any] | None = None) -> BankSpend:

@@ -47,7 +47,7 @@ from openai.types.chat import ChatCompletion
 from hindsight import metrics
 from hindsight.errors import LLMNotConfigured
 from hindsight.llm.context import LLMContext, count_in_tallies, current_llm_context
-from hindsight.llm.retry import backoff_seconds, is_transient
+from hindsight.llm.retry import backoff_seconds, is_transient, retry_after_seconds
 from hindsight.llm.types import (
     ChatResult,
     Deadline,
@@ -385,7 +385,7 @@ class LLMGateway:
                     what = f"HTTP {status}" if status else type(exc).__name__
                     raise LLMProviderError(
                         f"LLM request failed after {attempt} attempt(s): {what}: {_message(exc)}",
-                        attempts=attempt, status_code=status,
+                        attempts=attempt, status_code=status, retry_after=retry_after_seconds(exc),
                     ) from exc
                 logger.info("LLM attempt %d failed transiently (%s); retrying", attempt, exc)
                 self._pause(attempt, deadline)

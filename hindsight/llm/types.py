@@ -10,15 +10,29 @@ from typing import Any
 
 
 class LLMError(Exception):
-    """An LLM call failed; ``attempts`` is how many HTTP requests it made."""
+    """An LLM call failed; ``attempts`` is how many HTTP requests it made.
 
-    def __init__(self, message: str, *, attempts: int = 0):
+    ``transient``: whether the same request may succeed later unchanged (the provider is down,
+    overloaded or slow) — as opposed to one it refused or answered unusably, which will fail
+    the same way until something is changed. ``retry_after``: the seconds the provider asked
+    the caller to wait (its ``Retry-After`` header), when it said."""
+
+    def __init__(self, message: str, *, attempts: int = 0, retry_after: float | None = None):
         super().__init__(message)
         self.attempts = attempts
+        self.retry_after = retry_after
+
+    @property
+    def transient(self) -> bool:
+        return False
 
 
 class LLMTimeout(LLMError):
     """The call chain's deadline (or the per-request timeout on the last attempt) ran out."""
+
+    @property
+    def transient(self) -> bool:
+        return True
 
 
 class LLMOutputError(LLMError):
@@ -28,9 +42,21 @@ class LLMOutputError(LLMError):
 class LLMProviderError(LLMError):
     """The provider refused or failed the request (HTTP error, connection error)."""
 
-    def __init__(self, message: str, *, attempts: int = 0, status_code: int | None = None):
-        super().__init__(message, attempts=attempts)
+    def __init__(self, message: str, *, attempts: int = 0, status_code: int | None = None,
+                 retry_after: float | None = None):
+        super().__init__(message, attempts=attempts, retry_after=retry_after)
         self.status_code = status_code
+
+    @property
+    def transient(self) -> bool:
+        """No status (a connection error), 429 and 5xx: the provider may answer later; any
+        other status (400, 401, 403, 404, 422, …) refused the request as it is."""
+        return is_transient_status(self.status_code)
+
+
+def is_transient_status(status_code: int | None) -> bool:
+    """The one rule for an HTTP status from the provider (None: no answer at all)."""
+    return status_code is None or status_code == 429 or status_code >= 500
 
 
 @dataclass(frozen=True)

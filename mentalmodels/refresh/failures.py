@@ -8,7 +8,8 @@ failure reason, the message, whether a retry may help, whether the wall time ran
   where in the refresh the LLM was asked decides what its failure means there;
 - ``retrieval_guarded``: a database read that fails is ``retrieval_failed`` (RF-4);
 - ``FailureEntry.of``: what the failure entry (history, the trace kept with ``keep_trace``) of
-  any failed attempt records — a refusal, an interrupted attempt, a lost worker.
+  any failed attempt records — a refusal, an interrupted attempt, a lost worker — and its class
+  (``mentalmodels.failure_class``: transient or permanent, what the last failure does).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from hindsight.errors import LLMNotConfigured
 from hindsight.llm import LLMError, LLMTimeout
 from mentalmodels.awaiting_llm import llm_missing_message, refresh_failed_for_missing_llm
 from mentalmodels.errors import RefreshFailed, RefreshInterrupted
+from mentalmodels.failure_class import FailureClass, failure_class
 from mentalmodels.refresh_types import RefreshFailureReason, RefreshOutcome
 
 # What a failed delta refresh left alone (every one of its refusals says so).
@@ -105,6 +107,9 @@ class FailureEntry:
     exception: str  # "<type>: <text>" of what ended the attempt
     trace: dict[str, Any] | None
     awaiting_llm: bool  # failed only for want of an LLM: recorded, not paused (awaiting_llm)
+    # Transient (not paused, automatic refreshes back off) or permanent (paused after the last
+    # retry): mentalmodels.failure_class.
+    failure_class: FailureClass
 
     @classmethod
     def of(cls, exc: BaseException) -> FailureEntry:
@@ -118,4 +123,5 @@ class FailureEntry:
             reason = RefreshFailureReason.UNEXPECTED_ERROR
             trace = exc.trace if isinstance(exc, RefreshInterrupted) else None
         return cls(outcome=outcome, reason=reason, exception=f"{type(shown).__name__}: {shown}", trace=trace,
-                   awaiting_llm=refresh_failed_for_missing_llm(exc))
+                   awaiting_llm=refresh_failed_for_missing_llm(exc),
+                   failure_class=failure_class(exc))

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from hindsight.db import ClockTimestamp
 from hindsight.embeddings import get_embedder
 from mentalmodels.document import render_json, split
+from mentalmodels.failure_class import FAILURE_FIELDS, failure_record_clear
 from mentalmodels.models import MentalModel
 from mentalmodels.reflect.mm_search import content_hash, embedding_text
 from mentalmodels.refresh.answer import normalise_based_on
@@ -52,9 +53,10 @@ def refresh_persist(plan: Plan, decided: Outcome, trace: dict[str, Any], job: Jo
             raise FenceLost(f"mental model {plan.model.mental_model_id} was deleted")
         previous_response = model.reflect_response
         fields = ["last_refreshed_at", "last_refresh_failed_at", "last_refresh_source_query",
-                  "reflect_response", "updated_at"]
+                  "reflect_response", "updated_at", *FAILURE_FIELDS]
         model.last_refreshed_at = ClockTimestamp()
         model.last_refresh_failed_at = None
+        failure_record_clear(model)  # no pause, no backoff after transient failures
         if decided.outcome in (RefreshOutcome.CONTENT_WRITTEN,
                                RefreshOutcome.CONTENT_UNCHANGED) or not (
             model.content or ""

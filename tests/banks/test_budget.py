@@ -227,3 +227,34 @@ def test_metrics_show_each_bank_s_spend_and_budget(bank):
     assert f'hindsight_llm_token_budget_per_day{{bank="{BANK}"}} 300.0' in text
     assert 'hindsight_llm_tokens_last_24h{bank="no-budget-bank"} 8.0' in text
     assert 'hindsight_llm_token_budget_per_day{bank="no-budget-bank"}' not in text
+
+
+def test_the_admin_shows_each_model_s_tokens_and_each_bank_s_budget(bank, admin_client):
+    from mentalmodels.services import refresh_dedupe_key
+    from tests.factories import make_operation
+
+    model = make_mental_model(BANK, "team", content="# Team")
+    make_mental_model(BANK, "quiet", content="# Quiet")
+    key = refresh_dedupe_key(bank_id=BANK, mental_model_id="team")
+    earlier = make_operation(bank_id=BANK, dedupe_key=key, status="completed",
+                             completed_at=timezone.now() - timedelta(hours=2),
+                             result_metadata={"llm": {"total_tokens": 999}})
+    last = make_operation(bank_id=BANK, dedupe_key=key, status="completed",
+                          completed_at=timezone.now(),
+                          result_metadata={"llm": {"total_tokens": 1234}})
+    for op, tokens in ((earlier, 999), (last, 1234)):
+        LLMRequest.objects.create(bank_id=BANK, operation_id=op.id, status="success",
+                                  input_tokens=tokens, started_at=timezone.now())
+    LLMRequest.objects.create(bank_id=BANK, operation_id=earlier.id, status="success",
+                              input_tokens=5000, started_at=timezone.now() - timedelta(hours=30))
+    page = admin_client.get("/admin/mentalmodels/mentalmodel/").content.decode()
+    assert "column-last_refresh_tokens" in page and "column-tokens_last_24h" in page
+    row = page[page.index(f"/{model.uid}/change/"):]
+    row = row[:row.index("</tr>")]
+    assert "1,234" in row and "2,233" in row  # the last refresh; both of the last 24 h
+    quiet = page[page.index("quiet"):]
+    assert '<td class="field-last_refresh_tokens">-</td>' in quiet[:quiet.index("</tr>")]
+
+    APIClient().patch(f"{API}/config", {"updates": {BUDGET_KEY: 50000}}, format="json")
+    banks = admin_client.get("/admin/banks/bank/").content.decode()
+    assert "50,000" in banks and "2,233" in banks

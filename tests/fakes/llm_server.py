@@ -14,6 +14,7 @@ Test-facing API (see tests/fakes/fixtures.py for the fixtures)::
 
     server.script(Reply.tool_calls([("recall", {"query": "x"})]), Reply.text("done"))
     server.script(Reply.json({"ok": True}), Reply.error(503, "overloaded"))
+    server.script(Reply.error(429, "slow down", retry_after="3"))  # with a Retry-After header
     reply, handle = Reply.hold(Reply.text("late")); server.script(reply)
     ...; assert handle.wait_received(5); handle.release()
     server.respond_with(lambda body: Reply.text("always this"))
@@ -95,6 +96,7 @@ class Reply:
     finish_reason: str | None = None
     usage: dict[str, int] | None = None
     seconds: float = 0.0
+    retry_after: str | None = None  # an error's Retry-After header
     inner: Reply | None = None
     handle: Hold | None = field(default=None, compare=False)
 
@@ -127,8 +129,10 @@ class Reply:
         )
 
     @classmethod
-    def error(cls, status: int, message: str = "scripted error") -> Reply:
-        return cls("error", status=status, message=message)
+    def error(cls, status: int, message: str = "scripted error", *,
+              retry_after: str | None = None) -> Reply:
+        """An HTTP error answer; ``retry_after`` is sent as its ``Retry-After`` header."""
+        return cls("error", status=status, message=message, retry_after=retry_after)
 
     @classmethod
     def disconnect(cls) -> Reply:
@@ -516,7 +520,8 @@ def _handler_for(server: ScriptedLLMServer) -> type[BaseHTTPRequestHandler]:
                 self.connection.close()
                 return
             if reply.kind == "error":
-                self._send(reply.status, _error_body(reply.status, reply.message))
+                headers = {"Retry-After": reply.retry_after} if reply.retry_after else {}
+                self._send(reply.status, _error_body(reply.status, reply.message), headers)
                 return
             self._send(200, server._completion(body, reply))
 
@@ -526,12 +531,15 @@ def _handler_for(server: ScriptedLLMServer) -> type[BaseHTTPRequestHandler]:
             except OSError:
                 pass  # a scripted disconnect already closed the socket
 
-        def _send(self, status: int, payload: dict[str, Any]) -> None:
+        def _send(self, status: int, payload: dict[str, Any],
+                  headers: dict[str, str] | None = None) -> None:
             data = json.dumps(payload).encode()
             try:
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
+                for name, value in (headers or {}).items():
+                    self.send_header(name, value)
                 self.end_headers()
                 self.wfile.write(data)
             except (BrokenPipeError, ConnectionResetError):
