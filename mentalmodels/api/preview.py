@@ -1,8 +1,7 @@
 """The dry run's wire shape (``POST …/mental-models/{id}/dry-run-refresh``): the result
-serializer declares it (for the OpenAPI document) and renders it from the run's ``Preview``
-(``render``), building the dict directly in the declared order; the scope, window and fact
-counts are nested serializers that render their part the same way. A test holds the rendered
-keys to the declared fields.
+serializer is ``Rendered`` (``hindsight.api.serializers``): its declared fields document it and
+render it from the run's ``Preview``; the scope, window and fact counts are nested ``Rendered``
+parts.
 
 The ``trace`` is the refresh's own record (``mentalmodels.trace.build_trace``, the same one a
 real refresh keeps on the model); ``MentalModelRefreshTraceSerializer`` documents it, and a test
@@ -19,11 +18,12 @@ from typing import Any
 
 from rest_framework import serializers
 
+from hindsight.api.serializers import Rendered, computed, const
 from hindsight.banks.schema import TokenUsageSerializer
 from hindsight.tagscope import TAGS_MATCH_MODES
 from mentalmodels.api.operation_details import REFRESH_OUTCOMES
 from mentalmodels.api.serializers import REFRESH_MODES, TagGroupsField
-from mentalmodels.refresh_types import ModeFallbackReason, Outcome, Plan, Preview, RefreshMode
+from mentalmodels.refresh_types import ModeFallbackReason, Preview, RefreshMode
 from mentalmodels.trace import iso_z
 
 MODE_FALLBACK_REASONS = tuple(r.value for r in ModeFallbackReason)
@@ -43,48 +43,37 @@ def preview_diff(preview: Preview) -> str:
     )
 
 
-class MentalModelRefreshScopeSerializer(serializers.Serializer):
-    tags = serializers.ListField(child=serializers.CharField(), allow_null=True)
-    tags_match = serializers.ChoiceField(choices=TAGS_MATCH_MODES)
-    tag_groups = TagGroupsField()
-    fact_types = serializers.ListField(child=serializers.CharField(), allow_null=True)
+class MentalModelRefreshScopeSerializer(Rendered):
+    """A plan's resolved scope (a ``Plan``)."""
+
+    tags = computed(serializers.ListField(child=serializers.CharField(), allow_null=True),
+                    lambda plan: list(plan.scope.tags) if plan.scope.tags else None)
+    tags_match = computed(serializers.ChoiceField(choices=TAGS_MATCH_MODES),
+                          lambda plan: plan.scope.tags_match)
+    tag_groups = computed(TagGroupsField(), lambda plan: plan.scope.tag_groups_json())
+    fact_types = computed(serializers.ListField(child=serializers.CharField(), allow_null=True),
+                          lambda plan: list(plan.scope.fact_types) if plan.scope.fact_types
+                          else None)
     exclude_mental_models = serializers.BooleanField()
-    exclude_mental_model_ids = serializers.ListField(child=serializers.CharField())
-
-    @staticmethod
-    def render(plan: Plan) -> dict[str, Any]:
-        scope = plan.scope
-        return {
-            "tags": list(scope.tags) if scope.tags else None,
-            "tags_match": scope.tags_match,
-            "tag_groups": scope.tag_groups_json(),
-            "fact_types": list(scope.fact_types) if scope.fact_types else None,
-            "exclude_mental_models": plan.exclude_mental_models,
-            "exclude_mental_model_ids": plan.exclude_ids,
-        }
+    exclude_mental_model_ids = serializers.ListField(child=serializers.CharField(),
+                                                     source="exclude_ids")
 
 
-class MentalModelRefreshWindowSerializer(serializers.Serializer):
-    created_after = serializers.DateTimeField(allow_null=True)
-    created_before = serializers.DateTimeField()
-    watermark = serializers.DateTimeField(allow_null=True)
+class MentalModelRefreshWindowSerializer(Rendered):
+    """The window a preview read (a ``Preview``: its plan and its outcome)."""
 
-    @staticmethod
-    def render(plan: Plan, decided: Outcome) -> dict[str, Any]:
-        return {
-            "created_after": iso_z(plan.window_after),
-            "created_before": iso_z(plan.cutoff),
-            "watermark": iso_z(decided.watermark),
-        }
+    created_after = computed(serializers.DateTimeField(allow_null=True),
+                             lambda p: iso_z(p.plan.window_after))
+    created_before = computed(serializers.DateTimeField(), lambda p: iso_z(p.plan.cutoff))
+    watermark = computed(serializers.DateTimeField(allow_null=True),
+                         lambda p: iso_z(p.outcome.watermark))
 
 
-class MentalModelFactCountsSerializer(serializers.Serializer):
-    retrieved = serializers.DictField(child=serializers.IntegerField())
-    used = serializers.DictField(child=serializers.IntegerField())
+class MentalModelFactCountsSerializer(Rendered):
+    """An ``Outcome``'s fact counts."""
 
-    @staticmethod
-    def render(decided: Outcome) -> dict[str, Any]:
-        return {"retrieved": decided.facts_retrieved, "used": decided.facts_used}
+    retrieved = serializers.DictField(child=serializers.IntegerField(), source="facts_retrieved")
+    used = serializers.DictField(child=serializers.IntegerField(), source="facts_used")
 
 
 class MentalModelTraceToolCallSerializer(serializers.Serializer):
@@ -118,58 +107,42 @@ class MentalModelRefreshTraceSerializer(serializers.Serializer):
     warnings = serializers.ListField(child=serializers.CharField())
 
 
-class MentalModelDryRunRefreshResultSerializer(serializers.Serializer):
-    mental_model_id = serializers.CharField()
-    name = serializers.CharField()
-    requested_mode = serializers.ChoiceField(choices=REFRESH_MODES)
-    effective_mode = serializers.ChoiceField(choices=REFRESH_MODES)
-    mode_fallback_reason = serializers.ChoiceField(choices=MODE_FALLBACK_REASONS, allow_null=True)
-    outcome = serializers.ChoiceField(choices=DRY_RUN_OUTCOMES)
+def _based_on(preview: Preview) -> dict[str, Any]:
+    decided = preview.outcome
+    return {k: v for k, v in decided.based_on.items() if v} if decided.reflected else {}
+
+
+def _delta_operations(preview: Preview) -> dict[str, Any] | None:
+    # Null in full mode; a delta run that asked for no operations applied none.
+    if preview.plan.effective_mode != RefreshMode.DELTA:
+        return None
+    return preview.outcome.delta_operations or {"applied": [], "skipped": []}
+
+
+class MentalModelDryRunRefreshResultSerializer(Rendered):
+    """A ``Preview``: what the refresh would do, nothing written."""
+
+    mental_model_id = serializers.CharField(source="model.mental_model_id")
+    name = serializers.CharField(source="model.name")
+    requested_mode = serializers.ChoiceField(choices=REFRESH_MODES, source="plan.requested_mode")
+    effective_mode = serializers.ChoiceField(choices=REFRESH_MODES, source="plan.effective_mode")
+    mode_fallback_reason = serializers.ChoiceField(choices=MODE_FALLBACK_REASONS,
+                                                   allow_null=True,
+                                                   source="plan.mode_fallback_reason")
+    outcome = serializers.ChoiceField(choices=DRY_RUN_OUTCOMES, source="outcome.outcome")
     would_persist = serializers.BooleanField()
-    scope = MentalModelRefreshScopeSerializer()
-    window = MentalModelRefreshWindowSerializer()
-    facts = MentalModelFactCountsSerializer()
-    based_on = serializers.DictField()
+    scope = MentalModelRefreshScopeSerializer(source="plan")
+    window = MentalModelRefreshWindowSerializer(source="*")
+    facts = MentalModelFactCountsSerializer(source="outcome")
+    based_on = computed(serializers.DictField(), _based_on)
     current_content = serializers.CharField(allow_blank=True)
-    candidate_content = serializers.CharField(allow_blank=True)
-    preview_content = serializers.CharField(allow_blank=True)
-    diff = serializers.CharField(allow_blank=True)
-    delta_operations = serializers.DictField(allow_null=True)
-    retraction = serializers.DictField(allow_null=True)
+    candidate_content = serializers.CharField(allow_blank=True, source="outcome.candidate")
+    preview_content = serializers.CharField(allow_blank=True, source="outcome.content")
+    diff = computed(serializers.CharField(allow_blank=True), preview_diff)
+    delta_operations = computed(serializers.DictField(allow_null=True), _delta_operations)
+    retraction = const(serializers.DictField(allow_null=True), None)
+    # The refresh's own record (``build_trace``), documented here, sent as recorded.
     trace = MentalModelRefreshTraceSerializer()
     usage = TokenUsageSerializer()
     duration_ms = serializers.IntegerField()
     warnings = serializers.ListField(child=serializers.CharField())
-
-    @staticmethod
-    def render(preview: Preview) -> dict[str, Any]:
-        """The declared fields, in their order."""
-        plan, decided, model = preview.plan, preview.outcome, preview.model
-        based_on = {k: v for k, v in decided.based_on.items() if v} if decided.reflected else {}
-        return {
-            "mental_model_id": model.mental_model_id,
-            "name": model.name,
-            "requested_mode": plan.requested_mode,
-            "effective_mode": plan.effective_mode,
-            "mode_fallback_reason": plan.mode_fallback_reason,
-            "outcome": decided.outcome,
-            "would_persist": preview.would_persist,
-            "scope": MentalModelRefreshScopeSerializer.render(plan),
-            "window": MentalModelRefreshWindowSerializer.render(plan, decided),
-            "facts": MentalModelFactCountsSerializer.render(decided),
-            "based_on": based_on,
-            "current_content": preview.current_content,
-            "candidate_content": decided.candidate,
-            "preview_content": decided.content,
-            "diff": preview_diff(preview),
-            # Null in full mode; a delta run that asked for no operations applied none.
-            "delta_operations": (
-                (decided.delta_operations or {"applied": [], "skipped": []})
-                if plan.effective_mode == RefreshMode.DELTA else None
-            ),
-            "retraction": None,
-            "trace": preview.trace,
-            "usage": preview.usage,
-            "duration_ms": preview.duration_ms,
-            "warnings": preview.warnings,
-        }
