@@ -10,6 +10,8 @@ pytest_plugins = [
     "tests.queue",
     "tests.workers",
     "tests.live",
+    "tests.dbflush",
+    "tests.clients",
 ]
 
 # The tests that start a whole stack of their own (servers, gunicorn, workers, a browser, node):

@@ -645,7 +645,8 @@ class Rendered(serializers.Serializer):
         out: dict[str, Any] = {}
         for name, source, convert in plan:
             if name in values:
-                out[name] = values[name]
+                if values[name] is not OMIT:
+                    out[name] = values[name]
                 continue
             value = source(obj)
             if value is OMIT:

@@ -66,7 +66,7 @@ class ReflectView(APIView):
         except LLMError as exc:
             raise ReflectLLMFailed(f"LLM request failed: {exc}") from exc
         tool_calls = include.get("tool_calls")
-        body = ReflectResponseSerializer.render(
+        body = ReflectResponseSerializer.render_result(
             result,
             include_facts=include.get("facts") is not None,
             include_tool_calls=tool_calls is not None,

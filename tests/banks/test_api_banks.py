@@ -16,11 +16,6 @@ pytestmark = pytest.mark.django_db
 BASE = "/v1/default/banks"
 
 
-@pytest.fixture
-def api() -> APIClient:
-    return APIClient()
-
-
 def retain(api: APIClient, bank: str, *items: dict[str, Any]) -> dict[str, Any]:
     response = api.post(f"{BASE}/{bank}/memories", {"items": list(items)}, format="json")
     assert response.status_code == 200, response.content

@@ -34,11 +34,6 @@ def env(scripted_llm, openai_embeddings):
     return scripted_llm
 
 
-@pytest.fixture
-def api() -> APIClient:
-    return APIClient()
-
-
 def create_model(api: APIClient, model_id: str, *, tags=(), **trigger) -> None:
     body = {"id": model_id, "name": model_id, "source_query": "What about the team?",
             "tags": list(tags), "trigger": {"refresh_after_consolidation": True, **trigger}}

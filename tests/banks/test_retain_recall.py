@@ -24,11 +24,6 @@ pytestmark = pytest.mark.django_db
 BASE = "/v1/default/banks"
 
 
-@pytest.fixture
-def api() -> APIClient:
-    return APIClient()
-
-
 def post(api: APIClient, path: str, body: Any) -> Any:
     return api.post(f"{BASE}/{path}", body, format="json")
 

@@ -28,7 +28,6 @@ from hindsight_client_api.models import (
     OperationStatusResponse,
     RetryOperationResponse,
 )
-from rest_framework.test import APIClient
 
 from hindsight.banks.models import Bank
 from operations.engine import operation_execute
@@ -83,11 +82,6 @@ TRACE_KEYS = ["recorded_at", "effective_mode", "mode_fallback_reason", "outcome"
 USAGE_KEYS = ["input_tokens", "output_tokens", "total_tokens", "cached_tokens",
               "thoughts_tokens"]
 VERSION_KEYS = ["previous_content", "previous_reflect_response", "changed_at", "kind"]
-
-
-@pytest.fixture
-def api() -> APIClient:
-    return APIClient()
 
 
 @pytest.fixture

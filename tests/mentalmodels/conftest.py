@@ -3,15 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from rest_framework.test import APIClient
 
 from hindsight.banks.models import Bank
 from tests.factories import make_bank
-
-
-@pytest.fixture
-def api() -> APIClient:
-    return APIClient()
 
 
 @pytest.fixture

@@ -52,7 +52,7 @@ def test_a_reflect_answer_has_the_declared_fields_in_order(
     facts: bool, tool_calls: bool, tool_output: bool, schema_requested: bool, failed: bool
 ) -> None:
     result = _result(structured_output_error="boom" if failed else None)
-    body = schema.ReflectResponseSerializer.render(
+    body = schema.ReflectResponseSerializer.render_result(
         result, include_facts=facts, include_tool_calls=tool_calls,
         include_tool_output=tool_output, schema_requested=schema_requested,
     )

@@ -14,11 +14,6 @@ from tests.mentalmodels.reflect.conftest import add_memory, add_model
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture
-def api() -> APIClient:
-    return APIClient()
-
-
 def _url(bank_id: str = "reflect-bank") -> str:
     return f"/v1/default/banks/{bank_id}/reflect"
 
