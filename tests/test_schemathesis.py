@@ -247,8 +247,10 @@ def test_stateful_sequences_answer_no_server_error_and_match_the_document(
 
 
 def test_enough_requests_were_generated() -> None:
-    # Last in the module (one xdist group): the phases above ran in this process.
-    if not SENT["fuzzing"]:
-        pytest.skip("run with the module's fuzzing tests")
+    # Counts only what ran in this process: under pytest-xdist the module's items were seen
+    # split across workers despite its xdist_group mark, so the total is asserted where the
+    # stateful phase (last of the producers) ran here after the fuzzing; `-n 0` always does.
+    if not (SENT["fuzzing"] and SENT["stateful"]):
+        pytest.skip("the fuzzing and stateful phases ran in another process")
     print(f"schemathesis requests: {dict(SENT)}")
     assert SENT["fuzzing"] + SENT["stateful"] >= MIN_REQUESTS, dict(SENT)
