@@ -72,7 +72,8 @@ class Slot:
         self.thread_id = threading.get_ident()
         self.on_stuck = on_stuck
         self.connection = connection  # the slot's Django database wrapper (thread-local)
-        self.fired = threading.Event()
+        self.fired = threading.Event()  # wakes a slot_wait; set last by _fire
+        self.expired = False  # set first by _fire: what the alarm handler and disarm read
         self.armed = True
         self.lock = threading.Lock()
         self.by_signal = threading.current_thread() is threading.main_thread()
@@ -88,7 +89,7 @@ class Slot:
         surfaced yet is withdrawn: once disarmed, nothing is raised in this thread any more."""
         with self.lock:
             self.armed = False
-            if self.fired.is_set() and threading.get_ident() == self.thread_id:
+            if self.expired and threading.get_ident() == self.thread_id:
                 _withdraw_in_thread(self.thread_id)
         if getattr(_current, "slot", None) is self:
             _current.slot = None
@@ -100,18 +101,22 @@ class Slot:
         with self.lock:
             if not self.armed:
                 return False
-            self.fired.set()
+            # Cancel and raise before waking a slot_wait: woken first, the slot went on to its
+            # failure write, which the late cancel or signal then broke ("the connection is
+            # closed", seen once in a fresh-clone run).
+            self.expired = True
             _cancel_query(self.connection)
             if self.by_signal:
                 signal.pthread_kill(self.thread_id, signal.SIGALRM)
             else:
                 _raise_in_thread(self.thread_id, SlotWallTimeout)
+            self.fired.set()
             return True
 
 
 def _on_alarm(signum: int, frame: Any) -> None:
     slot: Slot | None = getattr(_current, "slot", None)
-    if slot is not None and slot.armed and slot.fired.is_set():
+    if slot is not None and slot.armed and slot.expired:
         raise SlotWallTimeout()
 
 
