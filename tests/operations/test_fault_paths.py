@@ -242,11 +242,25 @@ def test_a_slow_worker_recovered_meanwhile_writes_nothing_and_counts_one_attempt
 
 @pytest.mark.django_db(transaction=True)
 def test_a_heartbeat_that_learns_its_job_was_recovered_stops_holding_the_key_lock(
-    sent, settings
+    sent, settings, monkeypatch
 ) -> None:
     settings.HINDSIGHT = dataclasses.replace(settings.HINDSIGHT, lock_ttl_seconds=1.0,
                                              heartbeat_seconds=0.1,
                                              recovery_threshold_seconds=30)
+    # The heartbeat's stamps are held at a gate while the job is made silent and recovered:
+    # a stamp landing between the two (every 0.1 s) made the sweep find nothing (seen under
+    # xdist load). The heartbeat still runs; only the moment of its next stamp is chosen.
+    gate, parked = threading.Event(), threading.Event()
+    gate.set()
+    stamp = engine.operation_heartbeat
+
+    def gated_stamp(**kwargs):
+        if not gate.is_set():
+            parked.set()
+            gate.wait()
+        return stamp(**kwargs)
+
+    monkeypatch.setattr(engine, "operation_heartbeat", gated_stamp)
     Bank.objects.create(id="fp")
     op = operation_submit(bank_id="fp", operation_type="x", dedupe_key=KEY).operation
     claimed = operation_claim(operation_id=op.id, holder="slow")
@@ -256,12 +270,15 @@ def test_a_heartbeat_that_learns_its_job_was_recovered_stops_holding_the_key_loc
     beat.start()
     try:
         time.sleep(0.3)
+        gate.clear()
+        assert parked.wait(5.0)  # no stamp in flight from here until the gate opens
         Operation.objects.filter(id=op.id).update(heartbeat_at=_db_now() - timedelta(seconds=60))
         # The heartbeat cannot send before the recovery commits: what is sent from here on is
         # the recovery's own two (sent, and on commit; they meet the held lock and are
         # consumed) and the heartbeat's retry, which may come before this thread looks again.
         already = len(sent)
         assert [r.operation.id for r in operations_recover().recovered] == [op.id]
+        gate.set()
         # The retry must not wait for the doomed job to end: the lock goes, the retry is sent.
         deadline = time.monotonic() + 3.0
         while time.monotonic() < deadline and key_lock(KEY).locked():
@@ -270,6 +287,7 @@ def test_a_heartbeat_that_learns_its_job_was_recovered_stops_holding_the_key_loc
         beat.join(3.0)
         assert beat.lease_lost and sent[already:] == [str(op.id)] * 3
     finally:
+        gate.set()
         beat.stop()
         with contextlib.suppress(Exception):
             lock.release()
