@@ -79,11 +79,10 @@ def _tidy_db_connections(**_: Any) -> None:
 
 
 def threads_pool_prepare(*, hostname: str | None) -> None:
-    """In a threads-pool worker, before its first task: connections from a bounded pool, handed
-    back before every LLM wait; the process's liveness beacon (``operations.liveness``)."""
+    """In a threads-pool worker, before its first task: connections from a bounded pool (the LLM
+    gateway hands the thread's back before every wait); the process's liveness beacon
+    (``operations.liveness``)."""
     # Imported here: this module loads before Django's apps are ready (models).
-    from hindsight.db import connection_release_to_pool  # noqa: PLC0415
-    from hindsight.llm import before_wait_register  # noqa: PLC0415
     from operations import engine, liveness  # noqa: PLC0415
 
     cfg = settings.HINDSIGHT
@@ -94,7 +93,6 @@ def threads_pool_prepare(*, hostname: str | None) -> None:
         options["pool"] = {"min_size": 1, "max_size": cfg.worker_db_pool_size, "timeout": 60}
         # pg_stat_activity names the worker each connection belongs to.
         options.setdefault("application_name", f"hindsight-worker {hostname or ''}".strip())
-    before_wait_register(connection_release_to_pool)
     global _beacon
     _beacon = liveness.Beacon(
         liveness.beacon_name(hostname=hostname, pid=os.getpid()),

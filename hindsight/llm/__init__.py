@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from hindsight.llm.gateway import (
     LLMGateway,
-    before_wait_register,
     collect_llm_calls,
     get_llm,
     slot_deadline,
@@ -35,7 +34,6 @@ __all__ = [
     "StructuredResult",
     "ToolCall",
     "Usage",
-    "before_wait_register",
     "collect_llm_calls",
     "get_llm",
     "slot_deadline",

@@ -7,9 +7,9 @@ What it adds on top of the SDK, once for every caller:
   spent raises ``LLMTimeout`` without sending anything. The worker slot's own wall timeout
   (``slot_deadline()``, set by the engine around a job) caps every request the same way, so no
   LLM wait outlives the slot's clock, whatever deadline the caller passed.
-- **Waiting holds nothing else.** Before each request the registered ``before_wait`` hooks run
-  (the worker returns the thread's database connection to its pool there: a slot waiting on
-  the LLM holds no connection).
+- **Waiting holds nothing else.** Before each request the thread's database connection goes
+  back to its pool (``hindsight.db.connection_release_to_pool``; a no-op without one): a
+  threads-pool slot waiting on the LLM holds no connection.
 - **Retries of transient errors only** (429, 5xx, connection errors, a request timeout while
   the deadline still has time), up to ``HINDSIGHT_API_LLM_MAX_RETRIES`` extra attempts with a
   short jittered backoff. The SDK's own retries are off so attempts are counted here.
@@ -45,6 +45,7 @@ from django.conf import settings
 from openai.types.chat import ChatCompletion
 
 from hindsight import metrics
+from hindsight.db import connection_release_to_pool
 from hindsight.errors import LLMNotConfigured
 from hindsight.llm.context import LLMContext, count_in_tallies, current_llm_context
 from hindsight.llm.retry import backoff_seconds, is_transient, retry_after_seconds
@@ -68,7 +69,6 @@ OnCall = Callable[[LLMCallRecord], None]
 RequestSink = Callable[[LLMRequestEvent, LLMContext | None], None]
 
 _request_sinks: list[RequestSink] = []
-_before_wait: list[Callable[[], None]] = []
 _slot_deadline: contextvars.ContextVar[Deadline | None] = contextvars.ContextVar(
     "hindsight_llm_slot_deadline", default=None
 )
@@ -78,12 +78,6 @@ def request_sink_register(sink: RequestSink) -> None:
     """Receive every HTTP request the gateway sends (idempotent per sink)."""
     if sink not in _request_sinks:
         _request_sinks.append(sink)
-
-def before_wait_register(hook: Callable[[], None]) -> None:
-    """Run ``hook`` before every HTTP request (idempotent per hook); it must never raise."""
-    if hook not in _before_wait:
-        _before_wait.append(hook)
-
 
 @contextlib.contextmanager
 def slot_deadline(deadline: Deadline) -> Iterator[None]:
@@ -304,8 +298,7 @@ class LLMGateway:
         """Send the request (retrying transient failures); log every attempt."""
 
         def send(request: dict[str, Any], attempt: int) -> Any:
-            for hook in _before_wait:
-                hook()
+            connection_release_to_pool()
             started_at, started = datetime.now(UTC), time.monotonic()
             try:
                 response = _chat_completion(self._client, request)
