@@ -10,7 +10,6 @@ data so every clone checks it without upstream installed.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import anyio
@@ -21,6 +20,8 @@ from hindsight.cli.api import HindsightApi
 from hindsight.config import MCP_ONE_BANK_EXCLUDED, MCP_TOOL_NAMES, read_config
 from hindsight.mcp_server.tools import ToolBackend, build_server, set_backend
 from mentalmodels.models import MentalModel
+from tests.mcp_server.test_mcp import call as _call
+from tests.mcp_server.test_mcp import call_error as _refused
 
 Arg = tuple[str, str, Any]
 REQUIRED = "<required>"
@@ -392,19 +393,6 @@ def test_build_server_offers_the_enabled_tools_in_order() -> None:
 
 BANK = "mcp-tools"
 DOC = "## Team\n\nAlice prefers async; Bob runs the Monday standup."
-
-
-async def _call(client: Client, tool: str, /, **arguments: Any) -> Any:
-    result = await client.call_tool(tool, arguments)
-    assert not result.is_error, result.content
-    return json.loads(result.content[0].text)
-
-
-async def _refused(client: Client, tool: str, /, **arguments: Any) -> str:
-    result = await client.call_tool(tool, arguments)
-    assert result.is_error, result.content
-    text: str = result.content[0].text
-    return text
 
 
 async def _wait(client: Client, operation_id: str, **bank: str) -> dict[str, Any]:
