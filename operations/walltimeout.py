@@ -18,10 +18,12 @@ reaches a main thread only, one timer per process). When a slot's time is up the
    interruptible sleep that raises ``WallTimeout``), not ``time.sleep``.
 
 No LLM request outlives the clock: the block runs under ``hindsight.llm.slot_deadline``, which
-caps every request's timeout at the slot's remaining time. The hard backstop for a call that
-never returns: ``grace_seconds`` after firing, a slot still armed gets its ``on_stuck`` callback
-(the engine stops that job's heartbeat, so the beat's sweep recovers the operation and bumps its
-fence, refusing the stuck slot's writes) while the rest of the process keeps running.
+caps every request's timeout at the slot's remaining time, and a request ended by that cap raises
+the slot's ``WallTimeout`` too (whichever notices first, the attempt fails the same way). The
+hard backstop for a call that never returns: ``grace_seconds`` after firing, a slot still armed
+gets its ``on_stuck`` callback (the engine stops that job's heartbeat, so the beat's sweep
+recovers the operation and bumps its fence, refusing the stuck slot's writes) while the rest of
+the process keeps running.
 
 Arming and disarming take a per-slot lock with the watchdog's firing, so a disarmed slot is
 never fired at, and a timeout fired but not surfaced yet is withdrawn by ``disarm``.
@@ -218,10 +220,21 @@ def armed(seconds: float | None, *,
     _current.slot = slot
     _the_watchdog().schedule(slot.deadline, slot, backstop=False)
     try:
-        with slot_deadline(Deadline(seconds)):
+        with slot_deadline(Deadline(seconds), on_expiry=_expired_at_the_llm):
             yield slot
     finally:
         slot.disarm()
+
+
+def _expired_at_the_llm() -> BaseException:
+    """The LLM gateway found the slot's clock run out (its request was capped at the slot's
+    time): the slot's ``WallTimeout``, raised there. The watchdog fires at the same instant; its
+    own copy is awaited and withdrawn, so it cannot surface later, in the failure path."""
+    slot = current_slot()
+    if slot is not None:
+        slot.fired.wait(1.0)  # in a prefork child, its SIGALRM may raise right here: the same
+        _withdraw_in_thread(threading.get_ident())
+    return SlotWallTimeout()
 
 
 def current_slot() -> Slot | None:

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import dataclasses
 import functools
 import json
 import logging
@@ -69,7 +70,15 @@ OnCall = Callable[[LLMCallRecord], None]
 RequestSink = Callable[[LLMRequestEvent, LLMContext | None], None]
 
 _request_sinks: list[RequestSink] = []
-_slot_deadline: contextvars.ContextVar[Deadline | None] = contextvars.ContextVar(
+
+
+@dataclasses.dataclass(frozen=True)
+class _SlotClock:
+    deadline: Deadline
+    on_expiry: Callable[[], BaseException] | None
+
+
+_slot_deadline: contextvars.ContextVar[_SlotClock | None] = contextvars.ContextVar(
     "hindsight_llm_slot_deadline", default=None
 )
 
@@ -79,10 +88,19 @@ def request_sink_register(sink: RequestSink) -> None:
     if sink not in _request_sinks:
         _request_sinks.append(sink)
 
+
 @contextlib.contextmanager
-def slot_deadline(deadline: Deadline) -> Iterator[None]:
-    """Every LLM request inside the block ends by ``deadline`` (the worker slot's wall clock)."""
-    token = _slot_deadline.set(deadline)
+def slot_deadline(
+    deadline: Deadline, *, on_expiry: Callable[[], BaseException] | None = None
+) -> Iterator[None]:
+    """Every LLM request inside the block ends by ``deadline`` (the worker slot's wall clock).
+
+    A request cut short by that deadline (not by a nearer one its caller passed) raises what
+    ``on_expiry()`` returns — the slot's own timeout — rather than an ``LLMTimeout``, so an
+    attempt ended by the slot's clock is reported as that clock, whichever of the two noticed
+    first.
+    """
+    token = _slot_deadline.set(_SlotClock(deadline, on_expiry))
     try:
         yield
     finally:
@@ -93,9 +111,17 @@ def _earliest(deadline: Deadline | None) -> Deadline | None:
     slot = _slot_deadline.get()
     if slot is None:
         return deadline
-    if deadline is None or slot.remaining() < deadline.remaining():
-        return slot
+    if deadline is None or slot.deadline.remaining() < deadline.remaining():
+        return slot.deadline
     return deadline
+
+
+def _slot_expiry(deadline: Deadline) -> BaseException | None:
+    """The slot's own timeout, when ``deadline`` is the slot's clock and it says so."""
+    slot = _slot_deadline.get()
+    if slot is None or slot.deadline is not deadline or slot.on_expiry is None:
+        return None
+    return slot.on_expiry()
 
 
 _collectors: contextvars.ContextVar[tuple[list[LLMCallRecord], ...]] = contextvars.ContextVar(
@@ -330,6 +356,9 @@ class LLMGateway:
         attempt = 0
         while True:
             if deadline is not None and deadline.expired:
+                expiry = _slot_expiry(deadline)
+                if expiry is not None:
+                    raise expiry
                 raise LLMTimeout(
                     f"LLM deadline of {deadline.seconds:g}s exhausted"
                     + (f" after {attempt} attempt(s)" if attempt else " before the call"),
@@ -361,6 +390,9 @@ class LLMGateway:
                 ) from exc
             except openai.APITimeoutError as exc:
                 if deadline is not None and deadline.expired:
+                    expiry = _slot_expiry(deadline)
+                    if expiry is not None:
+                        raise expiry from exc
                     raise LLMTimeout(
                         f"LLM deadline of {deadline.seconds:g}s exhausted during attempt {attempt}",
                         attempts=attempt,

@@ -17,6 +17,7 @@ from hindsight.llm import (
     Usage,
     collect_llm_calls,
     get_llm,
+    slot_deadline,
 )
 from tests.fakes.llm_server import Reply
 
@@ -259,6 +260,32 @@ def test_deadline_exhausted_during_a_held_request_raises_llm_timeout(
     assert handle.received
     assert 0.4 < elapsed < 2.0
     assert len(scripted_llm.requests) == 1
+    handle.release()
+
+
+class _SlotClockRanOut(Exception):
+    pass
+
+
+def test_a_request_cut_short_by_the_slot_clock_raises_the_slots_own_timeout(
+    scripted_llm, settings
+) -> None:
+    # The engine's watchdog and the request's timeout (capped at the slot's time) end together;
+    # whichever notices first, the attempt must end as the slot's timeout, not an LLMTimeout.
+    with_retries(settings, 3)
+    reply, handle = Reply.hold(Reply.text("too late"))
+    scripted_llm.script(reply)
+    with slot_deadline(Deadline(0.4), on_expiry=_SlotClockRanOut), pytest.raises(
+        _SlotClockRanOut
+    ):
+        get_llm().chat(USER, deadline=Deadline(30))
+    # A nearer deadline of the caller's own is still the caller's LLMTimeout.
+    scripted_llm.script(Reply.delay(1, Reply.text("late")))
+    with slot_deadline(Deadline(5), on_expiry=_SlotClockRanOut), pytest.raises(
+        LLMTimeout, match="deadline of 0.3s"
+    ):
+        get_llm().chat(USER, deadline=Deadline(0.3))
+    assert len(scripted_llm.requests) == 2
     handle.release()
 
 

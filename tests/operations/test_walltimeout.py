@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from hindsight.llm import LLMError, get_llm
+from hindsight.llm import get_llm
 from operations import walltimeout
 from operations.errors import WallTimeout
 from tests.fakes.fixtures import Reply
@@ -71,7 +71,8 @@ def test_an_llm_request_inside_a_slot_ends_with_the_slots_clock(scripted_llm, db
             get_llm().chat([{"role": "user", "content": "hello"}])
 
     outcome = _in_a_thread(body)
-    assert isinstance(outcome["raised"], (WallTimeout, LLMError))
+    # The watchdog and the capped request end together; either way it is the slot's timeout.
+    assert isinstance(outcome["raised"], WallTimeout)
     assert outcome["seconds"] < 4  # not the request's own 120 s timeout, nor the 10 s answer
 
 
