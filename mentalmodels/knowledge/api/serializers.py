@@ -48,7 +48,6 @@ from mentalmodels.knowledge.selectors import (
 )
 from mentalmodels.knowledge.services import KEEP_PARENT, NodeUpdate
 from mentalmodels.models import HistoryKind
-from mentalmodels.triggers import trigger_fill
 
 
 def iso(value: datetime | None) -> str | None:
@@ -207,7 +206,7 @@ class KnowledgeNodeSerializer(Rendered):
                                       _on_page(lambda n: iso(n.last_refresh_failed_at)))
     trigger = computed(MentalModelTriggerSerializer(allow_null=True,
                                                     help_text="Pages only: effective"),
-                       _on_page(lambda n: trigger_fill(n.trigger or {})))
+                       _on_page(lambda n: n.trigger))
     children = ChildrenField()
 
     @classmethod
