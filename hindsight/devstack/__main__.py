@@ -107,10 +107,13 @@ def run(args: argparse.Namespace) -> int:
                          if args.worker_concurrency else [])],
             "beat": [python, "-m", "celery", "-A", "hindsight", "beat", "--loglevel", "INFO"],
         }
+        # Beat only publishes its schedule: its settings load django-celery-beat alone
+        # (hindsight.settings_beat), not the service.
+        beat_env = {**env, "DJANGO_SETTINGS_MODULE": "hindsight.settings_beat"}
         for name, command in commands.items():
             _log(f"starting {name}: {' '.join(command[1:4])} …")
-            children.append(subprocess.Popen(command, env=env, cwd=PROJECT_DIR,
-                                             start_new_session=True))
+            children.append(subprocess.Popen(command, env=beat_env if name == "beat" else env,
+                                             cwd=PROJECT_DIR, start_new_session=True))
         _log(f"serving on http://{bind} (Ctrl-C stops everything)")
         while not stopping:
             for child in children:

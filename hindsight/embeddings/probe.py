@@ -17,8 +17,6 @@ from __future__ import annotations
 
 import dataclasses
 
-import openai
-
 from hindsight.config import (
     INVALID_VALUE,
     LOCAL_EMBEDDING_DIMENSIONS,
@@ -36,6 +34,10 @@ PROBE_TIMEOUT_SECONDS = 30.0
 
 def probe_dimensions(config: Config) -> int:
     """Ask the configured model for one vector and return its length (raises on failure)."""
+    # Imported here: the settings import this module, and only a probe needs the SDK (beat,
+    # for one, never does; hindsight.settings_beat).
+    import openai  # noqa: PLC0415
+
     client = openai.OpenAI(
         base_url=config.embeddings_base_url or None,
         api_key=config.embeddings_api_key or "unused",

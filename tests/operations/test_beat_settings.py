@@ -1,0 +1,55 @@
+"""celery-beat's settings (``hindsight.settings_beat``): beat loads django-celery-beat alone —
+none of the service's apps, handlers, LLM SDK or embedder runtime — and still has the project's
+broker, queue and scheduler. (That a real beat with them publishes its schedule to a worker:
+tests/operations/test_workers.py and tests/test_devstack_run.py.)"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+# What beat does before its first tick: Django set up, Celery's task discovery (the Django
+# fixup runs the system checks there, which import the URL configuration).
+_PROBE = """
+import json, os, sys
+import django
+django.setup()
+from hindsight.celery import app
+app.loader.import_default_modules()
+from django.conf import settings
+print(json.dumps({
+    "loaded": sorted(m for m in ("operations.engine", "hindsight.llm.gateway", "openai",
+                                  "onnxruntime", "numpy", "mentalmodels.models", "rest_framework")
+                     if m in sys.modules),
+    "apps": settings.INSTALLED_APPS,
+    "scheduler": app.conf.beat_scheduler,
+    "queue": app.conf.task_default_queue,
+    "broker": app.conf.broker_url,
+}))
+"""
+
+
+def _probe(settings_module: str) -> dict:
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": settings_module,
+           "HINDSIGHT_API_TASK_QUEUE": "beat-probe-queue",
+           "HINDSIGHT_API_REDIS_URL": "redis://127.0.0.1:1/0"}
+    out = subprocess.run([sys.executable, "-c", _PROBE], cwd=REPO, env=env, check=True,
+                         capture_output=True, text=True, timeout=120)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_beat_settings_load_none_of_the_service() -> None:
+    beat = _probe("hindsight.settings_beat")
+    assert beat["loaded"] == []
+    assert beat["apps"] == ["django.contrib.contenttypes", "django_celery_beat"]
+    assert beat["scheduler"] == "django_celery_beat.schedulers:DatabaseScheduler"
+    assert beat["queue"] == "beat-probe-queue"
+    assert beat["broker"] == "redis://127.0.0.1:1/0"
+    # The project's settings load all of it: what the narrowing saves.
+    full = _probe("hindsight.settings")
+    assert {"operations.engine", "hindsight.llm.gateway", "onnxruntime"} <= set(full["loaded"])
