@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, NamedTuple
 
-from django.db.models import Case, DateTimeField, F, TextField, Value, When
-from django.db.models.functions import Cast, Coalesce
+from django.db.models import Case, DateTimeField, F, TextField, Value, When, Window
+from django.db.models.functions import Cast, Coalesce, RowNumber
 
 from hindsight.banks.models import Bank
 from hindsight.banks.recall import RRF_K
@@ -128,22 +128,31 @@ def _pruned(nodes: list[TreeNode], page_filter: PageFilter) -> list[TreeNode]:
 
 
 def _rows(bank_id: str, *, created: bool = False, **only: Any) -> list[tuple[Any, ...]]:
-    """The nodes as ``TreeNode`` columns, then the bank's last memory write (one statement).
-    The trigger comes as its JSON text (decoded by ``_nodes``); ``created``: read
-    ``created_at``."""
+    """The nodes as ``TreeNode`` columns, then the bank's last memory write (one statement;
+    ``_last_write`` reads it). The trigger comes as its JSON text (decoded by ``_nodes``);
+    ``created``: read ``created_at``."""
     columns: dict[str, Any] = {f"mm_{c}": F(f"mental_model__{c}") for c in _MM}
     columns["mm_trigger"] = Cast("mental_model__trigger", TextField())
     return list(
         KnowledgeNode.objects.filter(bank_id=bank_id, **only)
+        .annotate(row=Window(RowNumber()))
         .annotate(**columns,
                   folder_updated=Case(When(kind=NodeKind.FOLDER, then="updated_at")),
                   # A page was created when its mental model was (the same transaction).
                   made=(Coalesce("mental_model__created_at", "created_at") if created
                         else Value(None, output_field=DateTimeField())),
-                  bank_write=bank_last_memory_write_subquery(bank_id=bank_id))
+                  # On one row only: each timestamp is parsed in Python, and this one was
+                  # the same on every row.
+                  bank_write=Case(When(row=1, then=bank_last_memory_write_subquery(
+                      bank_id=bank_id))))
         .values_list("id", "parent_id", "kind", "name", "folder_updated", "made", "bank_id",
                      *(f"mm_{c}" for c in _MM), "bank_write")
     )
+
+
+def _last_write(rows: Sequence[tuple[Any, ...]]) -> datetime | None:
+    """The bank's last memory write, which one of ``_rows`` carries (None: no memory)."""
+    return next((row[-1] for row in rows if row[-1] is not None), None)
 
 
 _TRIGGER = TreeNode._fields.index("trigger")
@@ -184,7 +193,7 @@ def knowledge_tree(*, bank_id: str, page_filter: PageFilter = PageFilter(),
     nodes = _ordered(_nodes(rows))
     if page_filter.active:
         nodes = _pruned(nodes, page_filter)
-    return Tree(nodes, _stale(nodes, rows[0][-1]) if with_staleness else {})
+    return Tree(nodes, _stale(nodes, _last_write(rows)) if with_staleness else {})
 
 
 def knowledge_tree_node(*, bank_id: str, node_id: str) -> Tree:
@@ -193,7 +202,7 @@ def knowledge_tree_node(*, bank_id: str, node_id: str) -> Tree:
     if not rows:
         raise NotFound(f"Knowledge node '{node_id}' not found")
     nodes = _nodes(rows)
-    return Tree(nodes, _stale(nodes, rows[0][-1]))
+    return Tree(nodes, _stale(nodes, _last_write(rows)))
 
 
 def knowledge_page_get(*, bank_id: str, page_id: str) -> KnowledgeNode:

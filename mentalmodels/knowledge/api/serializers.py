@@ -194,7 +194,7 @@ class KnowledgeNodeSerializer(Rendered):
                                                  help_text="A page's source query"),
                            _on_page(lambda n: n.source_query))
     tags = computed(serializers.ListField(child=serializers.CharField()),
-                    lambda n: list(n.tags or []) if n.kind == NodeKind.PAGE else [])
+                    lambda n: (n.tags or []) if n.kind == NodeKind.PAGE else [])
     timestamp = computed(serializers.CharField(allow_null=True, help_text="Last refresh (page) "
                                                                           "or last update "
                                                                           "(folder)"),
