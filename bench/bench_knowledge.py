@@ -1,22 +1,26 @@
 """Knowledge-base tree benchmark (run on demand; not a test).
 
-For a bank of 100 and one of 1,000 pages (in folders two levels deep, a tenth of them folders),
-over HTTP against a real API process (gunicorn, 2 workers): ``GET …/knowledge-base/tree``
-latency p50 / p95 / max, the time per page, the response size, and the SQL query count of one
-such request (counted in-process with Django's ``CaptureQueriesContext`` on the same database).
-Each bank holds ``--memories`` memories (default 20,000, seeded by ``COPY`` with random tags,
-fact types and synthetic vectors) and its pages random tags, tag modes, fact types and
-watermarks (a third never refreshed, a third half-way, a third past every memory), so the
-per-page ``is_stale`` has real scope queries to answer. The staleness rule probes once per
-distinct scope (tags x tags_match x fact_types), so ``--scopes`` sets how many the pages share
-(default 20, a bank's handful of topics; 0 gives every page its own: the worst case). The last lines print the 1,000 / 100
-ratios: the query count stays flat, the time grows with the nodes rendered.
+Two page shapes, each at 100 and at 1,000 pages (in folders two levels deep, a tenth as many
+folders as pages): pages drawn from ``--scopes`` distinct scopes (tags x tags_match x
+fact_types; default 20, a bank's handful of topics), and every page its own random scope (the
+staleness probe's worst case: one probe per distinct scope). Over HTTP against a real API
+process (gunicorn, 2 workers): ``GET …/knowledge-base/tree`` latency p50 / p95 / max, the
+response size, the SQL query count of one such request and the number of scope probes in it
+(counted in-process with Django's ``CaptureQueriesContext`` on the same database). Each bank
+holds ``--memories`` memories (default 20,000, seeded by ``COPY`` with random tags and fact
+types) and its pages random tags, tag modes, fact types and watermarks (a third never
+refreshed, a third half-way, a third at the bank's last write), so ``is_stale`` has real scope
+probes to answer. All four banks share the database, as a server's banks do.
+
+Per shape, the 1,000 / 100 ratios: the query count stays flat; the time cannot (a 1,000-page
+tree renders and sends ten times the nodes), so the line also gives the marginal cost of a
+node: (p50 at 1,000 - p50 at 100) / (nodes at 1,000 - nodes at 100).
 
 By default it starts its own embedded PostgreSQL on a free port (throw-away data) and migrates;
 ``--database-url`` reuses a migrated server (the benchmark writes ``bench-kb-*`` banks).
 
     .venv/bin/python bench/bench_knowledge.py
-    .venv/bin/python bench/bench_knowledge.py --scopes 0          # every page its own scope
+    .venv/bin/python bench/bench_knowledge.py --runs 50 --scopes 5
 """
 
 from __future__ import annotations
@@ -48,6 +52,10 @@ FACT_TYPES = [None, ["world"], ["observation"], ["world", "experience"]]
 def _percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
+
+
+def _load() -> str:
+    return " ".join(f"{x:.1f}" for x in os.getloadavg())
 
 
 def _free_port() -> int:
@@ -84,47 +92,49 @@ def _scope(rng: random.Random) -> tuple[list[str], dict[str, Any]]:
     return rng.sample(TAGS, rng.randint(0, 2)), trigger
 
 
-def seed_tree(database_url: str, bank_id: str, pages: int, scopes: int,
-              rng: random.Random) -> None:
+def seed_tree(bank_id: str, pages: int, scopes: int, rng: random.Random) -> None:
     """``pages`` pages (mental-model rows and their nodes) under ``pages // 10`` folders, their
-    scopes drawn from ``scopes`` distinct ones (0: each page its own random scope)."""
-    import psycopg
+    scopes drawn from ``scopes`` distinct ones (0: each page its own random one). Written through
+    the ORM (``bulk_create``), so a column added to the models takes its default."""
+    from django.db.models import Max, Min
+
+    from hindsight.banks.models import MemoryUnit
+    from mentalmodels.knowledge.models import KnowledgeNode
+    from mentalmodels.models import MentalModel
 
     pool = [_scope(rng) for _ in range(scopes)]
-    with psycopg.connect(database_url) as conn, conn.cursor() as cur:
-        cur.execute("SELECT min(updated_at), max(updated_at) FROM banks_memoryunit "
-                    "WHERE bank_id = %s", [bank_id])
-        low, high = cur.fetchone()
-        folders: list[str] = []
-        for i in range(max(1, pages // 10)):
-            folder = f"kf-{uuid.uuid4().hex}"
-            # Half the folders nest under an earlier one: two levels deep.
-            parent = rng.choice(folders[: max(1, len(folders) // 2)]) if folders and i % 2 else None
-            cur.execute("INSERT INTO knowledge_knowledgenode (id, bank_id, parent_id, kind, name) "
-                        "VALUES (%s, %s, %s, 'folder', %s)", [folder, bank_id, parent, f"F{i:04d}"])
-            folders.append(folder)
-        for i in range(pages):
-            kind = i % 3
-            watermark = None if kind == 0 else (low + (high - low) / 2 if kind == 1 else high)
-            tags, trigger = rng.choice(pool) if pool else _scope(rng)
-            cur.execute(
-                "INSERT INTO mentalmodels_mentalmodel (bank_id, mental_model_id, name, source_query,"
-                " content, tags, max_tokens, trigger, last_refreshed_at, last_memory_seen_at,"
-                " embedding_model, embedding_content_hash) VALUES (%s, %s, %s, %s, %s, %s, 4096,"
-                " %s, %s, %s, '', '') RETURNING uid",
-                [bank_id, f"mm-{uuid.uuid4().hex}", f"Page {i}", f"What about topic {i}?",
-                 f"## Page {i}\n\n" + " ".join(rng.sample(TAGS, 3)) * 20,
-                 tags, json.dumps(trigger), watermark, watermark])
-            (uid,) = cur.fetchone()
-            cur.execute(
-                "INSERT INTO knowledge_knowledgenode (id, bank_id, parent_id, kind, name,"
-                " mental_model_id) VALUES (%s, %s, %s, 'page', %s, %s)",
-                [f"kp-{uuid.uuid4().hex}", bank_id, rng.choice([None, *folders]), f"Page {i:05d}",
-                 uid])
-        conn.commit()
+    span = MemoryUnit.objects.filter(bank_id=bank_id).aggregate(
+        low=Min("updated_at"), high=Max("updated_at"))
+    low, high = span["low"], span["high"]
+    folders: list[str] = []
+    for i in range(max(1, pages // 10)):
+        folder = f"kf-{uuid.uuid4().hex}"
+        # Half the folders nest under an earlier one: two levels deep.
+        parent = rng.choice(folders[: max(1, len(folders) // 2)]) if folders and i % 2 else None
+        KnowledgeNode.objects.create(id=folder, bank_id=bank_id, parent_id=parent,
+                                     kind="folder", name=f"F{i:04d}")
+        folders.append(folder)
+    models = []
+    for i in range(pages):
+        kind = i % 3
+        watermark = None if kind == 0 else (low + (high - low) / 2 if kind == 1 else high)
+        tags, trigger = rng.choice(pool) if pool else _scope(rng)
+        models.append(MentalModel(
+            bank_id=bank_id, mental_model_id=f"mm-{uuid.uuid4().hex}", name=f"Page {i}",
+            source_query=f"What about topic {i}?",
+            content=f"## Page {i}\n\n" + " ".join(rng.sample(TAGS, 3)) * 20, tags=tags,
+            max_tokens=4096, trigger=trigger, last_refreshed_at=watermark,
+            last_memory_seen_at=watermark))
+    MentalModel.objects.bulk_create(models)
+    KnowledgeNode.objects.bulk_create(
+        KnowledgeNode(id=f"kp-{uuid.uuid4().hex}", bank_id=bank_id,
+                      parent_id=rng.choice([None, *folders]), kind="page", name=f"Page {i:05d}",
+                      mental_model_id=model.uid)
+        for i, model in enumerate(models))
 
 
-def count_tree_queries(bank_id: str) -> int:
+def count_tree_queries(bank_id: str) -> tuple[int, int]:
+    """SQL queries of one tree request, and the scope probes its staleness statement ran."""
     from django.db import connection
     from django.test import Client
     from django.test.utils import CaptureQueriesContext
@@ -132,10 +142,11 @@ def count_tree_queries(bank_id: str) -> int:
     with CaptureQueriesContext(connection) as captured:
         response = Client().get(f"/v1/default/banks/{bank_id}/knowledge-base/tree")
     assert response.status_code == 200, response.content[:300]
-    return len(captured.captured_queries)
+    probes = sum(q["sql"].count("FROM banks_memoryunit m ") for q in captured.captured_queries)
+    return len(captured.captured_queries), probes
 
 
-def bench_tree(base: str, bank_id: str, pages: int, runs: int) -> dict[str, float]:
+def bench_tree(base: str, bank_id: str, label: str, runs: int) -> dict[str, float]:
     url = f"{base}/v1/default/banks/{bank_id}/knowledge-base/tree"
     body = _get(url)  # warm
     times = []
@@ -144,20 +155,20 @@ def bench_tree(base: str, bank_id: str, pages: int, runs: int) -> dict[str, floa
         body = _get(url)
         times.append((time.perf_counter() - started) * 1000)
     tree = json.loads(body)
-    stale = sum(1 for _ in _pages(tree["roots"]) if _["is_stale"])
-    queries = count_tree_queries(bank_id)
+    nodes = sum(1 for _ in _nodes(tree["roots"]))
+    stale = sum(1 for n in _nodes(tree["roots"]) if n["is_stale"])
+    queries, probes = count_tree_queries(bank_id)
     p50 = _percentile(times, 0.5)
-    print(f"{pages:5d} pages: p50 {p50:7.1f} ms  p95 {_percentile(times, 0.95):7.1f} ms  "
-          f"max {max(times):7.1f} ms  {1000 * p50 / pages:6.1f} µs/page  {queries} SQL queries  "
-          f"{len(body) / 1024:6.0f} KiB  ({stale} stale)")
-    return {"p50": p50, "queries": queries}
+    print(f"{label}: p50 {p50:7.1f} ms  p95 {_percentile(times, 0.95):7.1f} ms  "
+          f"max {max(times):7.1f} ms  {nodes:5d} nodes  {queries} SQL queries "
+          f"({probes:3d} scope probes)  {len(body) / 1024:5.0f} KiB  ({stale} stale)")
+    return {"p50": p50, "queries": queries, "nodes": nodes}
 
 
-def _pages(nodes: list[dict[str, Any]]) -> Any:
+def _nodes(nodes: list[dict[str, Any]]) -> Any:
     for node in nodes:
-        if node["kind"] == "page":
-            yield node
-        yield from _pages(node["children"])
+        yield node
+        yield from _nodes(node["children"])
 
 
 def main() -> None:
@@ -167,8 +178,8 @@ def main() -> None:
     parser.add_argument("--memories", type=int, default=20_000)
     parser.add_argument("--runs", type=int, default=20)
     parser.add_argument("--scopes", type=int, default=20,
-                        help="distinct page scopes (tags x tags_match x fact_types); 0: every "
-                             "page its own random one (the staleness query's worst case)")
+                        help="distinct page scopes of the first shape (tags x tags_match x "
+                             "fact_types); the second shape gives every page its own")
     parser.add_argument("--random-seed", type=int, default=7)
     args = parser.parse_args()
     rng = random.Random(args.random_seed)
@@ -210,24 +221,32 @@ def main() -> None:
                 if time.monotonic() > deadline:
                     raise
                 time.sleep(0.2)
-        print(f"# cores: {os.cpu_count()}  memories per bank {args.memories:,}  runs {args.runs}  "
-              f"distinct page scopes {args.scopes or 'one per page'}")
+        print(f"# cores: {os.cpu_count()}  load average {_load()}  memories per bank "
+              f"{args.memories:,}  runs {args.runs}")
         import psycopg
 
-        results = {}
-        for pages in (100, 1000):
-            bank_id = f"bench-kb-{pages}-{uuid.uuid4().hex[:6]}"
-            with psycopg.connect(args.database_url) as conn:
-                conn.execute("INSERT INTO banks_bank (id, name, mission, disposition, config) "
-                             "VALUES (%s, '', '', '{}', '{}')", [bank_id])
-            seed_memories(args.database_url, bank_id, args.memories, rng)
-            seed_tree(args.database_url, bank_id, pages, args.scopes, rng)
-            with psycopg.connect(args.database_url) as conn:
-                conn.execute("ANALYZE")
-            results[pages] = bench_tree(base, bank_id, pages, args.runs)
-        small, large = results[100], results[1000]
-        print(f"1,000 / 100 pages: SQL queries {large['queries'] / small['queries']:.2f}x, "
-              f"p50 {large['p50'] / small['p50']:.2f}x (nodes rendered: 10.00x)")
+        shapes = [(args.scopes, f"{args.scopes} scopes"), (0, "one scope per page")]
+        banks: dict[tuple[int, int], str] = {}
+        for scopes, _ in shapes:
+            for pages in (100, 1000):
+                bank_id = banks[scopes, pages] = f"bench-kb-{pages}-{uuid.uuid4().hex[:6]}"
+                with psycopg.connect(args.database_url) as conn:
+                    conn.execute("INSERT INTO banks_bank (id, name, mission, disposition, config)"
+                                 " VALUES (%s, '', '', '{}', '{}')", [bank_id])
+                seed_memories(args.database_url, bank_id, args.memories, rng)
+                seed_tree(bank_id, pages, scopes, rng)
+        with psycopg.connect(args.database_url) as conn:
+            conn.execute("ANALYZE")
+        for scopes, name in shapes:
+            small, large = (bench_tree(base, banks[scopes, pages],
+                                       f"{pages:5d} pages, {name:>18}", args.runs)
+                            for pages in (100, 1000))
+            per_node = (large["p50"] - small["p50"]) / (large["nodes"] - small["nodes"])
+            print(f"  1,000 / 100 pages, {name}: SQL queries "
+                  f"{large['queries'] / small['queries']:.2f}x, p50 "
+                  f"{large['p50'] / small['p50']:.2f}x (nodes {large['nodes'] / small['nodes']:.2f}x;"
+                  f" {1000 * per_node:.0f} µs per added node)")
+        print(f"# load average {_load()}")
     finally:
         if api is not None:
             with contextlib.suppress(ProcessLookupError):

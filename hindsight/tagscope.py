@@ -398,18 +398,23 @@ def any_newer_batch(
     everything. Uses the staleness variant of the scope. ``cutoff`` (optional) ignores memories
     stamped after it. One SQL statement for the whole batch, one probe per distinct
     (bank, staleness scope) — not per watermark, and not per way of writing the same scope
-    (``_staleness_form``): a page of models sharing a scope asks once. Each probe reads a
-    memory in scope stamped after the group's earliest watermark: the newest when the group's
-    watermarks differ (a backward scan of the ``(bank_id, updated_at)`` index, stopped at the
-    first match), else the first found, any of which is past them all; a key is stale when
+    (``_staleness_form``): a page of models sharing a scope asks once. Each probe reads the
+    newest memory in scope stamped after the group's earliest watermark; a key is stale when
     that memory is newer than its own watermark.
+
+    Every probe orders by ``updated_at DESC``, also where any match would do (its keys share
+    one watermark): the order leaves the planner a backward scan of the ``(bank_id,
+    updated_at)`` index stopped at the first match, or the tags' GIN index for a rare scope —
+    both bounded by the bank's rows. Without it, ``LIMIT 1`` made a sequential scan of the
+    whole table look cheapest (it assumes the matches spread evenly over the table, and the
+    rows of one bank are not): in bench/bench_knowledge.py (one scope per page), ~60 such
+    probes took ~0.9 s of a 1,000-page tree's request.
     """
     groups: dict[tuple[str, TagScope], int] = {}
     # Per item, its group; per group, the earliest watermark (None: some key has none, so every
-    # memory counts) and whether its keys' watermarks differ.
+    # memory counts).
     item_groups: list[int] = []
     bounds: list[datetime | None] = []
-    mixed: list[bool] = []
     forms: dict[TagScope, TagScope] = {}
     for _, bank_id, scope, watermark in items:
         form = forms.get(scope)
@@ -419,10 +424,8 @@ def any_newer_batch(
         item_groups.append(index)
         if index == len(bounds):
             bounds.append(watermark)
-            mixed.append(False)
-        elif watermark != (bound := bounds[index]):
-            mixed[index] = True
-            bounds[index] = None if bound is None or watermark is None else min(bound, watermark)
+        elif (bound := bounds[index]) is not None:
+            bounds[index] = None if watermark is None else min(bound, watermark)
     if not groups:
         return set()
     branches: list[str] = []
@@ -439,10 +442,9 @@ def any_newer_batch(
             branch_params.append(cutoff)
         conditions.append(where)
         branch_params.extend(where_params)
-        order = " ORDER BY m.updated_at DESC" if mixed[index] else ""
         branches.append(
             f"SELECT {int(index)} AS i, (SELECT m.updated_at FROM banks_memoryunit m "
-            f"WHERE {' AND '.join(conditions)}{order} LIMIT 1) AS found"
+            f"WHERE {' AND '.join(conditions)} ORDER BY m.updated_at DESC LIMIT 1) AS found"
         )
         params.extend(branch_params)
     with connections[using].cursor() as cursor:

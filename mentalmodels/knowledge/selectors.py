@@ -14,13 +14,14 @@ on the path to a matching page and drops the others.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, NamedTuple
 
-from django.db.models import F
-from django.db.models.functions import Coalesce
+from django.db.models import Case, DateTimeField, F, TextField, Value, When, Window
+from django.db.models.functions import Cast, Coalesce, RowNumber
 
 from hindsight.banks.models import Bank
 from hindsight.banks.recall import RRF_K
@@ -32,6 +33,7 @@ from mentalmodels.knowledge.models import KnowledgeNode, NodeKind
 from mentalmodels.models import MentalModel, MentalModelHistory
 from mentalmodels.reflect.mm_search import lexical_score, semantic_relevance
 from mentalmodels.staleness import stale_flags
+from mentalmodels.triggers import trigger_fill
 
 SEARCH_LIMIT_MAX = 50
 SNIPPET_CHARS = 280
@@ -55,14 +57,21 @@ class PageFilter:
 
 class TreeNode(NamedTuple):
     """One node as the tree reads it; the page fields (its mental model's, under the model's
-    attribute names, so the staleness rule takes the row) are ``None`` on a folder."""
+    attribute names, so the staleness rule takes the row) are ``None`` on a folder.
+
+    ``trigger`` is the page's effective trigger (``trigger_fill``: every key, upstream's order),
+    one dict shared by every page whose stored trigger is the same: read it, never change it.
+    ``updated_at`` is a folder's (``None`` on a page: the tree shows a page's last refresh) and
+    ``created_at`` is read for the export only (``None`` otherwise): each timestamp a row
+    carries is parsed in Python, and these two were 2 of a page's 5.
+    """
 
     id: str
     parent_id: str | None
     kind: str
     name: str
-    updated_at: datetime
-    created_at: datetime
+    updated_at: datetime | None
+    created_at: datetime | None
     bank_id: str
     uid: int | None
     mental_model_id: str | None
@@ -118,17 +127,53 @@ def _pruned(nodes: list[TreeNode], page_filter: PageFilter) -> list[TreeNode]:
     return [n for n in nodes if n.id in keep]
 
 
-def _rows(bank_id: str, **only: Any) -> list[tuple[Any, ...]]:
-    """The nodes as ``TreeNode`` columns, then the bank's last memory write (one statement)."""
+def _rows(bank_id: str, *, created: bool = False, **only: Any) -> list[tuple[Any, ...]]:
+    """The nodes as ``TreeNode`` columns, then the bank's last memory write (one statement;
+    ``_last_write`` reads it). The trigger comes as its JSON text (decoded by ``_nodes``);
+    ``created``: read ``created_at``."""
+    columns: dict[str, Any] = {f"mm_{c}": F(f"mental_model__{c}") for c in _MM}
+    columns["mm_trigger"] = Cast("mental_model__trigger", TextField())
     return list(
         KnowledgeNode.objects.filter(bank_id=bank_id, **only)
-        .annotate(**{f"mm_{c}": F(f"mental_model__{c}") for c in _MM},
+        .annotate(row=Window(RowNumber()))
+        .annotate(**columns,
+                  folder_updated=Case(When(kind=NodeKind.FOLDER, then="updated_at")),
                   # A page was created when its mental model was (the same transaction).
-                  made=Coalesce("mental_model__created_at", "created_at"),
-                  bank_write=bank_last_memory_write_subquery(bank_id=bank_id))
-        .values_list("id", "parent_id", "kind", "name", "updated_at", "made", "bank_id",
+                  made=(Coalesce("mental_model__created_at", "created_at") if created
+                        else Value(None, output_field=DateTimeField())),
+                  # On one row only: each timestamp is parsed in Python, and this one was
+                  # the same on every row.
+                  bank_write=Case(When(row=1, then=bank_last_memory_write_subquery(
+                      bank_id=bank_id))))
+        .values_list("id", "parent_id", "kind", "name", "folder_updated", "made", "bank_id",
                      *(f"mm_{c}" for c in _MM), "bank_write")
     )
+
+
+def _last_write(rows: Sequence[tuple[Any, ...]]) -> datetime | None:
+    """The bank's last memory write, which one of ``_rows`` carries (None: no memory)."""
+    return next((row[-1] for row in rows if row[-1] is not None), None)
+
+
+_TRIGGER = TreeNode._fields.index("trigger")
+
+
+def _nodes(rows: Sequence[tuple[Any, ...]]) -> list[TreeNode]:
+    """``_rows`` as ``TreeNode``s (the last column, the bank's last write, left off), each
+    distinct trigger text decoded and filled once: a tree's pages mostly share a few triggers,
+    and decoding and filling one per page was a tenth of a 1,000-page tree's time."""
+    triggers: dict[str, dict[str, Any]] = {}
+    nodes = []
+    for row in rows:
+        values = list(row[:-1])
+        text = values[_TRIGGER]
+        if text is not None:
+            trigger = triggers.get(text)
+            if trigger is None:
+                trigger = triggers[text] = trigger_fill(json.loads(text))
+            values[_TRIGGER] = trigger
+        nodes.append(TreeNode._make(values))
+    return nodes
 
 
 def _stale(pages: Sequence[TreeNode], last_write: datetime | None) -> dict[str, bool]:
@@ -138,16 +183,17 @@ def _stale(pages: Sequence[TreeNode], last_write: datetime | None) -> dict[str, 
 
 
 def knowledge_tree(*, bank_id: str, page_filter: PageFilter = PageFilter(),
-                   with_staleness: bool = True) -> Tree:
-    """The bank's tree (404 for an unknown bank), each page with ``is_stale``."""
-    rows = _rows(bank_id)
+                   with_staleness: bool = True, with_created: bool = False) -> Tree:
+    """The bank's tree (404 for an unknown bank), each page with ``is_stale``;
+    ``with_created``: each node's ``created_at`` too."""
+    rows = _rows(bank_id, created=with_created)
     if not rows:
         _require_bank(bank_id)
         return Tree([])
-    nodes = _ordered([TreeNode(*row[:-1]) for row in rows])
+    nodes = _ordered(_nodes(rows))
     if page_filter.active:
         nodes = _pruned(nodes, page_filter)
-    return Tree(nodes, _stale(nodes, rows[0][-1]) if with_staleness else {})
+    return Tree(nodes, _stale(nodes, _last_write(rows)) if with_staleness else {})
 
 
 def knowledge_tree_node(*, bank_id: str, node_id: str) -> Tree:
@@ -155,8 +201,8 @@ def knowledge_tree_node(*, bank_id: str, node_id: str) -> Tree:
     rows = _rows(bank_id, id=node_id)
     if not rows:
         raise NotFound(f"Knowledge node '{node_id}' not found")
-    nodes = [TreeNode(*rows[0][:-1])]
-    return Tree(nodes, _stale(nodes, rows[0][-1]))
+    nodes = _nodes(rows)
+    return Tree(nodes, _stale(nodes, _last_write(rows)))
 
 
 def knowledge_page_get(*, bank_id: str, page_id: str) -> KnowledgeNode:
@@ -245,7 +291,7 @@ class Export:
 
 def knowledge_export(*, bank_id: str) -> Export:
     """Every node, every page's document and history, in three queries."""
-    tree = knowledge_tree(bank_id=bank_id, with_staleness=False)
+    tree = knowledge_tree(bank_id=bank_id, with_staleness=False, with_created=True)
     pages = [n for n in tree.nodes if n.kind == NodeKind.PAGE and n.uid is not None]
     uids = [p.uid for p in pages if p.uid is not None]
     contents = dict(MentalModel.objects.filter(uid__in=uids).values_list("uid", "content"))

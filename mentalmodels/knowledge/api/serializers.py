@@ -48,7 +48,6 @@ from mentalmodels.knowledge.selectors import (
 )
 from mentalmodels.knowledge.services import KEEP_PARENT, NodeUpdate
 from mentalmodels.models import HistoryKind
-from mentalmodels.triggers import trigger_fill
 
 
 def iso(value: datetime | None) -> str | None:
@@ -195,7 +194,7 @@ class KnowledgeNodeSerializer(Rendered):
                                                  help_text="A page's source query"),
                            _on_page(lambda n: n.source_query))
     tags = computed(serializers.ListField(child=serializers.CharField()),
-                    lambda n: list(n.tags or []) if n.kind == NodeKind.PAGE else [])
+                    lambda n: (n.tags or []) if n.kind == NodeKind.PAGE else [])
     timestamp = computed(serializers.CharField(allow_null=True, help_text="Last refresh (page) "
                                                                           "or last update "
                                                                           "(folder)"),
@@ -207,7 +206,7 @@ class KnowledgeNodeSerializer(Rendered):
                                       _on_page(lambda n: iso(n.last_refresh_failed_at)))
     trigger = computed(MentalModelTriggerSerializer(allow_null=True,
                                                     help_text="Pages only: effective"),
-                       _on_page(lambda n: trigger_fill(n.trigger or {})))
+                       _on_page(lambda n: n.trigger))
     children = ChildrenField()
 
     @classmethod
