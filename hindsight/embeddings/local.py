@@ -10,7 +10,13 @@ Same recipe as sentence-transformers' all-MiniLM-L6-v2: truncate to 256 word pie
 
 from __future__ import annotations
 
+import hashlib
+import logging
 import os
+import shutil
+import subprocess
+import sys
+import tempfile
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -72,6 +78,66 @@ def model_path() -> Path:
     return path
 
 
+log = logging.getLogger(__name__)
+
+# The model's graph optimized once and kept (``optimized_model_path``): onnxruntime folds the
+# int8 model's dequantized weights into float32 constants at every session's start, and a
+# session built from the int8 file kept ~150 MB resident for it (the API and every worker each
+# hold one); from the folded file, with its weights in a side file, ~45 MB — the same vectors to
+# the bit (the same graph runs; only the folding moved). Basic optimizations only (constant
+# folding and the like, nothing specific to this CPU): the session applies the rest at load.
+_OPTIMIZE = """
+import sys
+import onnxruntime as ort
+source, target = sys.argv[1], sys.argv[2]
+options = ort.SessionOptions()
+options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
+options.optimized_model_filepath = target + "/model.onnx"
+options.add_session_config_entry(
+    "session.optimized_model_external_initializers_file_name", "model.data")
+options.add_session_config_entry(
+    "session.optimized_model_external_initializers_min_size_in_bytes", "1024")
+ort.InferenceSession(source, options, providers=["CPUExecutionProvider"])
+"""
+
+
+def _cache_dirs() -> list[Path]:
+    home_cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return [Path(home_cache) / "hindsight" / "onnx",
+            Path(tempfile.gettempdir()) / f"hindsight-onnx-{os.getuid()}"]
+
+
+def optimized_model_path() -> Path:
+    """The model with its graph optimized (``_OPTIMIZE``), written once per model file and
+    onnxruntime version into the user's cache (else the temporary directory), by a child process
+    (the optimization's own memory is not kept by the caller). Processes starting together race
+    harmlessly: each writes a folder of its own and renames it into place. Where nothing can be
+    written, the model file itself."""
+    source = model_path()
+    stat = source.stat()
+    key = hashlib.sha256(
+        f"{source}:{stat.st_size}:{stat.st_mtime_ns}:{ort.__version__}".encode()
+    ).hexdigest()[:16]
+    for base in _cache_dirs():
+        target = base / key
+        if (target / "model.onnx").is_file():
+            return target / "model.onnx"
+        try:
+            base.mkdir(parents=True, exist_ok=True)
+            scratch = Path(tempfile.mkdtemp(prefix=f".{key}-", dir=base))
+            subprocess.run([sys.executable, "-c", _OPTIMIZE, str(source), str(scratch)],
+                           check=True, capture_output=True, timeout=300)
+            try:
+                scratch.rename(target)
+            except OSError:  # another process put its copy in place first
+                shutil.rmtree(scratch, ignore_errors=True)
+            if (target / "model.onnx").is_file():
+                return target / "model.onnx"
+        except (OSError, subprocess.SubprocessError) as exc:
+            log.warning("cannot keep the optimized embedding model under %s (%s)", base, exc)
+    return source
+
+
 class LocalEmbedder(Embedder):
     def __init__(self) -> None:
         self.profile = Profile("local", LOCAL_EMBEDDING_MODEL, LOCAL_EMBEDDING_DIMENSIONS)
@@ -86,7 +152,7 @@ class LocalEmbedder(Embedder):
         # would burn the CPU the other processes need.
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         self._session = ort.InferenceSession(
-            str(model_path()), options, providers=["CPUExecutionProvider"]
+            str(optimized_model_path()), options, providers=["CPUExecutionProvider"]
         )
         self._input_names = {i.name for i in self._session.get_inputs()}
         # A session runs one batch at a time well; concurrent callers in one process would only
