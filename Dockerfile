@@ -18,5 +18,6 @@ RUN mkdir -p /var/lib/hindsight/metrics && chown nobody /var/lib/hindsight/metri
 USER nobody
 EXPOSE 8888
 # gunicorn's control socket defaults to ~/.gunicorn/, and nobody's home does not exist.
-CMD ["gunicorn", "hindsight.wsgi:application", "--bind", "0.0.0.0:8888", "--workers", "2", "--threads", "8", \
+CMD ["gunicorn", "hindsight.wsgi:application", "--config", "python:hindsight.gunicorn_conf", \
+     "--bind", "0.0.0.0:8888", "--workers", "2", "--threads", "8", \
      "--control-socket", "/tmp/gunicorn.ctl"]

@@ -83,16 +83,12 @@ def threads_pool_prepare(*, hostname: str | None) -> None:
     gateway hands the thread's back before every wait); the process's liveness beacon
     (``operations.liveness``)."""
     # Imported here: this module loads before Django's apps are ready (models).
+    from hindsight.db import connections_pool_use  # noqa: PLC0415
     from operations import engine, liveness  # noqa: PLC0415
 
-    cfg = settings.HINDSIGHT
-    for alias in connections:
-        settings_dict = connections[alias].settings_dict
-        settings_dict["CONN_MAX_AGE"] = 0  # a pool hands connections out; none persists per thread
-        options = settings_dict.setdefault("OPTIONS", {})
-        options["pool"] = {"min_size": 1, "max_size": cfg.worker_db_pool_size, "timeout": 60}
-        # pg_stat_activity names the worker each connection belongs to.
-        options.setdefault("application_name", f"hindsight-worker {hostname or ''}".strip())
+    # pg_stat_activity names the worker each connection belongs to.
+    connections_pool_use(max_size=settings.HINDSIGHT.worker_db_pool_size,
+                         application_name=f"hindsight-worker {hostname or ''}".strip())
     global _beacon
     _beacon = liveness.Beacon(
         liveness.beacon_name(hostname=hostname, pid=os.getpid()),

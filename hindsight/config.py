@@ -91,6 +91,9 @@ class Config:
     worker_pool: str = "threads"
     worker_concurrency: int = 64
     worker_db_pool_size: int = 8
+    # The API process's database connections under gunicorn, shared by its request threads
+    # (hindsight.gunicorn_conf).
+    web_db_pool_size: int = 4
     worker_max_retries: int = 3
     worker_retry_backoff_seconds: float = 30.0
     worker_retry_backoff_max_seconds: float = 600.0
@@ -291,6 +294,7 @@ def read_config(env: Mapping[str, str] | None = None) -> Config:
         worker_pool=r.choice(p + "WORKER_POOL", WORKER_POOLS, "threads"),
         worker_concurrency=r.integer(p + "WORKER_CONCURRENCY", 64, minimum=1),
         worker_db_pool_size=r.integer(p + "WORKER_DB_POOL_SIZE", 8, minimum=1),
+        web_db_pool_size=r.integer(p + "WEB_DB_POOL_SIZE", 4, minimum=1),
         worker_max_retries=r.integer(p + "WORKER_MAX_RETRIES", 3, minimum=0),
         worker_retry_backoff_seconds=r.number(p + "WORKER_TASK_RETRY_BACKOFF_SECONDS", 30.0),
         worker_retry_backoff_max_seconds=r.number(p + "WORKER_TASK_RETRY_BACKOFF_MAX_SECONDS", 600.0),

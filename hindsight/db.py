@@ -7,7 +7,7 @@ import functools
 from collections.abc import Sequence
 
 import numpy as np
-from django.db import connection, models
+from django.db import connection, connections, models
 from django.db.models import Func
 
 
@@ -33,9 +33,24 @@ def _vector_format(dimensions: int) -> str:
     return "[" + ",".join(["%.9g"] * dimensions) + "]"
 
 
+def connections_pool_use(*, max_size: int, application_name: str) -> None:
+    """From now on the process's database connections come from a bounded psycopg pool of
+    ``max_size`` (Django's ``OPTIONS["pool"]``; call before the first query): a thread takes
+    one for a query or a request and hands it back after — a threads-pool worker's slots, the
+    API's request threads — instead of opening its own (a backend started and torn down per API
+    request, or one held per thread). ``application_name`` names them in
+    ``pg_stat_activity``."""
+    for alias in connections:
+        settings_dict = connections[alias].settings_dict
+        settings_dict["CONN_MAX_AGE"] = 0  # a pool hands connections out; none persists per thread
+        options = settings_dict.setdefault("OPTIONS", {})
+        options["pool"] = {"min_size": 1, "max_size": max_size, "timeout": 60}
+        options.setdefault("application_name", application_name)
+
+
 def connection_is_pooled() -> bool:
-    """The calling thread's connection comes from a pool (``OPTIONS["pool"]``, a threads-pool
-    worker: ``hindsight.celery``)."""
+    """The calling thread's connection comes from a pool (``OPTIONS["pool"]``: a threads-pool
+    worker, ``hindsight.celery``; the API under gunicorn, ``hindsight.gunicorn_conf``)."""
     return bool(connection.settings_dict.get("OPTIONS", {}).get("pool"))
 
 

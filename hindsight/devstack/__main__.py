@@ -96,7 +96,9 @@ def run(args: argparse.Namespace) -> int:
                        check=True, env=env, cwd=PROJECT_DIR)
         bind = f"{config.host}:{config.port}"
         commands = {
+            # hindsight.gunicorn_conf: the request threads share a pool of connections.
             "api": [python, "-m", "gunicorn", "hindsight.wsgi:application", "--bind", bind,
+                    "--config", "python:hindsight.gunicorn_conf",
                     "--workers", str(args.web_workers), "--threads", "16",
                     "--timeout", "600", "--access-logfile", "-",
                     *_control_socket_arguments(base)],

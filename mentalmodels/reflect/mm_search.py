@@ -20,11 +20,15 @@ from __future__ import annotations
 
 import hashlib
 import re
+import threading
+from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 from django.db.models import QuerySet
+from django.db.models.expressions import RawSQL
 
 from hindsight.embeddings import EmbeddingError, get_embedder
 from hindsight.tagscope import TagScope, matches
@@ -125,6 +129,65 @@ def _cosine(a: np.ndarray, b: Sequence[float]) -> float | None:
         return None
     norm = float(np.linalg.norm(a) * np.linalg.norm(vb))
     return None if norm == 0.0 else float(np.dot(a, vb) / norm)
+
+
+# ---------------------------------------------------------------------------------------------
+# Stored vectors, parsed once per process
+
+# A search ranks every visible model, and the database hands a vector over as text: parsing
+# the bank's vectors was most of a search's (and a refresh's) CPU, for vectors that change only
+# when a model is re-embedded. So each process keeps the vectors it parsed, keyed by the model
+# and a digest of the stored vector's bytes (computed by the database, ``VECTOR_DIGEST``), and
+# parses only those it has not seen. A cached array is the very array a fresh read would give
+# (parsed from the same stored vector), so rankings and relevances are the same.
+VECTOR_CACHE_SIZE = 2048
+VECTOR_DIGEST = RawSQL(f'md5(vector_send("{MentalModel._meta.db_table}"."embedding"))', [])
+_vectors: OrderedDict[tuple[int, str], np.ndarray] = OrderedDict()
+_vectors_lock = threading.Lock()
+
+
+def _load_vectors(models: Sequence[MentalModel]) -> None:
+    """Set ``embedding`` on the models read without it (``vector_digest`` annotated instead):
+    from the process's cache, the rest in one query."""
+    missing: list[MentalModel] = []
+    with _vectors_lock:
+        for model in models:
+            if "embedding" not in model.get_deferred_fields():
+                continue
+            digest: str | None = getattr(model, "vector_digest", None)
+            cached = _vectors.get((model.uid, digest)) if digest is not None else None
+            if cached is not None and digest is not None:
+                _vectors.move_to_end((model.uid, digest))
+            elif digest is not None:
+                missing.append(model)
+            model.embedding = cached  # None: no stored vector (or not read yet, just below)
+    if not missing:
+        return
+    # Read again with its digest: a model re-embedded since the first read is cached under its
+    # new vector's digest, and its embedding fields are the ones that vector was stored with.
+    rows: dict[int, tuple[str | None, Any, str, str, int | None]] = {
+        uid: (digest, vector, text_hash, name, dims)
+        for uid, digest, vector, text_hash, name, dims in MentalModel.objects.filter(
+            uid__in=[m.uid for m in missing]
+        ).annotate(digest=VECTOR_DIGEST).values_list(
+            "uid", "digest", "embedding", "embedding_content_hash", "embedding_model",
+            "embedding_dimensions")
+    }
+    with _vectors_lock:
+        for model in missing:
+            if model.uid not in rows:
+                continue  # deleted since: no vector
+            read, vector, text_hash, name, dims = rows[model.uid]
+            model.embedding_content_hash = text_hash
+            model.embedding_model = name
+            model.embedding_dimensions = dims
+            if vector is None or read is None:
+                continue
+            array = np.asarray(vector, dtype=np.float64)
+            model.embedding = array
+            _vectors[(model.uid, read)] = array
+        while len(_vectors) > VECTOR_CACHE_SIZE:
+            _vectors.popitem(last=False)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -247,10 +310,12 @@ def mental_models_search(
     """
     limit = max(1, min(int(limit), MAX_LIMIT))
     # The search reads names, documents, tags, scopes, watermarks and vectors; never the stored
-    # reflect_response (with a kept trace, the bulk of a row) nor the document's structure.
-    models = list(
+    # reflect_response (with a kept trace, the bulk of a row) nor the document's structure. The
+    # vectors come from the process's cache where it has them (``_load_vectors``).
+    models: list[MentalModel] = list(
         visible_models(bank_id=bank_id, scope=scope, exclude_ids=exclude_ids)
-        .defer("reflect_response", "document")
+        .defer("reflect_response", "document", "embedding")
+        .annotate(vector_digest=VECTOR_DIGEST)
     )
     if not models:
         return MentalModelSearch(ranked=[], semantic=False)
@@ -258,6 +323,7 @@ def mental_models_search(
         return MentalModelSearch(ranked=_rank_lexically(query, models, limit), semantic=False)
 
     warnings: list[str] = []
+    _load_vectors(models)
     try:
         relevance = semantic_relevance(models, query, query_vectors=query_vectors)
     except EmbeddingError as exc:

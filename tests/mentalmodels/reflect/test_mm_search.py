@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from hindsight.tagscope import TagScope
@@ -154,3 +156,47 @@ def test_tag_groups_decide_model_visibility(bank):
                                        {"not": {"tags": ["team"]}}])
 
     assert _visible(bank, scope) == {"alice"}
+
+
+def _vector_reads(queries: list[dict]) -> int:
+    """Statements that read the stored vectors themselves (not their digest)."""
+    return sum(1 for q in queries
+               if '"embedding"' in re.sub(r"vector_send\([^)]*\)", "", q["sql"].split(" FROM ")[0]))
+
+
+def test_a_process_parses_each_stored_vector_once_with_the_same_relevance(
+        bank, three_models, openai_embeddings):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from mentalmodels.reflect import mm_search
+
+    mental_models_search(bank_id=bank.id, query="coffee", scope=TagScope())  # embeds all three
+    mm_search._vectors.clear()
+    with CaptureQueriesContext(connection) as first_reads:
+        first = mental_models_search(bank_id=bank.id, query="slack", scope=TagScope())
+    with CaptureQueriesContext(connection) as second_reads:
+        second = mental_models_search(bank_id=bank.id, query="slack", scope=TagScope())
+
+    assert _vector_reads(first_reads.captured_queries) == 1  # the three, in one statement
+    assert _vector_reads(second_reads.captured_queries) == 0  # from the process's cache
+    ranking = [(r.model.mental_model_id, r.relevance) for r in first.ranked]
+    assert [(r.model.mental_model_id, r.relevance) for r in second.ranked] == ranking
+    assert all(relevance is not None for _, relevance in ranking)
+
+
+def test_a_vector_changed_in_the_database_is_read_again_not_served_from_the_cache(
+        bank, three_models, openai_embeddings):
+    mental_models_search(bank_id=bank.id, query="coffee", scope=TagScope())
+    before = mental_models_search(bank_id=bank.id, query="coffee", scope=TagScope())
+    assert before.ranked[0].model.mental_model_id == "coffee"
+    # The same text hash and profile, another vector (stored behind the search's back): the
+    # digest of the stored bytes changed, so the cached array is not used.
+    comms = MentalModel.objects.get(mental_model_id="comms")
+    coffee = MentalModel.objects.get(mental_model_id="coffee")
+    MentalModel.objects.filter(uid=comms.uid).update(embedding=list(coffee.embedding))
+
+    after = mental_models_search(bank_id=bank.id, query="coffee", scope=TagScope())
+
+    relevance = {r.model.mental_model_id: r.relevance for r in after.ranked}
+    assert relevance["comms"] == relevance["coffee"]
