@@ -300,8 +300,17 @@ class WorkerPool:
         for configuration in configurations:
             configuration.workers.clear()
 
-    def stop_all(self) -> None:
-        self._stop(*self._configurations.values())
+    def kill_all(self) -> None:
+        """At the session's end: SIGKILL every shared worker's process group at once. They are
+        idle with their queues empty (``settle``), so nothing is lost, and a warm shutdown of a
+        dozen workers took 10–20 s of the session's end on two cores."""
+        workers = [w for c in self._configurations.values() for w in c.workers]
+        for worker in workers:
+            worker._signal_group(signal.SIGKILL)
+        for worker in workers:
+            worker.stop()  # reaps it, closes its log
+        for configuration in self._configurations.values():
+            configuration.workers.clear()
 
 
 def stop_together(processes: list[WorkerProcess], timeout: float = 5.0) -> None:
@@ -465,7 +474,7 @@ def worker_pool(tmp_path_factory: pytest.TempPathFactory, django_db_blocker: Any
     try:
         yield pool
     finally:
-        pool.stop_all()
+        pool.kill_all()
         with django_db_blocker.unblock():
             _wait_for_backends_to_end()
 
