@@ -177,7 +177,8 @@ def has_private_workers(nodeid: str) -> bool:
 
 
 # How many worker (and beat) processes this session started, by kind: the run's summary.
-STARTS: dict[str, int] = {"shared": 0, "private": 0, "beat": 0}
+STARTS: dict[str, int] = {"shared": 0, "private": 0, "beat": 0, "configurations": 0,
+                          "unsettled": 0}
 
 # Variables that change from test to test without changing what a worker does.
 _NOT_CONFIGURATION = frozenset({"PYTEST_CURRENT_TEST", "HINDSIGHT_API_TASK_QUEUE"})
@@ -261,6 +262,10 @@ class WorkerPool:
     def queue(self, key: tuple[Any, ...]) -> str:
         if key not in self._configurations:
             self._queues += 1
+            STARTS["configurations"] += 1
+            if os.environ.get("HINDSIGHT_TEST_WORKER_KEYS"):  # a debugging aid: what differed
+                with open(os.environ["HINDSIGHT_TEST_WORKER_KEYS"], "a") as out:
+                    out.write(repr((os.environ.get("PYTEST_CURRENT_TEST"), key)) + "\n")
             self._configurations[key] = _Configuration(f"{SESSION_QUEUE}-c{self._queues}")
             self._evict(keep=key)
         configuration = self._configurations.pop(key)  # most recently used last
@@ -286,6 +291,7 @@ class WorkerPool:
             return
         if not (all(w.alive() for w in configuration.workers)
                 and _drain(self.redis_url, configuration.queue, configuration.workers, timeout)):
+            STARTS["unsettled"] += 1
             self._stop(configuration)
 
     def _evict(self, keep: tuple[Any, ...]) -> None:
@@ -545,8 +551,9 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 def pytest_terminal_summary(terminalreporter: Any) -> None:
     if any(STARTS.values()):
         terminalreporter.write_line(
-            f"celery processes started: {STARTS['shared']} shared workers, "
-            f"{STARTS['private']} private workers, {STARTS['beat']} beat")
+            f"celery processes started: {STARTS['shared']} shared workers "
+            f"({STARTS['configurations']} configurations; {STARTS['unsettled']} stopped after a "
+            f"test left them busy), {STARTS['private']} private workers, {STARTS['beat']} beat")
 
 
 def run_beat_once() -> tuple[list[Any], Any]:
