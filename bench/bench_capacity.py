@@ -85,6 +85,15 @@ class CapacityLLM(ChaosLLM):
 
     def __init__(self) -> None:
         super().__init__(delay=(0.0, 0.0))
+        # Persistent connections, as a hosted LLM keeps them (and the stacks' clients reuse
+        # them): the scripted server's own default, a connection per request (so a test's
+        # scripted disconnect never poisons a pool), made each call connect — CPU a stack does
+        # not spend against a provider. TCP_NODELAY: without it a kept-open connection held each
+        # answer for the client's delayed ACK (tests/fakes history, 45 ms a call).
+        handler = self.server._httpd.RequestHandlerClass
+        self.server._httpd.RequestHandlerClass = type(
+            "KeepAliveHandler", (handler,),
+            {"protocol_version": "HTTP/1.1", "disable_nagle_algorithm": True})
         self.seconds = 0.0
         self.in_flight = 0
         self.peak = 0
