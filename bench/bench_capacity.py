@@ -264,6 +264,14 @@ class Capacity:
             "HINDSIGHT_API_LLM_MAX_RETRIES": "0",
             "PYTHONUNBUFFERED": "1",
         }
+        if self.args.scripted_embeddings:
+            # Embeddings from the scripted server, as upstream-slim (no local embedder) gets
+            # them in an --upstream run: the embedding CPU is then the LLM's, not the stack's.
+            env |= {"HINDSIGHT_API_EMBEDDINGS_PROVIDER": "openai",
+                    "HINDSIGHT_API_EMBEDDINGS_OPENAI_BASE_URL": self.llm.server.base_url,
+                    "HINDSIGHT_API_EMBEDDINGS_OPENAI_API_KEY": "capacity",
+                    "HINDSIGHT_API_EMBEDDINGS_OPENAI_MODEL": "scripted-embed",
+                    "HINDSIGHT_API_EMBEDDINGS_OPENAI_DIMENSIONS": "384"}
         for name in ("HINDSIGHT_API_DATABASE_URL", "HINDSIGHT_API_REDIS_URL"):
             env.pop(name, None)  # make run's embedded servers
         out = open(self.scratch / "stack.log", "ab")  # noqa: SIM115 - the child keeps it
@@ -666,6 +674,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="bursts with the LLM at 0 ms that CPU per refresh is averaged over")
     parser.add_argument("--profile", help="py-spy's samples of the worker during the 0 ms "
                                           "bursts, to this file (collapsed stacks)")
+    parser.add_argument("--scripted-embeddings", action="store_true",
+                        help="our stack embeds through the scripted server (OpenAI-compatible) "
+                             "instead of make run's local embedder: upstream's setup here")
     parser.add_argument("--upstream", action="store_true",
                         help="also measure upstream hindsight-api-slim 1.1.0 in this run (after "
                              "ours) and print the ratios to it instead of issue 25's figures")
