@@ -14,18 +14,36 @@ pytest_plugins = [
     "tests.clients",
 ]
 
-# The tests that start a whole stack of their own (servers, gunicorn, workers, a browser, node):
-# under pytest-xdist (``--dist loadgroup``) they run one after another on one xdist worker while
-# the others share out the rest of the suite.
-WHOLE_STACK_TESTS = (
+# The longest tests (tens of seconds each: their own whole stack, a browser, node, many
+# processes racing), longest first. Under pytest-xdist they are collected first, so each starts
+# at once on a worker of its own and the short tests fill in around them; collected where they
+# are, one of them started near the end set the run's length.
+LONG_TESTS = (
     "tests/test_chaos_bounded.py",
-    "tests/test_devstack_run.py",
+    "tests/test_devstack_run.py::test_run_starts_embedded_servers",
+    "tests/test_schemathesis.py",  # one xdist group: the request count spans the module
     "tests/browser/",
+    "tests/banks/test_consolidation_worker.py::test_burst_of_twenty",
+    "tests/operations/test_coalescing.py::test_concurrent_submits_from_many_processes",
+    "tests/knowledge/test_race.py",
     "tests/compat_node/",
+    "tests/operations/test_queue_model.py",
+    "tests/mentalmodels/test_awaiting_llm.py",
+    "tests/mentalmodels/test_failure_classes.py",
+    "tests/operations/test_workers.py::test_jobs_of_one_key_never_overlap",
+    "tests/operations/test_threads_pool.py",
+    "tests/operations/test_fast_recovery.py",
+    "tests/test_llm_outage.py",
 )
 
 
+def _long_rank(item: pytest.Item) -> int:
+    for rank, prefix in enumerate(LONG_TESTS):
+        if item.nodeid.startswith(prefix):
+            return rank
+    return len(LONG_TESTS)
+
+
+@pytest.hookimpl(trylast=True)  # after pytest-django's own ordering, which it keeps otherwise
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    for item in items:
-        if item.nodeid.startswith(WHOLE_STACK_TESTS):
-            item.add_marker(pytest.mark.xdist_group("whole-stack"))
+    items.sort(key=_long_rank)  # stable: the rest keep their order

@@ -247,12 +247,15 @@ def test_burst_of_twenty_retains_inside_the_floor_costs_one_refresh_that_reads_a
 ):
     ConsolidatingLLM(env)
     worker_factory(env=env.env)
-    create_model(api, "team", tags=["team"], min_refresh_interval_seconds=30)
+    # A floor of 12 s: the burst takes about a second (its check below says when a loaded
+    # machine made the test meaningless), and the parked refresh waits out the rest.
+    floor = 12
+    create_model(api, "team", tags=["team"], min_refresh_interval_seconds=floor)
     texts = [f"Burst fact {i} about the team" for i in range(20)]
     started = time.monotonic()
     for text in texts:
         retain(api, text, tags=["team"])
-    assert time.monotonic() - started < 30, "the burst must land inside the floor"
+    assert time.monotonic() - started < floor, "the burst must land inside the floor"
     wait_until(lambda: refreshes("team").filter(status="completed").exists(), 90,
                message="the parked refresh to run")
     settle()
