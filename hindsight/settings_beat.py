@@ -4,8 +4,8 @@ Beat reads its schedule from django-celery-beat's tables (``DatabaseScheduler``)
 each due task by name; it runs none of them. Loaded with the full settings it imported every app
 — the models, the operation handlers, the LLM gateway, the local embedder's runtime — about
 160 MB (PSS) for a process that only keeps a clock. With these, beat's Django knows
-django-celery-beat alone, so Celery's task discovery and its start-up checks (which load the URL
-configuration, hence the API) import nothing of the service: about a third of the memory.
+django-celery-beat alone, so Celery's task discovery imports nothing of the service: about a
+third of the memory.
 
 Everything else (the broker, the queue, the timezone, the database, the task events) is the
 project's settings unchanged. ``make run`` and the compose file start beat with
@@ -18,7 +18,7 @@ from hindsight.settings import *  # noqa: F403 - the project's settings, narrowe
 
 INSTALLED_APPS = ["django.contrib.contenttypes", "django_celery_beat"]
 MIDDLEWARE = []  # the ORM only: beat serves no request
-# Celery's Django fixup runs the system checks at start, and the URL check imports the URL
-# configuration: this module, which has no URLs.
+# No URL configuration either (Celery's run of the system checks, whose URL check imported the
+# whole API, is skipped anyway: hindsight.celery): this module, which has no URLs.
 ROOT_URLCONF = "hindsight.settings_beat"
 urlpatterns: list[object] = []
