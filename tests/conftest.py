@@ -21,7 +21,7 @@ pytest_plugins = [
 LONG_TESTS = (
     "tests/test_chaos_bounded.py",
     "tests/test_devstack_run.py::test_run_starts_embedded_servers",
-    "tests/test_schemathesis.py",  # one xdist group: the request count spans the module
+    "tests/test_schemathesis.py",  # three xdist groups (see the module)
     "tests/browser/",
     "tests/banks/test_consolidation_worker.py::test_burst_of_twenty",
     "tests/operations/test_coalescing.py::test_concurrent_submits_from_many_processes",
