@@ -20,15 +20,15 @@ from mentalmodels.triggers_auto import mental_model_refresh_auto
 from operations.engine import operation_execute
 from operations.models import Operation
 from tests.banks.consolidation_llm import COMPLETION_TOKENS, PROMPT_TOKENS, ConsolidatingLLM
-from tests.factories import make_bank, make_memory, make_mental_model
+from tests.factories import make_memory, make_mental_model
 
 BANK = "budget-bank"
 API = f"/v1/default/banks/{BANK}"
 
 
 @pytest.fixture
-def bank(db):
-    return make_bank(BANK)
+def bank_id() -> str:
+    return BANK
 
 
 @pytest.fixture

@@ -31,6 +31,9 @@ from tests.factories import make_memory, make_mental_model
 from tests.fakes.llm_server import Reply
 from tests.workers import run_beat_once
 
+# Every test commits (the consolidation and its listener run on their own connections).
+pytestmark = pytest.mark.django_db(transaction=True)
+
 BANK = "consolidation-unit"
 
 
@@ -40,8 +43,8 @@ def llm(scripted_llm, openai_embeddings):
 
 
 @pytest.fixture
-def bank(transactional_db) -> Bank:
-    return Bank.objects.create(id=BANK)
+def bank_id() -> str:
+    return BANK
 
 
 def run_consolidation() -> Operation:

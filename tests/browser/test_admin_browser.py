@@ -13,7 +13,6 @@ from typing import Any
 
 import pytest
 
-from hindsight.banks.models import Bank
 from mentalmodels.models import MentalModel, MentalModelHistory
 from mentalmodels.services import refresh_dedupe_key
 from mentalmodels.triggers import trigger_normalize
@@ -80,8 +79,13 @@ def run_action(page, action: str, *values: Any) -> None:
 
 
 @pytest.fixture
-def bank(transactional_db):
-    return Bank.objects.create(id=BANK, name="Browser bank")
+def bank_id() -> str:
+    return BANK
+
+
+@pytest.fixture
+def bank_fields() -> dict[str, str]:
+    return {"name": "Browser bank"}
 
 
 def test_filter_stale_refresh_one_and_read_its_new_version_and_diff(

@@ -24,8 +24,8 @@ BANK = "kb-bank"
 
 
 @pytest.fixture
-def bank():
-    return make_bank(BANK)
+def bank_id() -> str:
+    return BANK
 
 
 def folder(name: str, parent: KnowledgeNode | None = None) -> KnowledgeNode:

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from hindsight.banks.models import Bank
-from tests.factories import make_bank
+
+@pytest.fixture
+def bank_id() -> str:
+    return "mm-bank"
 
 
 @pytest.fixture
-def bank(db) -> Bank:
-    return make_bank("mm-bank", name="Mental model bank")
+def bank_fields() -> dict[str, str]:
+    return {"name": "Mental model bank"}

@@ -8,7 +8,6 @@ import threading
 import pytest
 from rest_framework.test import APIClient
 
-from hindsight.banks.models import Bank
 from mentalmodels.document import render_json, split
 from mentalmodels.models import MentalModel, MentalModelHistory
 from operations.models import Operation
@@ -29,8 +28,8 @@ def env(scripted_llm, openai_embeddings):
 
 
 @pytest.fixture
-def bank(transactional_db):
-    return Bank.objects.create(id=BANK)
+def bank_id() -> str:
+    return BANK
 
 
 def finished(op_id: str, timeout: float = 60.0) -> Operation:

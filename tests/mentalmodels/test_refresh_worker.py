@@ -10,7 +10,7 @@ from rest_framework.test import APIClient
 
 from mentalmodels.models import MentalModel, MentalModelHistory
 from operations.models import Operation
-from tests.factories import make_bank, make_memory, make_mental_model
+from tests.factories import make_memory, make_mental_model
 from tests.fakes.llm_server import Reply
 from tests.workers import wait_until
 
@@ -25,8 +25,8 @@ def env(scripted_llm, openai_embeddings):
 
 
 @pytest.fixture
-def bank(transactional_db):
-    return make_bank("mm-worker-bank")
+def bank_id() -> str:
+    return "mm-worker-bank"
 
 
 def url(*parts: str) -> str:

@@ -15,7 +15,7 @@ from hindsight.banks.models import MemoryUnit
 from hindsight.banks.writeclock import hold_bank_write_lock
 from mentalmodels.models import MentalModel
 from mentalmodels.staleness import stale_flags
-from tests.factories import make_bank, make_memory, make_mental_model
+from tests.factories import make_memory, make_mental_model
 from tests.fakes.llm_server import Reply
 from tests.mentalmodels.fenced import refresh_run
 
@@ -28,8 +28,8 @@ def env(scripted_llm, openai_embeddings):
 
 
 @pytest.fixture
-def bank(transactional_db):
-    return make_bank("rf1-bank")
+def bank_id() -> str:
+    return "rf1-bank"
 
 
 def cite_everything(server):

@@ -34,9 +34,14 @@ def api() -> APIClient:
 
 
 @pytest.fixture
-def bank() -> Bank:
+def bank_id() -> str:
+    return "b1"
+
+
+@pytest.fixture
+def bank(bank) -> Bank:  # the shared bank, and another one beside it
     make_bank("other")
-    return make_bank("b1")
+    return bank
 
 
 def _op(**kwargs) -> Operation:

@@ -8,19 +8,18 @@ from typing import Any
 
 import pytest
 
-from hindsight.banks.models import Bank
 from operations import dispatch
 from operations.models import PROCESSING, Operation
 from operations.queue import operation_submit
 from operations.tasks import run_operation
-from tests.factories import make_bank, make_operation
+from tests.factories import make_operation
 
 pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def bank() -> Bank:
-    return make_bank("b1")
+def bank_id() -> str:
+    return "b1"
 
 
 @pytest.fixture

@@ -12,7 +12,6 @@ import pytest
 import redis
 from django.utils import timezone
 
-from hindsight.banks.models import Bank
 from operations import engine, registry
 from operations.actions import operation_cancel
 from operations.engine import operation_execute, recover
@@ -22,14 +21,13 @@ from operations.jobs import Job
 from operations.leases import operation_claim
 from operations.models import CANCELLED, COMPLETED, FAILED, PENDING, Operation
 from operations.queue import operation_submit
-from tests.factories import make_bank
 
 pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def bank() -> Bank:
-    return make_bank("b1")
+def bank_id() -> str:
+    return "b1"
 
 
 # --- the engine in process ---------------------------------------------------------------------

@@ -14,7 +14,6 @@ from operations.jobs import Job
 from operations.leases import lease_bump, operation_claim
 from operations.models import CANCELLED, COMPLETED, PROCESSING, Lease, Operation
 from operations.queue import operation_submit
-from tests.factories import make_bank
 
 pytestmark = pytest.mark.django_db
 
@@ -22,8 +21,8 @@ KEY = "mm:b1:m1"
 
 
 @pytest.fixture
-def bank() -> Bank:
-    return make_bank("b1")
+def bank_id() -> str:
+    return "b1"
 
 
 def _submit(**kwargs):

@@ -30,8 +30,13 @@ WAIT = 5.0  # every wait in this file is bounded
 
 
 @pytest.fixture
-def bank(sent) -> Bank:
-    return Bank.objects.create(id="lo")
+def bank_id() -> str:
+    return "lo"
+
+
+@pytest.fixture
+def bank(bank, sent) -> Bank:  # the shared bank, with its publishes recorded
+    return bank
 
 
 class Contender(threading.Thread):

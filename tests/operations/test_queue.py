@@ -30,8 +30,8 @@ KEY = "mm:b1:m1"
 
 
 @pytest.fixture
-def bank() -> Bank:
-    return Bank.objects.create(id="b1")
+def bank_id() -> str:
+    return "b1"
 
 
 def _db_now():

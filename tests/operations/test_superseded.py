@@ -28,12 +28,17 @@ URL = f"/v1/default/banks/{BANK}/operations"
 
 
 @pytest.fixture
-def bank(monkeypatch, settings) -> Bank:
+def bank_id() -> str:
+    return BANK
+
+
+@pytest.fixture
+def bank(bank, monkeypatch, settings) -> Bank:  # the shared bank, with publishing patched out
     monkeypatch.setattr("operations.dispatch.operation_send", lambda **kw: True)
     monkeypatch.setattr("operations.dispatch.operation_send_on_commit", lambda **kw: None)
     settings.HINDSIGHT = dataclasses.replace(settings.HINDSIGHT, worker_max_retries=3,
                                              worker_retry_backoff_seconds=0.0)
-    return Bank.objects.create(id=BANK)
+    return bank
 
 
 def _submit(key: str = KEY) -> Operation:

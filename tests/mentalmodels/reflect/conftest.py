@@ -12,7 +12,7 @@ import pytest
 
 from hindsight.banks.models import Bank, MemoryUnit
 from mentalmodels.models import MentalModel
-from tests.factories import make_bank, make_memory, make_mental_model
+from tests.factories import make_memory, make_mental_model
 
 
 @pytest.fixture(autouse=True)
@@ -21,8 +21,13 @@ def _embed_with_scripted_server(openai_embeddings):
 
 
 @pytest.fixture
-def bank(db) -> Bank:
-    return make_bank("reflect-bank", name="Reflect bank")
+def bank_id() -> str:
+    return "reflect-bank"
+
+
+@pytest.fixture
+def bank_fields() -> dict[str, str]:
+    return {"name": "Reflect bank"}
 
 
 def add_memory(bank: Bank, text: str, **fields: Any) -> MemoryUnit:
