@@ -94,20 +94,6 @@ def test_a_worker_with_invalid_configuration_stops_at_start_up_naming_the_variab
     assert " ready." not in result.stdout + result.stderr
 
 
-def test_a_worker_starting_up_loads_no_url_and_no_view() -> None:
-    # What a worker (and beat) imports before its first task: Celery's Django fixup would run
-    # every system check, the URL checks importing every view; the worker skips them.
-    probe = ("import django, sys; django.setup(); from hindsight.celery import app; "
-             "app.loader.import_default_modules(); "
-             "print(sorted(m for m in ('hindsight.urls', 'hindsight.mcp_server.http', "
-             "'drf_spectacular.views') if m in sys.modules))")
-    result = subprocess.run([sys.executable, "-c", probe],
-                            env={**_OFFLINE_SERVERS, "DJANGO_SETTINGS_MODULE": "hindsight.settings"},
-                            capture_output=True, text=True, timeout=120)
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.strip().splitlines()[-1] == "[]"
-
-
 def test_a_missing_secret_key_stops_start_up_with_a_stable_id_and_a_hint(settings) -> None:
     from hindsight.checks import SECRET_KEY_CHECK_ID, secret_key_check
 
