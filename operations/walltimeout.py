@@ -226,15 +226,21 @@ def armed(seconds: float | None, *,
         slot.disarm()
 
 
+def _raised_here() -> SlotWallTimeout:
+    """The slot's ``WallTimeout``, for the calling thread to raise itself once the watchdog has
+    fired: the watchdog's own copy, if it has not surfaced yet, is withdrawn, so it cannot
+    surface later, in the failure path."""
+    _withdraw_in_thread(threading.get_ident())
+    return SlotWallTimeout()
+
+
 def _expired_at_the_llm() -> BaseException:
     """The LLM gateway found the slot's clock run out (its request was capped at the slot's
-    time): the slot's ``WallTimeout``, raised there. The watchdog fires at the same instant; its
-    own copy is awaited and withdrawn, so it cannot surface later, in the failure path."""
+    time): the slot's ``WallTimeout``, raised there. The watchdog fires at the same instant."""
     slot = current_slot()
     if slot is not None:
         slot.fired.wait(1.0)  # in a prefork child, its SIGALRM may raise right here: the same
-        _withdraw_in_thread(threading.get_ident())
-    return SlotWallTimeout()
+    return _raised_here()
 
 
 def current_slot() -> Slot | None:
@@ -254,6 +260,4 @@ def slot_wait(seconds: float) -> None:
         time.sleep(seconds)
         return
     if slot.fired.wait(seconds):
-        # Raised here, so the watchdog's copy (if it has not surfaced yet) is withdrawn.
-        _withdraw_in_thread(threading.get_ident())
-        raise SlotWallTimeout()
+        raise _raised_here()

@@ -116,12 +116,13 @@ def _earliest(deadline: Deadline | None) -> Deadline | None:
     return deadline
 
 
-def _slot_expiry(deadline: Deadline) -> BaseException | None:
-    """The slot's own timeout, when ``deadline`` is the slot's clock and it says so."""
+def _deadline_spent(deadline: Deadline, message: str, *, attempts: int) -> BaseException:
+    """What a spent ``deadline`` raises: the slot's own timeout when it is the slot's clock and
+    the slot gave one (``slot_deadline(on_expiry=…)``), else an ``LLMTimeout``."""
     slot = _slot_deadline.get()
-    if slot is None or slot.deadline is not deadline or slot.on_expiry is None:
-        return None
-    return slot.on_expiry()
+    if slot is not None and slot.deadline is deadline and slot.on_expiry is not None:
+        return slot.on_expiry()
+    return LLMTimeout(message, attempts=attempts)
 
 
 _collectors: contextvars.ContextVar[tuple[list[LLMCallRecord], ...]] = contextvars.ContextVar(
@@ -356,10 +357,8 @@ class LLMGateway:
         attempt = 0
         while True:
             if deadline is not None and deadline.expired:
-                expiry = _slot_expiry(deadline)
-                if expiry is not None:
-                    raise expiry
-                raise LLMTimeout(
+                raise _deadline_spent(
+                    deadline,
                     f"LLM deadline of {deadline.seconds:g}s exhausted"
                     + (f" after {attempt} attempt(s)" if attempt else " before the call"),
                     attempts=attempt,
@@ -390,10 +389,8 @@ class LLMGateway:
                 ) from exc
             except openai.APITimeoutError as exc:
                 if deadline is not None and deadline.expired:
-                    expiry = _slot_expiry(deadline)
-                    if expiry is not None:
-                        raise expiry from exc
-                    raise LLMTimeout(
+                    raise _deadline_spent(
+                        deadline,
                         f"LLM deadline of {deadline.seconds:g}s exhausted during attempt {attempt}",
                         attempts=attempt,
                     ) from exc
