@@ -112,16 +112,12 @@ def _pool_name(worker: Any) -> str:
     return pool if isinstance(pool, str) else getattr(pool, "__module__", "")
 
 
-def configuration_errors() -> list[str]:
-    """The configuration check's errors (``hindsight.checks``), one line each."""
-    from hindsight.checks import configuration_check  # noqa: PLC0415  # needs the settings
-
-    return [f"{error.id}: {error.msg}. {error.hint}" for error in configuration_check()]
-
-
 @worker_init.connect(weak=False)
 def _stop_on_invalid_configuration(**_: Any) -> None:
-    errors = configuration_errors()
+    """The configuration check (``hindsight.checks``) at the worker's start, one line an error."""
+    from hindsight.checks import configuration_check  # noqa: PLC0415  # needs the settings
+
+    errors = [f"{error.id}: {error.msg}. {error.hint}" for error in configuration_check()]
     if errors:
         # SystemExit, not an exception: Celery logs and swallows what a signal handler raises.
         raise SystemExit("invalid configuration:\n" + "\n".join(errors))

@@ -310,13 +310,10 @@ class WorkerPool:
         """At the session's end: SIGKILL every shared worker's process group at once. They are
         idle with their queues empty (``settle``), so nothing is lost, and a warm shutdown of a
         dozen workers took 10–20 s of the session's end on two cores."""
-        workers = [w for c in self._configurations.values() for w in c.workers]
-        for worker in workers:
-            worker._signal_group(signal.SIGKILL)
-        for worker in workers:
-            worker.stop()  # reaps it, closes its log
         for configuration in self._configurations.values():
-            configuration.workers.clear()
+            for worker in configuration.workers:
+                worker._signal_group(signal.SIGKILL)
+        self._stop(*self._configurations.values())  # reaps them, closes their logs
 
 
 def stop_together(processes: list[WorkerProcess], timeout: float = 5.0) -> None:
