@@ -72,5 +72,7 @@ def test_a_session_from_it_keeps_far_less_memory(cache: Path) -> None:
                              check=True, capture_output=True, text=True, timeout=120)
         return int(out.stdout.strip().splitlines()[-1])
 
-    # Measured 189 MB against 81 MB of anonymous memory after loading (onnxruntime 1.32).
-    assert anon_kb("optimized") < anon_kb("original") - 60 * 1024
+    # Measured 189 MB against 81 MB, and 114 MB against 58 MB, of anonymous memory after
+    # loading (onnxruntime 1.32): a ratio, with room, not an amount (it moves between runs; the
+    # figures themselves belong to bench/bench_capacity.py). Without the optimization it is ~1.
+    assert anon_kb("optimized") < 0.75 * anon_kb("original")
