@@ -292,6 +292,19 @@ def semantic_relevance(
 # Search
 
 
+# What a search and its tool entries read of each visible model: ranking (the embedded text,
+# the vector's profile, recency), the entry (id, name, query, document, tags) and staleness
+# (bank, tags, trigger, watermark). Never the stored reflect_response (with a kept trace, the
+# bulk of a row), the document's structure, nor the dozen bookkeeping columns (failures, cron,
+# timestamps) whose parsing, for every model of the bank at every refresh, cost more than the
+# ranking itself. A column read later would cost a query per model.
+SEARCH_FIELDS = (
+    "uid", "bank_id", "mental_model_id", "name", "source_query", "content", "tags", "trigger",
+    "last_refreshed_at", "last_memory_seen_at", "embedding_model", "embedding_dimensions",
+    "embedding_content_hash",
+)
+
+
 def mental_models_search(
     *,
     bank_id: str,
@@ -309,12 +322,11 @@ def mental_models_search(
     query is embedded only when it is not in it, with the stragglers, in one batch).
     """
     limit = max(1, min(int(limit), MAX_LIMIT))
-    # The search reads names, documents, tags, scopes, watermarks and vectors; never the stored
-    # reflect_response (with a kept trace, the bulk of a row) nor the document's structure. The
-    # vectors come from the process's cache where it has them (``_load_vectors``).
+    # The search reads only ``SEARCH_FIELDS`` of every visible model; the vectors come from the
+    # process's cache where it has them (``_load_vectors``).
     models: list[MentalModel] = list(
         visible_models(bank_id=bank_id, scope=scope, exclude_ids=exclude_ids)
-        .defer("reflect_response", "document", "embedding")
+        .only(*SEARCH_FIELDS)
         .annotate(vector_digest=VECTOR_DIGEST)
     )
     if not models:

@@ -200,3 +200,31 @@ def test_a_vector_changed_in_the_database_is_read_again_not_served_from_the_cach
 
     relevance = {r.model.mental_model_id: r.relevance for r in after.ranked}
     assert relevance["comms"] == relevance["coffee"]
+
+
+def test_the_search_reads_only_what_ranking_and_the_tool_entries_need(
+        bank, three_models, openai_embeddings):
+    """Every visible model is read at every search (every refresh of a bank): its bookkeeping
+    columns (failures, cron, timestamps) and its stored answer stay unread, and the tool's
+    entries (staleness included) read nothing more of any model afterwards."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from mentalmodels.reflect.tools import SEARCH_MENTAL_MODELS, ToolBox
+
+    mental_models_search(bank_id=bank.id, query="coffee", scope=TagScope())  # embeds all three
+    box = ToolBox(bank_id=bank.id, query="team", scope=TagScope())
+    with CaptureQueriesContext(connection) as three:
+        outcome = box.run(SEARCH_MENTAL_MODELS, {"query": "team"}, allowed=[SEARCH_MENTAL_MODELS])
+    assert outcome.result_count == 3
+    [search] = [q["sql"] for q in three.captured_queries if "AS \"vector_digest\"" in q["sql"]]
+    for column in ("reflect_response", "document", "refresh_failure_streak", "cron_checked_at",
+                   "awaiting_llm_since", "created_at", "max_tokens"):
+        assert f'"{column}"' not in search.split(" FROM ")[0], column
+    for n in range(3):
+        add_model(bank, f"more-{n}", name=f"More {n}", content=f"The team also does thing {n}.")
+    mental_models_search(bank_id=bank.id, query="coffee", scope=TagScope())  # embeds the new
+    with CaptureQueriesContext(connection) as six:
+        outcome = box.run(SEARCH_MENTAL_MODELS, {"query": "team"}, allowed=[SEARCH_MENTAL_MODELS])
+    assert outcome.result_count == 5  # the default limit
+    assert len(six.captured_queries) == len(three.captured_queries)  # nothing read per model
