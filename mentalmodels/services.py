@@ -9,6 +9,7 @@ engine on the key ``mm:{bank_id}:{mental_model_id}``). The refresh itself lives 
 
 from __future__ import annotations
 
+import json
 import re
 import uuid
 from collections.abc import Sequence
@@ -17,7 +18,6 @@ from typing import Any
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
-from django.db.models import Subquery
 from django.utils import timezone
 
 from hindsight.banks.budget import bank_budget_require
@@ -284,17 +284,51 @@ def slim_reflect_response(reflect_response: dict[str, Any] | None) -> dict[str, 
     return slim
 
 
-def _history_trim(*, model_uid: int, kind: str) -> None:
-    """Keep the newest N entries of ``kind``: failures never evict versions (and vice versa)."""
+# An entry and the trim of its kind, in one statement: keep the newest N entries of the kind
+# (failures never evict versions, and vice versa). The statements of a data-modifying CTE share
+# one snapshot, so the DELETE does not see the row being inserted: it keeps the newest N - 1 of
+# the others, and the new entry (the newest: stamped now) is the N-th. One round trip instead of
+# an ORM create() and a trim (a second statement, and the ORM's delete collector).
+_HISTORY_ADD_SQL = f"""
+WITH entry AS (
+    INSERT INTO {MentalModelHistory._meta.db_table}
+        (model_id, kind, changed_at, previous_content, previous_reflect_response, outcome,
+         reason, exception, operation_id)
+    VALUES (%s, %s, clock_timestamp(), %s, %s::jsonb, %s, %s, %s, %s)
+    RETURNING *
+), trimmed AS (
+    DELETE FROM {MentalModelHistory._meta.db_table}
+     WHERE model_id = %s AND kind = %s AND id NOT IN (
+           SELECT id FROM {MentalModelHistory._meta.db_table}
+            WHERE model_id = %s AND kind = %s
+            ORDER BY changed_at DESC, id DESC
+            LIMIT %s)
+)
+SELECT * FROM entry
+"""
+
+
+def _history_add(
+    *,
+    model_uid: int,
+    kind: str,
+    previous_content: str | None = None,
+    previous_reflect_response: dict[str, Any] | None = None,
+    outcome: str | None = None,
+    reason: str | None = None,
+    exception: str | None = None,
+    operation_id: uuid.UUID | str | None = None,
+) -> MentalModelHistory:
+    """Add an entry of ``kind`` and trim the kind to the newest N (``_HISTORY_ADD_SQL``)."""
     keep = settings.HINDSIGHT.mental_model_history_max_entries
-    newest = (
-        MentalModelHistory.objects.filter(model_id=model_uid, kind=kind)
-        .order_by("-changed_at", "-id")
-        .values("id")[:keep]
-    )
-    MentalModelHistory.objects.filter(model_id=model_uid, kind=kind).exclude(
-        id__in=Subquery(newest)
-    ).delete()
+    response = (json.dumps(previous_reflect_response)
+                if previous_reflect_response is not None else None)
+    [entry] = MentalModelHistory.objects.raw(_HISTORY_ADD_SQL, [
+        model_uid, str(kind), previous_content, response, outcome, reason, exception,
+        str(operation_id) if operation_id is not None else None,
+        model_uid, str(kind), model_uid, str(kind), keep - 1,
+    ])
+    return entry
 
 
 def history_record_version(
@@ -307,16 +341,14 @@ def history_record_version(
 ) -> MentalModelHistory | None:
     if not settings.HINDSIGHT.enable_mental_model_history:
         return None
-    entry = MentalModelHistory.objects.create(
-        model=model,
+    return _history_add(
+        model_uid=model.uid,
         kind=HistoryKind.VERSION,
         previous_content=previous_content,
         previous_reflect_response=slim_reflect_response(previous_reflect_response),
         reason=reason,
         operation_id=operation_id,
     )
-    _history_trim(model_uid=model.uid, kind=HistoryKind.VERSION)
-    return entry
 
 
 def history_record_failure(
@@ -334,16 +366,14 @@ def history_record_failure(
     with transaction.atomic():
         if not MentalModel.objects.filter(uid=model_uid).exists():
             return None
-        entry = MentalModelHistory.objects.create(
-            model_id=model_uid,
+        return _history_add(
+            model_uid=model_uid,
             kind=HistoryKind.FAILURE,
             outcome=outcome,
             reason=reason,
             exception=exception[:4000],
             operation_id=operation_id,
         )
-        _history_trim(model_uid=model_uid, kind=HistoryKind.FAILURE)
-    return entry
 
 
 def mental_model_record_failure(

@@ -87,10 +87,10 @@ def test_one_refresh_in_the_worker_runs_these_statements(model):
         "INSERT llm_llmrequest", "recall banks_memoryunit",
         "INSERT llm_llmrequest", "recall banks_memoryunit",
         "INSERT llm_llmrequest",
-        # The fenced write: the lease's fence, the model locked, its history (version, trim),
-        # the model, the operation's completion — one transaction.
+        # The fenced write: the lease's fence, the model locked, its history (the version and
+        # the trim in one statement), the model, the operation's completion — one transaction.
         "BEGIN", "SELECT operations_lease", "SELECT mentalmodels_mentalmodel",
-        "INSERT mentalmodels_mentalmodelhistory", "DELETE mentalmodels_mentalmodelhistory",
+        "WITH mentalmodels_mentalmodelhistory",
         "UPDATE mentalmodels_mentalmodel", "UPDATE operations_operation", "COMMIT",
         # After the commit and the lock's release: the key's next pending operation.
         "SELECT operations_operation",
