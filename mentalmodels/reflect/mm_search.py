@@ -102,7 +102,7 @@ def visible_models(
 # Embeddings
 
 
-def embedding_text(model: MentalModel) -> str:
+def embedding_text(model: Searchable) -> str:
     """What a model is embedded from: its name and its document."""
     return f"{model.name}\n\n{model.content}".strip()
 
@@ -111,7 +111,7 @@ def content_hash(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def needs_embedding(model: MentalModel, *, profile_model: str, profile_dims: int) -> bool:
+def needs_embedding(model: Searchable, *, profile_model: str, profile_dims: int) -> bool:
     """True when the stored vector does not describe the model's current text under the profile."""
     if not (model.content or "").strip():
         return False  # an empty document has nothing to match; it ranks last
@@ -146,15 +146,13 @@ _vectors: OrderedDict[tuple[int, str], np.ndarray] = OrderedDict()
 _vectors_lock = threading.Lock()
 
 
-def _load_vectors(models: Sequence[MentalModel]) -> None:
-    """Set ``embedding`` on the models read without it (``vector_digest`` annotated instead):
+def _load_vectors(models: Sequence[_Candidate]) -> None:
+    """Set ``embedding`` on the candidates (read with ``vector_digest``, without the vector):
     from the process's cache, the rest in one query."""
-    missing: list[MentalModel] = []
+    missing: list[_Candidate] = []
     with _vectors_lock:
         for model in models:
-            if "embedding" not in model.get_deferred_fields():
-                continue
-            digest: str | None = getattr(model, "vector_digest", None)
+            digest = model.vector_digest
             cached = _vectors.get((model.uid, digest)) if digest is not None else None
             if cached is not None and digest is not None:
                 _vectors.move_to_end((model.uid, digest))
@@ -198,7 +196,7 @@ def _terms(text: str) -> list[str]:
     return [w for w in _WORD.findall(text.lower()) if w not in _STOPWORDS]
 
 
-def lexical_score(query: str, model: MentalModel) -> float:
+def lexical_score(query: str, model: Searchable) -> float:
     """Share of the query's terms the model mentions, name and source query weighted up."""
     q = set(_terms(query))
     if not q:
@@ -209,18 +207,18 @@ def lexical_score(query: str, model: MentalModel) -> float:
     return hits / (2.0 * len(q))
 
 
-def _recency_key(model: MentalModel) -> float:
+def _recency_key(model: Searchable) -> float:
     ts = model.last_refreshed_at
     return ts.timestamp() if ts is not None else float("-inf")
 
 
-def _rank_lexically(query: str, models: list[MentalModel], limit: int) -> list[RankedModel]:
+def _rank_lexically(query: str, models: list[_Candidate], limit: int) -> list[RankedModel]:
     # Stable order: score, then the most recently refreshed, then id (deterministic).
     ordered = sorted(
         models,
         key=lambda m: (-lexical_score(query, m), -_recency_key(m), m.mental_model_id),
     )
-    return [RankedModel(m, None) for m in ordered[:limit]]
+    return [RankedModel(m.as_model(), None) for m in ordered[:limit]]
 
 
 @dataclass(frozen=True)
@@ -234,7 +232,7 @@ class SemanticRelevance:
 
 
 def semantic_relevance(
-    models: Sequence[MentalModel], query: str, *,
+    models: Sequence[Searchable], query: str, *,
     query_vectors: dict[str, list[float]] | None = None,
 ) -> SemanticRelevance:
     """Re-embed the stragglers among ``models`` (seed 004) and score each against ``query``,
@@ -305,6 +303,44 @@ SEARCH_FIELDS = (
 )
 
 
+@dataclass(slots=True)
+class _Candidate:
+    """One visible model as the search ranks it: ``SEARCH_FIELDS`` and the stored vector's
+    digest, read as a row (a model instance for each of a bank's models, at every refresh, cost
+    more than ranking them); the ranked ones become ``MentalModel`` instances (``_as_model``)."""
+
+    uid: int
+    bank_id: str
+    mental_model_id: str
+    name: str
+    source_query: str
+    content: str
+    tags: list[str]
+    trigger: dict[str, Any]
+    last_refreshed_at: Any
+    last_memory_seen_at: Any
+    embedding_model: str
+    embedding_dimensions: int | None
+    embedding_content_hash: str
+    vector_digest: str | None
+    embedding: Any = None
+
+    def as_model(self) -> MentalModel:
+        """The ``MentalModel`` these fields describe (the others deferred, as ``.only()``
+        leaves them), with the vector the search used."""
+        values = {name: getattr(self, name) for name in SEARCH_FIELDS}
+        model = MentalModel.from_db(
+            MentalModel.objects.db, list(SEARCH_FIELDS),
+            [values[f.attname] for f in MentalModel._meta.concrete_fields if f.attname in values],
+        )
+        model.embedding = self.embedding
+        return model
+
+
+# What ranking reads: a model instance, or a search's row of it.
+Searchable = MentalModel | _Candidate
+
+
 def mental_models_search(
     *,
     bank_id: str,
@@ -324,11 +360,12 @@ def mental_models_search(
     limit = max(1, min(int(limit), MAX_LIMIT))
     # The search reads only ``SEARCH_FIELDS`` of every visible model; the vectors come from the
     # process's cache where it has them (``_load_vectors``).
-    models: list[MentalModel] = list(
-        visible_models(bank_id=bank_id, scope=scope, exclude_ids=exclude_ids)
-        .only(*SEARCH_FIELDS)
+    models = [
+        _Candidate(*row)
+        for row in visible_models(bank_id=bank_id, scope=scope, exclude_ids=exclude_ids)
         .annotate(vector_digest=VECTOR_DIGEST)
-    )
+        .values_list(*SEARCH_FIELDS, "vector_digest")
+    ]
     if not models:
         return MentalModelSearch(ranked=[], semantic=False)
     if not query.strip():
@@ -353,7 +390,8 @@ def mental_models_search(
         )
     )
     ranked = [
-        RankedModel(m, round(float(r), 6) if r is not None else None) for m, r in scored[:limit]
+        RankedModel(m.as_model(), round(float(r), 6) if r is not None else None)
+        for m, r in scored[:limit]
     ]
     return MentalModelSearch(
         ranked=ranked, semantic=True, reembedded=relevance.reembedded, warnings=warnings
