@@ -255,6 +255,9 @@ def mental_model_clear(*, bank_id: str, mental_model_id: str) -> MentalModel:
     return model
 
 
+_REFRESH_SUBMIT_FIELDS = ("uid", "bank_id", "mental_model_id", "name")
+
+
 def mental_model_refresh_request(
     *, bank_id: str, mental_model_id: str, mode: str | None = None
 ) -> Any:
@@ -263,7 +266,10 @@ def mental_model_refresh_request(
     A bank that spent its token budget answers ``BudgetSpent`` (429), nothing queued."""
     with transaction.atomic():
         try:
-            model = MentalModel.objects.get(bank_id=bank_id, mental_model_id=mental_model_id)
+            # What the submit reads of it (``mental_model_refresh_submit``): not the stored
+            # answer and document, parsed from JSON at every refresh request for nothing.
+            model = MentalModel.objects.only(*_REFRESH_SUBMIT_FIELDS).get(
+                bank_id=bank_id, mental_model_id=mental_model_id)
         except MentalModel.DoesNotExist:
             raise NotFound(f"Mental model {mental_model_id} not found in bank {bank_id}") from None
         bank_budget_require(bank_id=bank_id)

@@ -397,6 +397,22 @@ def test_refresh_queues_an_operation_and_coalesces_while_pending(api, bank):
     assert op.payload == {"mode": "full"} and op.automatic is False
 
 
+def test_a_refresh_request_does_not_read_the_models_stored_answer(api, bank):
+    """Every refresh request reads the model it queues for: its name and ids, not its stored
+    answer (with a kept trace, the bulk of a row) nor its document, parsed for nothing."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    make_mental_model(bank, "team")
+    with CaptureQueriesContext(connection) as captured:
+        assert api.post(url("mm-bank", "team", "refresh"), format="json").status_code == 200
+    reads = [q["sql"].split(" FROM ")[0] for q in captured.captured_queries
+             if ' FROM "mentalmodels_mentalmodel"' in q["sql"]]
+    assert reads and all('"reflect_response"' not in r and '"document"' not in r for r in reads)
+    op = Operation.objects.get(mental_model_id="team")
+    assert op.result_metadata == {"name": "Team", "mental_model_id": "team"}
+
+
 @pytest.mark.parametrize("body, loc", [
     ({"mode": "delta"}, ["body", "mode"]),
     ({"mode": "full", "extra": 1}, ["body", "extra"]),
