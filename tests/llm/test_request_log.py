@@ -15,6 +15,7 @@ from hindsight.llm import LLMProviderError, get_llm
 from hindsight.llm.context import llm_context
 from hindsight.llm.log import llm_requests_purge
 from hindsight.llm.models import LLMRequest
+from tests.durability import synchronous_commit
 from tests.fakes.llm_server import Reply
 
 pytestmark = pytest.mark.django_db
@@ -95,26 +96,13 @@ def test_retention_is_24_hours_unless_the_environment_says_otherwise():
     assert [p.variable for p in bad.errors] == ["HINDSIGHT_API_LLM_REQUEST_LOG_RETENTION_HOURS"]
 
 
-def _synchronous_commit(value: str | None = None) -> str:
-    """The session's ``synchronous_commit`` (set first to ``value``, within the transaction
-    when there is one: the test server itself runs without durable commits)."""
-    from django.db import connection
-
-    with connection.cursor() as cursor:
-        if value is not None:
-            scope = "LOCAL " if connection.in_atomic_block else ""
-            cursor.execute(f"SET {scope}synchronous_commit = {value}")
-        cursor.execute("SHOW synchronous_commit")
-        return str(cursor.fetchone()[0])
-
-
 @pytest.mark.django_db(transaction=True)
 def test_outside_a_transaction_a_row_commits_without_waiting_for_its_wal_flush(scripted_llm):
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
     scripted_llm.script(Reply.text("hello"))
-    assert _synchronous_commit("on") == "on"
+    assert synchronous_commit("on") == "on"
     with CaptureQueriesContext(connection) as captured:
         get_llm().chat([{"role": "user", "content": "hi"}], purpose="probe")
     [insert] = [q["sql"] for q in captured.captured_queries if "llm_llmrequest" in q["sql"]]
@@ -123,7 +111,7 @@ def test_outside_a_transaction_a_row_commits_without_waiting_for_its_wal_flush(s
     assert insert.startswith("INSERT INTO llm_llmrequest")
     assert insert.endswith("; SET LOCAL synchronous_commit = off")
     assert LLMRequest.objects.count() == 1
-    assert _synchronous_commit() == "on"
+    assert synchronous_commit() == "on"
 
 
 def test_inside_a_callers_transaction_the_row_and_the_caller_stay_durable(scripted_llm):
@@ -131,7 +119,7 @@ def test_inside_a_callers_transaction_the_row_and_the_caller_stay_durable(script
 
     scripted_llm.script(Reply.text("hello"))
     with transaction.atomic():
-        assert _synchronous_commit("on") == "on"
+        assert synchronous_commit("on") == "on"
         get_llm().chat([{"role": "user", "content": "hi"}], purpose="probe")
-        assert _synchronous_commit() == "on"
+        assert synchronous_commit() == "on"
     assert LLMRequest.objects.count() == 1

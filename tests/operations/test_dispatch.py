@@ -108,3 +108,22 @@ def test_send_on_commit_publishes_nothing_when_the_transaction_rolls_back(
         operation_submit(bank_id="b1", operation_type="x", dedupe_key="rb")
         raise Rollback
     assert callbacks == [] and published == []
+
+
+@pytest.mark.django_db(transaction=True)
+def test_outside_a_transaction_the_stamp_commits_without_waiting_for_its_wal_flush(
+    bank, published
+) -> None:
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from tests.durability import synchronous_commit
+
+    op = make_operation(bank_id="b1", dedupe_key="async-stamp")
+    assert synchronous_commit("on") == "on"
+    with CaptureQueriesContext(connection) as captured:
+        assert dispatch.operation_send(operation_id=op.id) is True
+    [stamp] = [q["sql"] for q in captured.captured_queries if "dispatched_at" in q["sql"]]
+    assert stamp.endswith("; SET LOCAL synchronous_commit = off")
+    assert Operation.objects.get(id=op.id).dispatched_at is not None
+    assert synchronous_commit() == "on"  # only the stamp's own implicit transaction
