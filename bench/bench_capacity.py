@@ -18,7 +18,8 @@ its CPU is the LLM's, not the stack's. Then:
 4. CPU per retained fact: ``--facts`` (200) items retained with LLM extraction (0 ms), CPU of
    the stack divided by the facts stored.
 
-Each burst also reports where its refreshes spent their time (``timeline_seconds``: before the
+Each burst also counts PostgreSQL transactions and (ours) Valkey commands per refresh, and reports
+where its refreshes spent their time (``timeline_seconds``: before the
 first LLM request, between requests, after the last, the request log's insert wait), from the
 rows they left.
 
@@ -246,6 +247,7 @@ class Capacity:
         self.base_url = f"http://127.0.0.1:{self.port}"
         self.process: subprocess.Popen[bytes] | None = None
         self.database_url = ""
+        self.redis_url = ""  # the stack's Valkey (ours only): commands counted per refresh
         self.bank = f"cap-{uuid.uuid4().hex[:6]}"
         self.worker_line = ""
         self.models: list[str] = []
@@ -282,6 +284,7 @@ class Capacity:
         text = self.wait_healthy(180, ready=" ready.")
         servers = json.loads((self.scratch / "servers.json").read_text())
         self.database_url = servers["database_url"]
+        self.redis_url = servers.get("redis_url", "")
         worker = next((line for line in text.splitlines() if ".> concurrency:" in line), "")
         log(f"stack up ({worker.strip(' -.>')}); data in {self.scratch}")
         self.worker_line = worker.strip(" -.>")
@@ -389,6 +392,24 @@ class Capacity:
         return {name: {"mean": round(sum(v) / len(v), 3), "max": round(max(v), 3)}
                 for name, v in parts.items() if v}
 
+    def counters(self) -> dict[str, int]:
+        """PostgreSQL transactions (committed and rolled back) of the stack's database and
+        Valkey commands served, so far: a burst reports them per refresh (the bench's own
+        polling of the operations is a few of the transactions)."""
+        import psycopg
+
+        with psycopg.connect(self.database_url, autocommit=True) as conn:
+            (xacts,) = conn.execute(
+                "SELECT xact_commit + xact_rollback FROM pg_stat_database "
+                "WHERE datname = current_database()").fetchone()
+        out = {"pg_transactions": int(xacts)}
+        if self.redis_url:
+            import redis
+
+            stats = redis.Redis.from_url(self.redis_url).info("commandstats")
+            out["redis_commands"] = sum(int(v["calls"]) for v in stats.values())
+        return out
+
     def count_memories(self) -> int:
         import psycopg
 
@@ -433,6 +454,7 @@ class Capacity:
             time.sleep(1.0)
         cpu_before = stack_cpu_seconds(root)
         roles_before = stack_cpu_by_role(root)
+        counters_before = self.counters()
         sampler = PssSampler(root)
         sampler.start()
         started = time.monotonic()
@@ -449,6 +471,8 @@ class Capacity:
         elapsed = done - started
         cpu = stack_cpu_seconds(root) - cpu_before
         roles_after = stack_cpu_by_role(root)
+        counters = {name: round((value - counters_before[name]) / len(op_ids), 2)
+                    for name, value in self.counters().items()}
         peak_pss = sampler.stop()
         if spy is not None:
             spy.send_signal(signal.SIGINT)
@@ -465,6 +489,7 @@ class Capacity:
             "cpu_per_refresh_by_role": {
                 role: round((roles_after[role] - roles_before.get(role, 0.0)) / len(op_ids), 4)
                 for role in roles_after},
+            **{f"{name}_per_refresh": value for name, value in counters.items()},
             "peak_pss_mb": round(peak_pss, 1),
             "peak_pss_by_role": {role: f"{n} process(es), {mb} MB"
                                  for role, (n, mb) in sampler.at_peak.items()},
@@ -640,6 +665,10 @@ def report(result: dict[str, Any]) -> str:
                         "peak_pss_mb"):
                 lines.append(f"  {key:36} {burst[key]:>10g}")
         lines.append(f"  {'CPU-seconds per refresh':36} {burst['cpu_per_refresh']:>10g}")
+        for key, label in (("pg_transactions_per_refresh", "PostgreSQL transactions per refresh"),
+                           ("redis_commands_per_refresh", "Valkey commands per refresh")):
+            if key in burst:
+                lines.append(f"  {label:36} {burst[key]:>10g}")
         if slots:
             # Refreshes/s per slot × LLM seconds: the same at 1 s and 2 s when the LLM, not the
             # stack, bounds a slot (the ideal is 1 / LLM calls per refresh).
