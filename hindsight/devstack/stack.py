@@ -201,6 +201,22 @@ def api_command(*, bind: str, workers: int = 1, threads: int = 16, timeout: int 
     return [*command, "--control-socket", str(control_socket)]
 
 
+def openai_compatible_env(base_url: str, *, api_key: str, model: str = "scripted",
+                          embeddings_model: str | None = "scripted-embed",
+                          dimensions: int = 384) -> dict[str, str]:
+    """The variables that point the LLM (and, with ``embeddings_model``, the embeddings) at an
+    OpenAI-compatible server: the scripted one of the tests and benchmarks (tests/fakes)."""
+    env = {"HINDSIGHT_API_LLM_PROVIDER": "openai", "HINDSIGHT_API_LLM_BASE_URL": base_url,
+           "HINDSIGHT_API_LLM_API_KEY": api_key, "HINDSIGHT_API_LLM_MODEL": model}
+    if embeddings_model:
+        env |= {"HINDSIGHT_API_EMBEDDINGS_PROVIDER": "openai",
+                "HINDSIGHT_API_EMBEDDINGS_OPENAI_BASE_URL": base_url,
+                "HINDSIGHT_API_EMBEDDINGS_OPENAI_API_KEY": api_key,
+                "HINDSIGHT_API_EMBEDDINGS_OPENAI_MODEL": embeddings_model,
+                "HINDSIGHT_API_EMBEDDINGS_OPENAI_DIMENSIONS": str(dimensions)}
+    return env
+
+
 class Stack:
     """PostgreSQL and Valkey (embedded unless URLs are given), migrate, API, workers, beat.
 
