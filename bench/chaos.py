@@ -79,8 +79,6 @@ MAX_RETRIES = 3
 
 # Short engine timings so a run takes minutes, not hours (all settable in production too).
 TIMINGS = {
-    # A throw-away stack: its own secret key (start-up refuses none outside make run).
-    "HINDSIGHT_API_SECRET_KEY": os.environ.get("HINDSIGHT_API_SECRET_KEY") or "chaos-" + "x" * 50,
     "HINDSIGHT_API_WORKER_LOCK_TTL_SECONDS": "3",
     "HINDSIGHT_API_WORKER_HEARTBEAT_SECONDS": "0.5",
     "HINDSIGHT_API_WORKER_RECOVERY_THRESHOLD_SECONDS": "6",

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import secrets
 import shutil
 import signal
 import subprocess
@@ -29,7 +30,12 @@ from pathlib import Path
 from typing import IO
 
 from hindsight.devstack.servers import EmbeddedPostgres, EmbeddedValkey, free_port, reachable_base
-from hindsight.devstack.state import DATABASE_VARIABLE, PROJECT_DIR, REDIS_VARIABLE
+from hindsight.devstack.state import (
+    DATABASE_VARIABLE,
+    PROJECT_DIR,
+    REDIS_VARIABLE,
+    SECRET_VARIABLE,
+)
 
 # A Unix socket path longer than this does not fit sockaddr_un (108 bytes with the NUL).
 MAX_SOCKET_PATH = 100
@@ -223,7 +229,8 @@ class Stack:
     ``data_dir`` holds the servers' data (under ``/var/tmp/hindsight-devstack`` as root, where
     PostgreSQL's ``nobody`` can reach it) and, with ``logs``, one log file per process; without
     it the processes write to the caller's output (``make run``). ``env`` is added to the
-    caller's environment for every process; ``self.env`` is the result, with the servers' URLs.
+    caller's environment for every process; ``self.env`` is the result, with the servers' URLs
+    and a secret key (a random one unless given).
     ``durable``: PostgreSQL and Valkey keep what they acknowledged (``make run``); throw-away
     stacks run them without fsync and snapshots. ``announce`` hears what is being started.
     """
@@ -250,6 +257,10 @@ class Stack:
             self.env[DATABASE_VARIABLE] = self.database_url
         if self.redis_url:
             self.env[REDIS_VARIABLE] = self.redis_url
+        # One key for every process of the stack (start-up refuses none outside `make run`,
+        # which passes the one it keeps); a throw-away stack's is random.
+        if not self.env.get(SECRET_VARIABLE, "").strip():
+            self.env[SECRET_VARIABLE] = secrets.token_urlsafe(50)
         self.host = host
         self.port = port or free_port()
         self.api: Process | None = None
