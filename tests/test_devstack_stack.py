@@ -71,9 +71,10 @@ def test_a_stack_given_urls_starts_no_server_and_every_process_gets_one_secret_k
     tmp_path: Path, monkeypatch
 ) -> None:
     monkeypatch.delenv("HINDSIGHT_API_SECRET_KEY", raising=False)
-    stack = Stack(tmp_path, database_url="postgresql://postgres@127.0.0.1:1/x",
-                  redis_url="redis://127.0.0.1:1/0",
-                  env=openai_compatible_env("http://127.0.0.1:2/v1", api_key="k"))
+    with Stack(tmp_path, database_url="postgresql://postgres@127.0.0.1:1/x",
+               redis_url="redis://127.0.0.1:1/0",
+               env=openai_compatible_env("http://127.0.0.1:2/v1", api_key="k")) as stack:
+        stack.start_servers()  # nothing to start: returns at once
     assert (stack.pg, stack.valkey) == (None, None)
     assert stack.env["HINDSIGHT_API_DATABASE_URL"] == "postgresql://postgres@127.0.0.1:1/x"
     assert stack.env["HINDSIGHT_API_REDIS_URL"] == "redis://127.0.0.1:1/0"
@@ -84,5 +85,3 @@ def test_a_stack_given_urls_starts_no_server_and_every_process_gets_one_secret_k
     assert given.env["HINDSIGHT_API_SECRET_KEY"] == "kept-" + "k" * 50
     assert given.pg is not None and given.valkey is not None
     assert given.env["HINDSIGHT_API_DATABASE_URL"] == given.pg.url
-    stack.start_servers()  # nothing to start: returns at once
-    stack.stop()
