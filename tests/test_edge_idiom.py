@@ -14,7 +14,6 @@ from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 from rest_framework.test import APIClient
 
 from hindsight.api.problems import problem_message, problem_type
@@ -24,6 +23,7 @@ from mentalmodels.knowledge.api import serializers as kb
 from mentalmodels.knowledge.models import KnowledgeNode, NodeKind
 from mentalmodels.reflect.serializers import ReflectRequestSerializer
 from tests.factories import make_bank, make_mental_model, make_operation
+from tests.strategies import any_json
 
 pytestmark = pytest.mark.django_db
 
@@ -180,13 +180,7 @@ def test_a_refresh_mode_of_any_json_type_is_a_422_naming_the_mode(api):
 
 # --- any JSON value in any body field ------------------------------------------------------------
 
-JSON = st.recursive(
-    st.none() | st.booleans() | st.integers(min_value=-(2**70), max_value=2**70)
-    | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=20),
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner,
-                                                                max_size=4),
-    max_leaves=12,
-)
+JSON = any_json(max_leaves=12)
 
 
 def _fields(serializer_class: Any) -> list[str]:
