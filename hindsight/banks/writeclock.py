@@ -59,3 +59,26 @@ def take_cutoff(bank_id: str) -> datetime:
         cursor.execute(_CUTOFF_SQL, [_LOCK_CLASS, bank_id])
         (cutoff,) = cursor.fetchone()
     return cutoff
+
+
+# The exclusive lock tried (never waited for), the clock read while it is held, the lock let go:
+# one statement (the materialized CTEs run in order before the outer row), a session-level lock
+# so that the caller's transaction, if any, does not keep it.
+_QUIET_SQL = (
+    "WITH held AS MATERIALIZED (SELECT pg_try_advisory_lock(%s, hashtext(%s)) AS ok), "
+    "stamp AS MATERIALIZED (SELECT CASE WHEN ok THEN clock_timestamp() END AS at FROM held) "
+    "SELECT at, CASE WHEN at IS NOT NULL THEN pg_advisory_unlock(%s, hashtext(%s)) END "
+    "FROM stamp"
+)
+
+
+def quiet_cutoff(bank_id: str) -> datetime | None:
+    """``take_cutoff`` without waiting: the cutoff when no write of ``bank_id`` is in flight,
+    else ``None``. A statement started after it sees every memory stamped at or before it (the
+    writers that stamped them had committed), and the lock is held only for this statement:
+    for a reader that must not wait for writers, and need not hold them back (the
+    knowledge-base tree's cache: it keeps a tree only when it can name all it read)."""
+    with connection.cursor() as cursor:
+        cursor.execute(_QUIET_SQL, [_LOCK_CLASS, bank_id, _LOCK_CLASS, bank_id])
+        (cutoff, _) = cursor.fetchone()
+    return cutoff
