@@ -37,6 +37,7 @@ from hindsight.banks.models import Bank
 from hindsight.banks.recall import RRF_K
 from hindsight.banks.selectors import bank_last_memory_write_subquery
 from hindsight.banks.writeclock import quiet_cutoff
+from hindsight.db import values_rows
 from hindsight.embeddings import EmbeddingError
 from hindsight.errors import NotFound
 from hindsight.tagscope import Group, TagScope, matches
@@ -178,7 +179,7 @@ def _rows(bank_id: str, *, created: bool = False, **only: Any) -> list[tuple[Any
     (decoded by ``_nodes``); ``created``: read ``created_at``."""
     columns: dict[str, Any] = {f"mm_{c}": F(f"mental_model__{c}") for c in _MM}
     columns["mm_trigger"] = Cast("mental_model__trigger", TextField())
-    return list(
+    return values_rows(
         KnowledgeNode.objects.filter(bank_id=bank_id, **only)
         .annotate(row=Window(RowNumber()))
         .annotate(**columns,
