@@ -130,7 +130,16 @@ WRITES: dict[str, Callable[[dict[str, Any]], Any]] = {
                                                                node_id=n["team"].id),
     "written past the services": lambda n: KnowledgeNode.objects.filter(
         id=n["ops"].id).update(name="Operations"),
+    "nodes emptied (TRUNCATE)": lambda n: _truncate("knowledge_knowledgenode"),
+    "memories emptied (TRUNCATE)": lambda n: _truncate("banks_memoryunit"),
 }
+
+
+def _truncate(table: str) -> None:
+    with connection.cursor() as cursor:
+        # (The test's own transaction still holds the deferred foreign-key checks of its rows.)
+        cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
+        cursor.execute(f"TRUNCATE {table} CASCADE")
 
 
 @pytest.mark.parametrize("write", list(WRITES), ids=list(WRITES))

@@ -13,7 +13,8 @@ from django.db import migrations, models
 # bank it deleted from, stamped on the write clock (the bank's shared write lock 0x48534D =
 # 4739917, then clock_timestamp(), as every memory write stamps updated_at); an UPDATE that
 # changes a memory's scope (tags, fact type, bank) without a later stamp writes one too. A
-# bank's delete bumps its version (never reset: see above) and removes its deletion rows.
+# bank's delete bumps its version (never reset: see above) and removes its deletion rows; a
+# TRUNCATE of the nodes, the models or the memories moves every bank's version.
 TRIGGERS = """
 DO $$ BEGIN
     EXECUTE format('CREATE SEQUENCE knowledge_tree_version_seq START %s',
@@ -92,6 +93,20 @@ CREATE TRIGGER knowledge_memory_rescoped
               AND NEW.updated_at <= OLD.updated_at))
     EXECUTE FUNCTION knowledge_memory_rescoped();
 
+-- TRUNCATE fires no row trigger: every bank's version moves.
+CREATE FUNCTION knowledge_trees_emptied() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    UPDATE knowledge_knowledgetreeversion SET version = nextval('knowledge_tree_version_seq');
+    RETURN NULL;
+END;
+$$;
+CREATE TRIGGER knowledge_nodes_emptied AFTER TRUNCATE ON knowledge_knowledgenode
+    FOR EACH STATEMENT EXECUTE FUNCTION knowledge_trees_emptied();
+CREATE TRIGGER knowledge_models_emptied AFTER TRUNCATE ON mentalmodels_mentalmodel
+    FOR EACH STATEMENT EXECUTE FUNCTION knowledge_trees_emptied();
+CREATE TRIGGER knowledge_memories_emptied AFTER TRUNCATE ON banks_memoryunit
+    FOR EACH STATEMENT EXECUTE FUNCTION knowledge_trees_emptied();
+
 CREATE FUNCTION knowledge_bank_deleted() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     PERFORM knowledge_tree_bump(OLD.id);
@@ -104,12 +119,15 @@ CREATE TRIGGER knowledge_bank_deleted
 """
 DROP_TRIGGERS = """
 DROP TRIGGER IF EXISTS knowledge_bank_deleted ON banks_bank;
+DROP TRIGGER IF EXISTS knowledge_memories_emptied ON banks_memoryunit;
+DROP TRIGGER IF EXISTS knowledge_models_emptied ON mentalmodels_mentalmodel;
+DROP TRIGGER IF EXISTS knowledge_nodes_emptied ON knowledge_knowledgenode;
 DROP TRIGGER IF EXISTS knowledge_memory_rescoped ON banks_memoryunit;
 DROP TRIGGER IF EXISTS knowledge_memories_deleted ON banks_memoryunit;
 DROP TRIGGER IF EXISTS knowledge_page_model_deleted ON mentalmodels_mentalmodel;
 DROP TRIGGER IF EXISTS knowledge_page_model_changed ON mentalmodels_mentalmodel;
 DROP TRIGGER IF EXISTS knowledge_node_changed ON knowledge_knowledgenode;
-DROP FUNCTION IF EXISTS knowledge_bank_deleted(), knowledge_memory_rescoped(),
+DROP FUNCTION IF EXISTS knowledge_bank_deleted(), knowledge_trees_emptied(), knowledge_memory_rescoped(),
     knowledge_memories_deleted(), knowledge_memory_forget(text[]), knowledge_page_model_changed(),
     knowledge_node_changed(), knowledge_tree_bump(text[]);
 DROP SEQUENCE IF EXISTS knowledge_tree_version_seq;
