@@ -168,13 +168,10 @@ def count_tree_queries(bank_id: str) -> dict[str, int]:
             "probes": probes}
 
 
-def _touch(database_url: str, folder_id: str) -> None:
+def _touch(conn: Any, folder_id: str) -> None:
     """A write the tree's version sees (a folder's ``updated_at``): the next read is cold."""
-    import psycopg
-
-    with psycopg.connect(database_url, autocommit=True) as conn:
-        conn.execute("UPDATE knowledge_knowledgenode SET updated_at = clock_timestamp() "
-                     "WHERE id = %s", [folder_id])
+    conn.execute("UPDATE knowledge_knowledgenode SET updated_at = clock_timestamp() "
+                 "WHERE id = %s", [folder_id])
 
 
 def _timed(url: str, runs: int, *, before: Any = None,
@@ -206,7 +203,10 @@ def bench_tree(base: str, database_url: str, bank_id: str, label: str,
         "id", flat=True).first()
     assert folder is not None
     _get(url)  # the process warmed up (imports, connection)
-    cold, body, _ = _timed(url, runs, before=lambda: _touch(database_url, folder))
+    import psycopg
+
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        cold, body, _ = _timed(url, runs, before=lambda: _touch(conn, folder))
     # Both API workers keep their own rendering: a few reads warm both.
     for _ in range(6):
         _get(url)
@@ -293,6 +293,9 @@ def main() -> None:
               f"{args.memories:,}  runs {args.runs}")
         import psycopg
 
+        floor, _, _ = _timed(base + "/health", args.runs)
+        print(f"# GET /health (the HTTP floor of this machine now): p50 "
+              f"{_percentile(floor, 0.5):.1f} ms  p95 {_percentile(floor, 0.95):.1f} ms")
         shapes = [(args.scopes, f"{args.scopes} scopes"), (0, "one scope per page")]
         banks: dict[tuple[int, int], str] = {}
         for scopes, _ in shapes:

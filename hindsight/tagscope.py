@@ -8,7 +8,8 @@ here and nowhere else. This module owns:
 * ``scope_sql``: the scope as a WHERE fragment over ``banks_memoryunit`` columns;
   ``filters_tags``: whether that fragment reads the tags at all;
 * ``any_newer_batch``: "does scope S hold a memory newer than W" for many (S, W) pairs in one
-  query, one probe per distinct scope (the staleness check of a whole list page).
+  query, one probe per distinct scope (the staleness check of a whole list page), over a
+  bank's memories grouped by (tags, fact type) when it is asked for many scopes.
 
 Semantics (SPEC section 1, "Tag matching"), for a memory with tag set ``M`` and requested ``T``:
 

@@ -12,6 +12,7 @@ the cutoff belongs to a transaction that had already committed.
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
 from django.db import connection
 
@@ -61,24 +62,15 @@ def take_cutoff(bank_id: str) -> datetime:
     return cutoff
 
 
-# The exclusive lock tried (never waited for), the clock read while it is held, the lock let go:
-# one statement (the materialized CTEs run in order before the outer row), a session-level lock
-# so that the caller's transaction, if any, does not keep it.
-_QUIET_SQL = (
-    "WITH held AS MATERIALIZED (SELECT pg_try_advisory_lock(%s, hashtext(%s)) AS ok), "
-    "stamp AS MATERIALIZED (SELECT CASE WHEN ok THEN clock_timestamp() END AS at FROM held) "
-    "SELECT at, CASE WHEN at IS NOT NULL THEN pg_advisory_unlock(%s, hashtext(%s)) END "
-    "FROM stamp"
-)
-
-
-def quiet_cutoff(bank_id: str) -> datetime | None:
-    """``take_cutoff`` without waiting: the cutoff when no write of ``bank_id`` is in flight,
-    else ``None``. A statement started after it sees every memory stamped at or before it (the
-    writers that stamped them had committed), and the lock is held only for this statement:
-    for a reader that must not wait for writers, and need not hold them back (the
-    knowledge-base tree's cache: it keeps a tree only when it can name all it read)."""
-    with connection.cursor() as cursor:
-        cursor.execute(_QUIET_SQL, [_LOCK_CLASS, bank_id, _LOCK_CLASS, bank_id])
-        (cutoff, _) = cursor.fetchone()
-    return cutoff
+def quiet_cutoff_sql(bank_id: str) -> tuple[str, str, list[Any]]:
+    """``take_cutoff`` without waiting, as parts of the caller's statement: a CTE ``quiet`` that
+    tries the bank's exclusive lock (never waits for it), the column that reads the cutoff (the
+    clock, read while the lock is held; null when a write of the bank was in flight) and the
+    CTE's parameters: ``WITH {cte} SELECT …, {column} FROM quiet, …``. A statement started
+    after that one sees every memory stamped at or before the cutoff (the writers that stamped
+    them had committed). Outside a transaction the lock is held for that statement only
+    (inside the caller's, until that transaction ends, as ``take_cutoff``'s): for a reader that
+    must not wait for writers, and need not hold them back (the knowledge-base tree's cache,
+    which keeps a tree only when it can name all it read)."""
+    return ("quiet AS MATERIALIZED (SELECT pg_try_advisory_xact_lock(%s, hashtext(%s)) AS ok)",
+            "CASE WHEN quiet.ok THEN clock_timestamp() END", [_LOCK_CLASS, bank_id])

@@ -15,10 +15,10 @@ The tree's version (``TreeVersion``, read in the tree's own statement, or alone 
 three indexes by ``knowledge_tree_version``) changes with every write that can change what the
 tree shows: the bank's tree version (kept by triggers: nodes, the pages' mental models), its
 last memory write and its last memory deletion (both on the write clock). ``knowledge_tree``
-asked to ``certify`` names its version only when it can vouch that nothing it did not read
-could commit under that version (``quiet_cutoff``: no memory write in flight before its
-statement began); the API keeps such a tree's rendering and answers an unchanged version from
-it.
+given the cutoff ``knowledge_tree_version`` read names its version only when it can vouch that
+nothing it did not read could commit under that version (``quiet_cutoff_sql``: no memory write
+in flight before its statement began); the API keeps such a tree's rendering and answers an
+unchanged version from it.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from django.db.models.functions import Cast, Coalesce, RowNumber
 from hindsight.banks.models import Bank
 from hindsight.banks.recall import RRF_K
 from hindsight.banks.selectors import bank_last_memory_write_subquery
-from hindsight.banks.writeclock import quiet_cutoff
+from hindsight.banks.writeclock import quiet_cutoff_sql
 from hindsight.db import values_rows
 from hindsight.embeddings import EmbeddingError
 from hindsight.errors import NotFound
@@ -118,7 +118,7 @@ class Tree:
     nodes: list[TreeNode]
     #: ``is_stale`` of each page by node id (empty when not asked for).
     stale: dict[str, bool] = field(default_factory=dict)
-    #: The version this tree is of, when ``certify`` could vouch for it (else ``None``).
+    #: The version this tree is of, when its ``cutoff`` vouched for it (else ``None``).
     version: TreeVersion | None = None
 
 
@@ -127,18 +127,30 @@ _VERSION_SQL = (
     "(SELECT updated_at FROM banks_memoryunit WHERE bank_id = b.id "
     "ORDER BY updated_at DESC LIMIT 1), "
     "(SELECT forgotten_at FROM knowledge_knowledgememoryforget WHERE bank_id = b.id "
-    "ORDER BY forgotten_at DESC LIMIT 1) "
-    "FROM banks_bank b WHERE b.id = %s"
+    "ORDER BY forgotten_at DESC LIMIT 1), {cutoff} "
+    "FROM quiet, banks_bank b WHERE b.id = %s"
 )
 
 
-def knowledge_tree_version(*, bank_id: str) -> TreeVersion | None:
-    """The bank's tree version now (``None``: no such bank), in one statement of three index
-    probes, whatever the tree's or the bank's size."""
+@dataclass(frozen=True)
+class VersionRead:
+    #: The bank's tree version now (``None``: no such bank).
+    version: TreeVersion | None
+    #: A cutoff for ``knowledge_tree(cutoff=…)`` to vouch by (``None``: a write in flight).
+    cutoff: datetime | None
+
+
+def knowledge_tree_version(*, bank_id: str) -> VersionRead:
+    """The bank's tree version now, in one statement of three index probes whatever the tree's
+    or the bank's size, and in the same statement a ``quiet_cutoff_sql`` for the tree read
+    after it, if it must be read."""
+    cte, column, params = quiet_cutoff_sql(bank_id)
     with connection.cursor() as cursor:
-        cursor.execute(_VERSION_SQL, [bank_id])
+        cursor.execute(f"WITH {cte} {_VERSION_SQL.format(cutoff=column)}", [*params, bank_id])
         row = cursor.fetchone()
-    return TreeVersion(*row) if row is not None else None
+    if row is None:
+        return VersionRead(None, None)
+    return VersionRead(TreeVersion(*row[:-1]), row[-1])
 
 
 def _require_bank(bank_id: str) -> None:
@@ -249,11 +261,10 @@ def _vouched(version: TreeVersion, cutoff: datetime | None) -> TreeVersion | Non
 
 def knowledge_tree(*, bank_id: str, page_filter: PageFilter = PageFilter(),
                    with_staleness: bool = True, with_created: bool = False,
-                   certify: bool = False) -> Tree:
+                   cutoff: datetime | None = None) -> Tree:
     """The bank's tree (404 for an unknown bank), each page with ``is_stale``;
-    ``with_created``: each node's ``created_at`` too; ``certify``: with the ``version`` it is
-    of, when no memory write was in flight as it was read (one more statement first)."""
-    cutoff = quiet_cutoff(bank_id) if certify else None
+    ``with_created``: each node's ``created_at`` too; ``cutoff`` (``knowledge_tree_version``'s,
+    read before): with the ``version`` it is of, when that cutoff vouches for it."""
     rows = _rows(bank_id, created=with_created)
     if not rows:
         _require_bank(bank_id)

@@ -1,13 +1,14 @@
 """``GET …/knowledge-base/tree`` answered by version: a repeated read of an unchanged tree costs
 one statement of three index probes (``knowledge_tree_version``), however big the tree.
 
-Each answer of a tree ``knowledge_tree`` could vouch for (``certify``) carries an ``ETag`` named
-by its version (the bank's tree version, last memory write and last memory deletion), the
-filters and ``RENDERING``; its bytes are kept in this process (``RenderedTrees``: one entry per
-bank and filter, least recently used out past ``BUDGET_BYTES``). The next read of the same bank
-and filters reads the version first: the same version is the same tree, answered from the
-bytes kept, or ``304 Not Modified`` to an ``If-None-Match`` naming it, without reading a node.
-Any other version is read and rendered afresh (and kept, when vouched for). Every answer says
+Each answer of a tree ``knowledge_tree`` could vouch for (by the cutoff read with the
+version: no memory write of the bank in flight) carries an ``ETag`` named by its version (the
+bank's tree version, last memory write and last memory deletion), the filters and
+``RENDERING``; its bytes are kept in this process (``RenderedTrees``: one entry per bank and
+filter, least recently used out past ``BUDGET_BYTES``). The next read of the same bank and
+filters reads the version first: the same version is the same tree, answered from the bytes
+kept, or ``304 Not Modified`` to an ``If-None-Match`` naming it, without reading a node. Any
+other version is read and rendered afresh (and kept, when vouched for). Every answer says
 ``Cache-Control: no-cache``: an HTTP cache must ask again each time (``is_stale`` turns with a
 retain), which an ``If-None-Match`` makes cheap.
 """
@@ -97,7 +98,8 @@ def _names(if_none_match: str | None, etag: str) -> bool:
 def tree_response(*, bank_id: str, page_filter: PageFilter,
                   if_none_match: str | None) -> HttpResponse:
     key = (bank_id, page_filter)
-    version = selectors.knowledge_tree_version(bank_id=bank_id)
+    read = selectors.knowledge_tree_version(bank_id=bank_id)
+    version = read.version
     if version is not None:
         etag = tree_etag(bank_id, page_filter, version)
         if _names(if_none_match, etag):
@@ -108,7 +110,8 @@ def tree_response(*, bank_id: str, page_filter: PageFilter,
         body = rendered_trees.get(key, etag)
         if body is not None:
             return _answer(body, etag)
-    tree = selectors.knowledge_tree(bank_id=bank_id, page_filter=page_filter, certify=True)
+    tree = selectors.knowledge_tree(bank_id=bank_id, page_filter=page_filter,
+                                    cutoff=read.cutoff)
     body = KnowledgeTreeResponseSerializer.render_tree_json(tree.nodes, tree.stale)
     if tree.version is None:
         return _answer(body, None)
