@@ -12,9 +12,11 @@ process (gunicorn, 2 workers), ``GET …/knowledge-base/tree`` three ways, p50 /
   (one statement reading the version);
 * 304: warm with ``If-None-Match`` of its ETag (no body).
 
-Beside them the response size, and the SQL queries of one cold and one warm request and the
+Beside them the response size, the SQL queries of one cold and one warm request and the
 number of scope probes in the cold one (counted in-process with Django's
-``CaptureQueriesContext`` on the same database). Each bank
+``CaptureQueriesContext`` on the same database), and the CPU time of a cold and a warm read
+in-process, this process's and its database backend's (``/proc``): the figure a loaded
+machine does not move. Each bank
 holds ``--memories`` memories (default 20,000, seeded by ``COPY`` with random tags and fact
 types) and its pages random tags, tag modes, fact types and watermarks (a third never
 refreshed, a third half-way, a third at the bank's last write), so ``is_stale`` has real scope
@@ -168,6 +170,49 @@ def count_tree_queries(bank_id: str) -> dict[str, int]:
             "probes": probes}
 
 
+def cpu_per_read(bank_id: str, database_url: str, runs: int) -> dict[str, float]:
+    """CPU milliseconds of one tree read, cold and warm, in this process (the view's work:
+    version, tree, staleness, rendering; not Django's request cycle) plus its database backend
+    (``/proc/<pid>/stat``): on a machine shared with other work, the figure the load does not
+    move (wall times wait for the CPU too)."""
+    from django.db import connection
+
+    from mentalmodels.knowledge.api.treecache import rendered_trees, tree_response
+    from mentalmodels.knowledge.models import KnowledgeNode
+    from mentalmodels.knowledge.selectors import PageFilter
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_backend_pid()")
+        (pid,) = cursor.fetchone()
+    tick = 1000 / os.sysconf("SC_CLK_TCK")
+
+    def backend_ms() -> float:
+        with open(f"/proc/{pid}/stat") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) * tick  # utime + stime
+
+    def read() -> None:
+        response = tree_response(bank_id=bank_id, page_filter=PageFilter(), if_none_match=None)
+        assert response.status_code == 200
+
+    folder = KnowledgeNode.objects.filter(bank_id=bank_id, kind="folder").first()
+    assert folder is not None
+    out: dict[str, float] = {}
+    for name in ("cold", "warm"):
+        read()
+        api = server = 0.0
+        for _ in range(runs):
+            if name == "cold":
+                folder.save(update_fields=["name"])  # the version moves (the trigger)
+                rendered_trees.clear()
+            started, backend = time.process_time(), backend_ms()
+            read()
+            api += (time.process_time() - started) * 1000
+            server += backend_ms() - backend
+        out[f"{name}_api_cpu"], out[f"{name}_db_cpu"] = api / runs, server / runs
+    return out
+
+
 def _touch(conn: Any, folder_id: str) -> None:
     """A write the tree's version sees (a folder's ``updated_at``): the next read is cold."""
     conn.execute("UPDATE knowledge_knowledgenode SET updated_at = clock_timestamp() "
@@ -220,7 +265,8 @@ def bench_tree(base: str, database_url: str, bank_id: str, label: str,
     nodes = sum(1 for _ in _nodes(tree["roots"]))
     stale = sum(1 for n in _nodes(tree["roots"]) if n["is_stale"])
     queries = count_tree_queries(bank_id)
-    out = {"nodes": nodes, **{f"queries_{k}": v for k, v in queries.items()}}
+    cpu = cpu_per_read(bank_id, database_url, max(runs, 40))
+    out = {"nodes": nodes, **{f"queries_{k}": v for k, v in queries.items()}, **cpu}
     for name, times in (("cold", cold), ("warm", warm), ("304", revalidated)):
         out[f"{name}_p50"] = _percentile(times, 0.5)
         out[f"{name}_p95"] = _percentile(times, 0.95)
@@ -229,8 +275,15 @@ def bench_tree(base: str, database_url: str, bank_id: str, label: str,
           f"{queries['cold']} SQL queries ({queries['probes']:3d} scope probes)\n"
           f"    warm  p50 {out['warm_p50']:7.1f} ms  p95 {out['warm_p95']:7.1f} ms  "
           f"{queries['warm']} SQL query\n"
-          f"    304   p50 {out['304_p50']:7.1f} ms  p95 {out['304_p95']:7.1f} ms")
+          f"    304   p50 {out['304_p50']:7.1f} ms  p95 {out['304_p95']:7.1f} ms\n"
+          f"    CPU a read, in-process (API + database backend): cold "
+          f"{cpu['cold_api_cpu']:.1f} + {cpu['cold_db_cpu']:.1f} ms, warm "
+          f"{cpu['warm_api_cpu']:.2f} + {cpu['warm_db_cpu']:.2f} ms")
     return out
+
+
+def _cpu(figures: dict[str, float], read: str) -> float:
+    return figures[f"{read}_api_cpu"] + figures[f"{read}_db_cpu"]
 
 
 def _nodes(nodes: list[dict[str, Any]]) -> Any:
@@ -324,7 +377,11 @@ def main() -> None:
                   f"node; per node {1000 * small['cold_p50'] / small['nodes']:.0f} µs at 100, "
                   f"{1000 * large['cold_p50'] / large['nodes']:.0f} µs at 1,000), "
                   f"warm {large['warm_p50'] / small['warm_p50']:.2f}x, "
-                  f"304 {large['304_p50'] / small['304_p50']:.2f}x")
+                  f"304 {large['304_p50'] / small['304_p50']:.2f}x; CPU cold "
+                  f"{_cpu(large, 'cold') / _cpu(small, 'cold'):.2f}x "
+                  f"({1000 * _cpu(large, 'cold') / large['nodes']:.0f} µs a node at 1,000, "
+                  f"{1000 * _cpu(small, 'cold') / small['nodes']:.0f} at 100), warm "
+                  f"{_cpu(large, 'warm') / _cpu(small, 'warm'):.2f}x")
         print(f"# load average {_load()}")
     finally:
         if api is not None:
