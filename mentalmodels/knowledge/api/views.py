@@ -29,8 +29,7 @@ def _node(bank_id: str, node_id: str) -> dict[str, Any]:
 class KnowledgeTree(APIView):
     @extend_schema(operation_id="get_knowledge_base_tree",
                    parameters=query_parameters(s.KnowledgeTreeQuerySerializer),
-                   responses={200: s.KnowledgeTreeResponseSerializer, 304: None,
-                              **errors(404, 422)})
+                   responses={200: s.KnowledgeTreeResponseSerializer, **errors(404, 422)})
     def get(self, request: Request, bank_id: str) -> HttpResponse:
         query = s.KnowledgeTreeQuerySerializer.parse(request.query_params)
         return treecache.tree_response(
