@@ -61,6 +61,7 @@ sys.path.insert(0, str(REPO))
 from chaos import ChaosLLM  # noqa: E402  (a sibling script, after the path insert)
 
 from hindsight.devstack.servers import free_port  # noqa: E402
+from hindsight.devstack.stack import Stack, openai_compatible_env  # noqa: E402
 from tests.fakes.llm_server import Reply  # noqa: E402
 
 # Upstream 1.1.0 on this machine, as issue 25's table gives it (ranges of its runs).
@@ -257,21 +258,15 @@ class Capacity:
             **os.environ,
             "HINDSIGHT_DEVSTACK_DATA_DIR": str(self.scratch),
             "HINDSIGHT_API_PORT": str(self.port),
-            "HINDSIGHT_API_LLM_PROVIDER": "openai",
-            "HINDSIGHT_API_LLM_BASE_URL": self.llm.server.base_url,
-            "HINDSIGHT_API_LLM_API_KEY": "capacity",
-            "HINDSIGHT_API_LLM_MODEL": "scripted",
+            # With --scripted-embeddings, embeddings from the scripted server, as upstream-slim
+            # (no local embedder) gets them in an --upstream run: the embedding CPU is then the
+            # LLM's, not the stack's.
+            **openai_compatible_env(self.llm.server.base_url, api_key="capacity",
+                                    embeddings_model="scripted-embed"
+                                    if self.args.scripted_embeddings else None),
             "HINDSIGHT_API_LLM_MAX_RETRIES": "0",
             "PYTHONUNBUFFERED": "1",
         }
-        if self.args.scripted_embeddings:
-            # Embeddings from the scripted server, as upstream-slim (no local embedder) gets
-            # them in an --upstream run: the embedding CPU is then the LLM's, not the stack's.
-            env |= {"HINDSIGHT_API_EMBEDDINGS_PROVIDER": "openai",
-                    "HINDSIGHT_API_EMBEDDINGS_OPENAI_BASE_URL": self.llm.server.base_url,
-                    "HINDSIGHT_API_EMBEDDINGS_OPENAI_API_KEY": "capacity",
-                    "HINDSIGHT_API_EMBEDDINGS_OPENAI_MODEL": "scripted-embed",
-                    "HINDSIGHT_API_EMBEDDINGS_OPENAI_DIMENSIONS": "384"}
         for name in ("HINDSIGHT_API_DATABASE_URL", "HINDSIGHT_API_REDIS_URL"):
             env.pop(name, None)  # make run's embedded servers
         out = open(self.scratch / "stack.log", "ab")  # noqa: SIM115 - the child keeps it
@@ -528,14 +523,13 @@ class UpstreamCapacity(Capacity):
 
     def __init__(self, args: argparse.Namespace):
         super().__init__(args)
-        self.pg: Any = None
+        # The PostgreSQL of make run's stack (durable); upstream runs no broker of ours.
+        self.servers = Stack(self.scratch, valkey=False, durable=True)
+        self.pg = self.servers.pg
 
     def start(self) -> None:
-        from hindsight.devstack.servers import EmbeddedPostgres
-
-        self.pg = EmbeddedPostgres(self.scratch / "pg", free_port())
-        self.pg.start()
-        self.database_url = self.pg.url
+        self.servers.start_servers()
+        self.database_url = self.servers.database_url
         server = self.llm.server.base_url
         env = {
             **{k: v for k, v in os.environ.items() if not k.startswith("HINDSIGHT_")},
@@ -573,10 +567,9 @@ class UpstreamCapacity(Capacity):
             super().stop()
         finally:
             self.args.keep = keep
-            if self.pg is not None:
-                self.pg.stop()
+            self.servers.stop()
             if not keep:
-                shutil.rmtree(self.scratch, ignore_errors=True)
+                self.servers.remove_data()
 
     def slots(self) -> int:
         return 64

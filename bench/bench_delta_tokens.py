@@ -91,33 +91,21 @@ def main() -> None:
     rng = random.Random(args.random_seed)
     sizes = [int(s) for s in args.sizes.split(",")]
 
-    from hindsight.devstack.servers import EmbeddedPostgres, free_port, reachable_base
+    from hindsight.devstack.stack import Stack, openai_compatible_env
     from tests.fakes.llm_server import ScriptedLLMServer
 
-    scratch = Path(tempfile.mkdtemp(prefix="bench-delta-"))
-    pg = EmbeddedPostgres(reachable_base(scratch) / "pg", free_port(), durable=False)
-    pg.start()
     llm = ScriptedLLMServer().start()
     llm.respond_with(responder)
-    os.environ.update({
+    # No broker: the refreshes run in this process.
+    stack = Stack(Path(tempfile.mkdtemp(prefix="bench-delta-")), valkey=False, env={
         "DJANGO_SETTINGS_MODULE": "hindsight.settings",
-        "HINDSIGHT_API_DATABASE_URL": pg.url,
-        "HINDSIGHT_API_LLM_PROVIDER": "openai",
-        "HINDSIGHT_API_LLM_BASE_URL": llm.base_url,
-        "HINDSIGHT_API_LLM_API_KEY": "bench",
-        "HINDSIGHT_API_LLM_MODEL": "scripted",
+        **openai_compatible_env(llm.base_url, api_key="bench"),
         "HINDSIGHT_API_LLM_MAX_RETRIES": "0",
-        "HINDSIGHT_API_EMBEDDINGS_PROVIDER": "openai",
-        "HINDSIGHT_API_EMBEDDINGS_OPENAI_BASE_URL": llm.base_url,
-        "HINDSIGHT_API_EMBEDDINGS_OPENAI_API_KEY": "bench",
-        "HINDSIGHT_API_EMBEDDINGS_OPENAI_MODEL": "scripted-embed",
-        "HINDSIGHT_API_EMBEDDINGS_OPENAI_DIMENSIONS": "384",
     })
-    import django
-
-    django.setup()
+    stack.start_servers()
+    stack.use_here()
+    pg_url = stack.database_url
     import psycopg
-    from django.core.management import call_command
 
     from hindsight.banks.models import Bank
     from mentalmodels.models import MentalModel
@@ -140,8 +128,8 @@ def main() -> None:
 
     seed = _load_seeder()
     try:
-        call_command("migrate", verbosity=0)
-        with psycopg.connect(pg.url) as conn:
+        stack.migrate(verbosity=0)
+        with psycopg.connect(pg_url) as conn:
             # Throw-away data: exact scans instead of maintaining the HNSW index per row.
             conn.execute("DROP INDEX IF EXISTS memory_embedding_hnsw")
         bank_id = f"bench-delta-{uuid.uuid4().hex[:6]}"
@@ -153,9 +141,9 @@ def main() -> None:
         seeded = 0
         rows = []
         for size in sizes:
-            seed(pg.url, bank_id, size - seeded, 384, rng)
+            seed(pg_url, bank_id, size - seeded, 384, rng)
             seeded = size
-            with psycopg.connect(pg.url) as conn:
+            with psycopg.connect(pg_url) as conn:
                 conn.execute("ANALYZE banks_memoryunit")
             # One pair of models at a time: a sibling's content would be read by the mental-model
             # search (unbounded in both modes) and blur what the bank size does.
@@ -170,7 +158,7 @@ def main() -> None:
             assert baseline.plan.effective_mode == "full", baseline.plan
             delta_tokens, full_tokens, applied = [], [], 0
             for _ in range(args.refreshes):
-                seed(pg.url, bank_id, NEW_PER_REFRESH, 384, rng)
+                seed(pg_url, bank_id, NEW_PER_REFRESH, 384, rng)
                 seeded += NEW_PER_REFRESH
                 report = refresh_run(bank_id=bank_id, mental_model_id=delta_id)
                 assert report.plan.effective_mode == "delta", report.plan
@@ -192,7 +180,7 @@ def main() -> None:
               f"{last[1] / first[1]:.2f}x; full: {last[2] / first[2]:.2f}x")
     finally:
         llm.stop()
-        pg.stop()
+        stack.stop()
 
 
 if __name__ == "__main__":

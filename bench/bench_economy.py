@@ -36,8 +36,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
-import subprocess
 import sys
 import tempfile
 import threading
@@ -57,12 +55,6 @@ def _call(base: str, method: str, path: str, body: Any = None) -> Any:
                                      headers={"Content-Type": "application/json"})
     with urllib.request.urlopen(request, timeout=120) as response:
         return json.loads(response.read() or b"null")
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _settled(bank_id: str) -> bool:
@@ -211,77 +203,37 @@ def main() -> None:
     args = parser.parse_args()
     within = True
 
-    scratch = Path(tempfile.mkdtemp(prefix="bench-eco-"))
-    from hindsight.devstack.servers import EmbeddedPostgres, EmbeddedValkey, free_port, reachable_base
-
-    base_dir = reachable_base(scratch)
-    pg = EmbeddedPostgres(base_dir / "pg", free_port(), durable=False)
-    pg.start()
-    valkey = EmbeddedValkey(base_dir / "valkey", free_port(), durable=False)
-    valkey.start()
-
+    from hindsight.devstack.stack import Stack, openai_compatible_env
     from tests.banks.consolidation_llm import ConsolidatingLLM
     from tests.fakes.llm_server import ScriptedLLMServer
 
     llm = ScriptedLLMServer().start()
     ConsolidatingLLM(llm, usage=None)  # tokens estimated from the words each request sends
-    env = {
-        **os.environ,
+    queue = f"bench-eco-{uuid.uuid4().hex[:6]}"
+    stack = Stack(Path(tempfile.mkdtemp(prefix="bench-eco-")), env={
         "DJANGO_SETTINGS_MODULE": "hindsight.settings",
-        "HINDSIGHT_API_DATABASE_URL": pg.url,
-        "HINDSIGHT_API_REDIS_URL": valkey.url,
-        "HINDSIGHT_API_TASK_QUEUE": f"bench-eco-{uuid.uuid4().hex[:6]}",
-        "HINDSIGHT_API_LLM_PROVIDER": "openai",
-        "HINDSIGHT_API_LLM_BASE_URL": llm.base_url,
-        "HINDSIGHT_API_LLM_API_KEY": "bench",
-        "HINDSIGHT_API_LLM_MODEL": "scripted",
+        "HINDSIGHT_API_TASK_QUEUE": queue,
+        **openai_compatible_env(llm.base_url, api_key="bench"),
         "HINDSIGHT_API_LLM_MAX_RETRIES": "0",
-        "HINDSIGHT_API_EMBEDDINGS_PROVIDER": "openai",
-        "HINDSIGHT_API_EMBEDDINGS_OPENAI_BASE_URL": llm.base_url,
-        "HINDSIGHT_API_EMBEDDINGS_OPENAI_API_KEY": "bench",
-        "HINDSIGHT_API_EMBEDDINGS_OPENAI_MODEL": "scripted-embed",
-        "HINDSIGHT_API_EMBEDDINGS_OPENAI_DIMENSIONS": "384",
-    }
-    os.environ.update(env)
-    import django
-
-    django.setup()
-    from django.core.management import call_command
-
-    from operations.engine import release_due
-
-    children: list[subprocess.Popen[bytes]] = []
+    })
     stop = threading.Event()
 
     def beat() -> None:  # what celery-beat's operations.release_due does: send due parks
+        from operations.engine import release_due
+
         while not stop.wait(1.0):
             release_due()
 
     try:
-        call_command("migrate", verbosity=0)
-        port = _free_port()
-        base = f"http://127.0.0.1:{port}"
-        children.append(subprocess.Popen(
-            [sys.executable, "-m", "gunicorn", "hindsight.wsgi:application", "-b",
-             f"127.0.0.1:{port}", "-w", "2", "--log-level", "warning"],
-            cwd=REPO, env=env, stdout=open(scratch / "api.log", "ab"), stderr=subprocess.STDOUT,
-            start_new_session=True))
-        children.append(subprocess.Popen(
-            [sys.executable, "-m", "celery", "-A", "hindsight", "worker", "-Q",
-             env["HINDSIGHT_API_TASK_QUEUE"], "-c", str(args.workers), "-P", "prefork", "-n",
-             "bench-eco@%h", "--without-gossip", "--without-mingle", "--without-heartbeat",
-             "-l", "WARNING"],
-            cwd=REPO, env=env, stdout=open(scratch / "worker.log", "ab"),
-            stderr=subprocess.STDOUT, start_new_session=True))
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                _call(base, "GET", "/health")
-                break
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.2)
+        stack.start_servers()
+        stack.use_here()
+        stack.migrate(verbosity=0)
+        base = stack.base_url
+        stack.start_api(workers=2, threads=1, log_level="warning", access_log=None)
+        # The pool the settings name (as before: -P prefork without one named is "no choice").
+        stack.start_worker(queue=queue, concurrency=args.workers, name="bench-eco",
+                           log_level="WARNING")
+        stack.wait_healthy(60)
         threading.Thread(target=beat, daemon=True).start()
         print(f"# cores: {os.cpu_count()}  retains {args.retains}  worker -c {args.workers}")
         for floor in () if args.only_budget else (0, args.floor):
@@ -293,16 +245,8 @@ def main() -> None:
                           workers=args.workers)
     finally:
         stop.set()
-        for child in children:
-            try:
-                os.killpg(child.pid, 15)
-            except ProcessLookupError:
-                pass
-        for child in children:
-            child.wait(timeout=30)
+        stack.stop()
         llm.stop()
-        valkey.stop()
-        pg.stop()
     sys.exit(0 if within else 1)
 
 

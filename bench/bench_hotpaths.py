@@ -42,7 +42,6 @@ import os
 import pstats
 import random
 import secrets
-import shutil
 import signal
 import statistics
 import subprocess
@@ -54,6 +53,8 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+# Columns of the mental-model row a COPY must fill (Django's defaults are not the database's).
+FAILURE_COLUMNS = {"last_refresh_failure_transient": False, "refresh_failure_streak": 0}
 THIS = Path(__file__).resolve()
 REPO = THIS.parent.parent
 VOCAB = ["alice", "bob", "carol", "dave", "erin", "frank", "grace", "heidi", "team", "project",
@@ -149,10 +150,17 @@ def seed(url: str, sizes: list[int], models: int, dims: int, rng: random.Random)
             cur.execute("SELECT min(updated_at), max(updated_at) FROM banks_memoryunit "
                         "WHERE bank_id = %s", [LIST_BANK])
             low, high = cur.fetchone()
+            # The failure-class columns (no database default), where the seeding side has them.
+            cur.execute("SELECT column_name FROM information_schema.columns WHERE table_name = "
+                        "'mentalmodels_mentalmodel' AND column_name = ANY(%s)",
+                        [list(FAILURE_COLUMNS)])
+            present = {row[0] for row in cur.fetchall()}
+            failure = [name for name in FAILURE_COLUMNS if name in present]
             with cur.copy(
                 "COPY mentalmodels_mentalmodel (bank_id, mental_model_id, name, source_query, "
                 "content, tags, max_tokens, trigger, last_refreshed_at, last_memory_seen_at, "
-                "reflect_response, embedding_model, embedding_content_hash) FROM STDIN"
+                "reflect_response, embedding_model, embedding_content_hash"
+                + "".join(f", {name}" for name in failure) + ") FROM STDIN"
             ) as copy:
                 for i in range(models):
                     kind = i % 3
@@ -167,7 +175,8 @@ def seed(url: str, sizes: list[int], models: int, dims: int, rng: random.Random)
                     copy.write_row([LIST_BANK, f"bench-{i:05d}", f"Model {i}",
                                     f"What about topic {i}?", content,
                                     rng.sample(TAGS, rng.randint(0, 2)), 2048,
-                                    json.dumps(trigger), mark, mark, json.dumps(response), "", ""])
+                                    json.dumps(trigger), mark, mark, json.dumps(response), "", "",
+                                    *(FAILURE_COLUMNS[name] for name in failure)])
         conn.commit()
     _psql(url, "VACUUM ANALYZE")
     return timings
@@ -246,30 +255,28 @@ def respond(body: dict[str, Any]) -> Any:
 
 def orchestrate(args: argparse.Namespace) -> int:
     sys.path.insert(0, str(REPO))
-    from hindsight.devstack.servers import EmbeddedPostgres, EmbeddedValkey, free_port, reachable_base
+    from hindsight.devstack.stack import Stack
     from tests.fakes.llm_server import ScriptedLLMServer
 
     sides = [("before", Path(args.compare).resolve())] if args.compare else []
     sides.append(("after", REPO))
     sizes = [int(s) for s in args.memories.split(",")]
-    scratch = Path(tempfile.mkdtemp(prefix="bench-hot-"))
-    base_dir = reachable_base(scratch)
-    pg = EmbeddedPostgres(base_dir / "pg", free_port(), durable=False)
-    valkey = EmbeddedValkey(base_dir / "valkey", free_port(), durable=False)
+    # The stack's servers only: each side migrates its own database with its own checkout.
+    stack = Stack(Path(tempfile.mkdtemp(prefix="bench-hot-")))
     llm = ScriptedLLMServer()
     results: dict[str, Any] = {}
     try:
-        pg.start()
-        valkey.start()
+        stack.start_servers()
+        pg_url, redis_url = stack.database_url, stack.redis_url
         llm.start()
         llm.respond_with(respond)
         first = sides[0][0]
         for name, _ in sides:
-            _psql(pg.url.rsplit("/", 1)[0] + "/postgres", f"CREATE DATABASE hot_{name}"
+            _psql(pg_url.rsplit("/", 1)[0] + "/postgres", f"CREATE DATABASE hot_{name}"
                   + (f" TEMPLATE hot_{first}" if name != first else ""))
             if name == first:
-                url = _db_url(pg.url, f"hot_{name}")
-                env = _side_env(url, valkey.url, llm.base_url, "hot")
+                url = _db_url(pg_url, f"hot_{name}")
+                env = _side_env(url, redis_url, llm.base_url, "hot")
                 _run([sys.executable, "manage.py", "migrate", "-v", "0"], cwd=sides[0][1], env=env)
                 print(f"# seeding {', '.join(f'{n:,}' for n in sizes)} memories and "
                       f"{args.models:,} models …", flush=True)
@@ -277,8 +284,8 @@ def orchestrate(args: argparse.Namespace) -> int:
                 print(f"# seeded: COPY {timings['copy_s']} s, HNSW build {timings['hnsw_s']} s",
                       flush=True)
         for name, repo in sides:
-            url = _db_url(pg.url, f"hot_{name}")
-            env = _side_env(url, valkey.url, llm.base_url, f"hot-{name}")
+            url = _db_url(pg_url, f"hot_{name}")
+            env = _side_env(url, redis_url, llm.base_url, f"hot-{name}")
             _run([sys.executable, "manage.py", "migrate", "-v", "0"], cwd=repo, env=env)
             _psql(url, "VACUUM ANALYZE")
         # Sections interleaved side by side, the order flipped every round (ABBA), so a change
@@ -288,8 +295,8 @@ def orchestrate(args: argparse.Namespace) -> int:
         for section in args.sections.split(","):
             for round_index in range(args.rounds):
                 for name, repo in (sides[::-1] if flip else sides):
-                    url = _db_url(pg.url, f"hot_{name}")
-                    env = _side_env(url, valkey.url, llm.base_url, f"hot-{name}")
+                    url = _db_url(pg_url, f"hot_{name}")
+                    env = _side_env(url, redis_url, llm.base_url, f"hot-{name}")
                     print(f"# {section}, round {round_index + 1}: {name} ({repo})", flush=True)
                     cmd = [sys.executable, str(THIS), "--side", str(repo), "--only", section,
                            "--memories", args.memories, "--runs", str(args.runs),
@@ -309,9 +316,8 @@ def orchestrate(args: argparse.Namespace) -> int:
             results[name] = {"metrics": {k: statistics.median(v) for k, v in values.items()}}
     finally:
         llm.stop()
-        valkey.stop()
-        pg.stop()
-        shutil.rmtree(scratch, ignore_errors=True)
+        stack.stop()
+        stack.remove_data()
     print_table(results)
     return 0
 
@@ -548,6 +554,7 @@ def bench_refresh(args: argparse.Namespace, timed: Any, queries: Any) -> dict[st
     if not args.refreshes:
         return out
 
+    # Started here, not with hindsight.devstack.stack: this side's checkout may predate it.
     worker = subprocess.Popen(
         [sys.executable, "-m", "celery", "-A", "hindsight", "worker", "-Q",
          os.environ["HINDSIGHT_API_TASK_QUEUE"], "-c", "1", "-P", "prefork", "-n",

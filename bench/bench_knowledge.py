@@ -39,14 +39,9 @@ the end) and migrates;
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import random
-import shutil
-import signal
-import socket
-import subprocess
 import sys
 import tempfile
 import time
@@ -71,12 +66,6 @@ def _percentile(values: list[float], q: float) -> float:
 
 def _load() -> str:
     return " ".join(f"{x:.1f}" for x in os.getloadavg())
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _get(url: str) -> bytes:
@@ -305,43 +294,20 @@ def main() -> None:
     args = parser.parse_args()
     rng = random.Random(args.random_seed)
 
-    scratch = Path(tempfile.mkdtemp(prefix="bench-kb-"))
-    servers = []
-    if not args.database_url:
-        from hindsight.devstack.servers import EmbeddedPostgres, free_port, reachable_base
+    from hindsight.devstack.stack import Stack
 
-        pg = EmbeddedPostgres(reachable_base(scratch) / "pg", free_port(), durable=False)
-        pg.start()
-        servers.append(pg)
-        args.database_url = pg.url
-    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "hindsight.settings",
-           "HINDSIGHT_API_DATABASE_URL": args.database_url,
-           "HINDSIGHT_API_REDIS_URL": "redis://127.0.0.1:1/0"}  # the tree publishes nothing
-    os.environ.update(env)
-    import django
-
-    django.setup()
-    from django.core.management import call_command
-
-    api = None
+    # No broker: the tree publishes nothing.
+    stack = Stack(Path(tempfile.mkdtemp(prefix="bench-kb-")), database_url=args.database_url,
+                  redis_url="redis://127.0.0.1:1/0",
+                  env={"DJANGO_SETTINGS_MODULE": "hindsight.settings"})
     try:
-        call_command("migrate", verbosity=0)
-        port = _free_port()
-        base = f"http://127.0.0.1:{port}"
-        api = subprocess.Popen(
-            [sys.executable, "-m", "gunicorn", "hindsight.wsgi:application", "-b",
-             f"127.0.0.1:{port}", "-w", "2", "--log-level", "warning"],
-            cwd=REPO, env=env, stdout=open(scratch / "api.log", "ab"), stderr=subprocess.STDOUT,
-            start_new_session=True)
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                _get(base + "/health")
-                break
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.2)
+        stack.start_servers()
+        args.database_url = stack.database_url
+        stack.use_here()
+        stack.migrate(verbosity=0)
+        base = stack.base_url
+        stack.start_api(workers=2, threads=1, log_level="warning", access_log=None)
+        stack.wait_healthy(60)
         print(f"# cores: {os.cpu_count()}  load average {_load()}  memories per bank "
               f"{args.memories:,}  runs {args.runs}")
         import psycopg
@@ -384,15 +350,9 @@ def main() -> None:
                   f"{_cpu(large, 'warm') / _cpu(small, 'warm'):.2f}x")
         print(f"# load average {_load()}")
     finally:
-        if api is not None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(api.pid, signal.SIGTERM)
-            api.wait(timeout=30)
-        for server in servers:
-            server.stop()
-            # Throw-away data (~200 MB a run): the server's folder, then the scratch one.
-            shutil.rmtree(server.data_dir.parent, ignore_errors=True)
-        shutil.rmtree(scratch, ignore_errors=True)
+        stack.stop()
+        # Throw-away data (~200 MB a run).
+        stack.remove_data()
 
 
 if __name__ == "__main__":

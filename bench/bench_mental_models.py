@@ -27,15 +27,11 @@ existing servers (migrated; the benchmark writes a ``bench-mm-*`` bank).
 from __future__ import annotations
 
 import argparse
-import contextlib
 import importlib.util
 import json
 import os
 import random
-import signal
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -67,12 +63,6 @@ def _call(base: str, method: str, path: str, body: Any = None) -> Any:
     request.add_header("Content-Type", "application/json")
     with urllib.request.urlopen(request, timeout=600) as response:
         return json.loads(response.read() or b"null")
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _load_seeder():
@@ -109,10 +99,11 @@ def seed_models(database_url: str, bank_id: str, count: int, rng: random.Random)
         with cur.copy(
             "COPY mentalmodels_mentalmodel (bank_id, mental_model_id, name, source_query, content, "
             "tags, max_tokens, trigger, last_refreshed_at, last_memory_seen_at, reflect_response, "
-            "embedding_model, embedding_content_hash) FROM STDIN"
+            "embedding_model, embedding_content_hash, last_refresh_failure_transient, "
+            "refresh_failure_streak) FROM STDIN"
         ) as copy:
             for row in rows:
-                copy.write_row([*row, "", ""])
+                copy.write_row([*row, "", "", False, 0])
         conn.commit()
 
 
@@ -218,88 +209,36 @@ def main() -> None:
     args = parser.parse_args()
     rng = random.Random(args.random_seed)
 
-    scratch = Path(tempfile.mkdtemp(prefix="bench-mm-"))
-    servers = []
-    if not args.database_url or not args.redis_url:
-        from hindsight.devstack.servers import (
-            EmbeddedPostgres,
-            EmbeddedValkey,
-            free_port,
-            reachable_base,
-        )
-
-        base_dir = reachable_base(scratch)
-        if not args.database_url:
-            pg = EmbeddedPostgres(base_dir / "pg", free_port(), durable=False)
-            pg.start()
-            servers.append(pg)
-            args.database_url = pg.url
-        if not args.redis_url:
-            valkey = EmbeddedValkey(base_dir / "valkey", free_port(), durable=False)
-            valkey.start()
-            servers.append(valkey)
-            args.redis_url = valkey.url
-
+    from hindsight.devstack.stack import Stack, openai_compatible_env
     from tests.fakes.llm_server import ScriptedLLMServer
 
     llm = ScriptedLLMServer().start()
-    env = {
-        **os.environ,
-        "DJANGO_SETTINGS_MODULE": "hindsight.settings",
-        "HINDSIGHT_API_DATABASE_URL": args.database_url,
-        "HINDSIGHT_API_REDIS_URL": args.redis_url,
-        "HINDSIGHT_API_TASK_QUEUE": f"bench-mm-{uuid.uuid4().hex[:6]}",
-        "HINDSIGHT_API_LLM_PROVIDER": "openai",
-        "HINDSIGHT_API_LLM_BASE_URL": llm.base_url,
-        "HINDSIGHT_API_LLM_API_KEY": "bench",
-        "HINDSIGHT_API_LLM_MODEL": "scripted",
-        "HINDSIGHT_API_LLM_MAX_RETRIES": "0",
-        # The scripted server's pseudo-embeddings: the local model would cost minutes to
-        # load and warm on every process and is not what this measures.
-        "HINDSIGHT_API_EMBEDDINGS_PROVIDER": "openai",
-        "HINDSIGHT_API_EMBEDDINGS_OPENAI_BASE_URL": llm.base_url,
-        "HINDSIGHT_API_EMBEDDINGS_OPENAI_API_KEY": "bench",
-        "HINDSIGHT_API_EMBEDDINGS_OPENAI_MODEL": "scripted-embed",
-        "HINDSIGHT_API_EMBEDDINGS_OPENAI_DIMENSIONS": "384",
-    }
-    os.environ.update(env)
-    import django
-
-    django.setup()
-    from django.core.management import call_command
-
-    children: list[subprocess.Popen[bytes]] = []
+    queue = f"bench-mm-{uuid.uuid4().hex[:6]}"
+    stack = Stack(Path(tempfile.mkdtemp(prefix="bench-mm-")), database_url=args.database_url,
+                  redis_url=args.redis_url, env={
+                      "DJANGO_SETTINGS_MODULE": "hindsight.settings",
+                      "HINDSIGHT_API_TASK_QUEUE": queue,
+                      # The scripted server's pseudo-embeddings: the local model would cost
+                      # minutes to load and warm on every process and is not what this measures.
+                      **openai_compatible_env(llm.base_url, api_key="bench"),
+                      "HINDSIGHT_API_LLM_MAX_RETRIES": "0",
+                  })
     try:
-        call_command("migrate", verbosity=0)
-        port = _free_port()
-        base = f"http://127.0.0.1:{port}"
-        children.append(subprocess.Popen(
-            [sys.executable, "-m", "gunicorn", "hindsight.wsgi:application", "-b",
-             f"127.0.0.1:{port}", "-w", "2", "--log-level", "warning"],
-            cwd=REPO, env=env, stdout=open(scratch / "api.log", "ab"), stderr=subprocess.STDOUT,
-            start_new_session=True))
-        children.append(subprocess.Popen(
-            [sys.executable, "-m", "celery", "-A", "hindsight", "worker", "-Q",
-             env["HINDSIGHT_API_TASK_QUEUE"], "-c", "1", "-P", "prefork", "-n",
-             "bench-mm@%h", "--without-gossip", "--without-mingle", "--without-heartbeat",
-             "-l", "WARNING"],
-            cwd=REPO, env=env, stdout=open(scratch / "worker.log", "ab"),
-            stderr=subprocess.STDOUT, start_new_session=True))
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                _call(base, "GET", "/health")
-                break
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.2)
+        stack.start_servers()
+        args.database_url = stack.database_url
+        stack.use_here()
+        stack.migrate(verbosity=0)
+        base = stack.base_url
+        stack.start_api(workers=2, threads=1, log_level="warning", access_log=None)
+        # The pool the settings name (as before: -P prefork without one named is "no choice").
+        stack.start_worker(queue=queue, concurrency=1, name="bench-mm", log_level="WARNING")
+        stack.wait_healthy(60)
 
         bank_id = f"bench-mm-{uuid.uuid4().hex[:6]}"
         _call(base, "PUT", f"/v1/default/banks/{bank_id}", {"name": "mental-model benchmark"})
         print(f"# cores: {os.cpu_count()}  bank {bank_id}  memories {args.memories:,}  "
               f"models {args.models:,}")
-        own_database = any(type(server).__name__ == "EmbeddedPostgres" for server in servers)
+        own_database = stack.pg is not None
         if own_database:
             # A throw-away database: build the HNSW index once after the COPY instead of
             # maintaining it row by row (minutes instead of tens of minutes on 2 cores).
@@ -326,20 +265,11 @@ def main() -> None:
         for delay in [int(d) for d in args.llm_delay.split(",") if d.strip()]:
             bench_refresh(base, bank_id, llm, delay, args.refreshes)
     finally:
-        for child in children:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(child.pid, signal.SIGTERM)
-        for child in children:
-            try:
-                child.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                os.killpg(child.pid, signal.SIGKILL)
         llm.stop()
         from django.db import connections
 
         connections.close_all()
-        for server in reversed(servers):
-            server.stop()
+        stack.stop()
 
 
 if __name__ == "__main__":

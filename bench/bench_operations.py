@@ -18,17 +18,14 @@ database must be migrated, and the benchmark writes a ``bench-ops`` bank into it
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
-import shutil
-import signal
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
@@ -40,46 +37,14 @@ def _percentile(values: list[float], q: float) -> float:
     return ordered[index]
 
 
-class Workers:
-    """N ``celery worker -c 1`` processes on the benchmark's queue."""
-
-    def __init__(self, count: int, env: dict[str, str], logdir: Path):
-        self.procs: list[subprocess.Popen[bytes]] = []
-        self.logs: list[Path] = []
-        for i in range(count):
-            log = logdir / f"worker-{count}-{i}.log"
-            self.logs.append(log)
-            self.procs.append(subprocess.Popen(
-                [sys.executable, "-m", "celery", "-A", "hindsight", "worker", "-Q",
-                 env["HINDSIGHT_API_TASK_QUEUE"], "-c", "1", "-P", "prefork",
-                 "-n", f"bench{count}-{i}@%h", "--without-gossip", "--without-mingle",
-                 "--without-heartbeat", "-l", "WARNING"],
-                cwd=REPO, env=env, stdout=open(log, "ab"), stderr=subprocess.STDOUT,
-                start_new_session=True,
-            ))
-        deadline = time.monotonic() + 120
-        # -l WARNING hides the "ready" line: wait until each worker answers a ping instead.
-        from hindsight.celery import app
-
-        while time.monotonic() < deadline:
-            replies = app.control.ping(timeout=1.0) or []
-            if len(replies) >= count:
-                return
-            for proc, log in zip(self.procs, self.logs):
-                if proc.poll() is not None:
-                    raise RuntimeError(f"worker exited: {log.read_text()[-2000:]}")
-        raise RuntimeError("workers not ready in 120 s")
-
-    def stop(self) -> None:
-        for proc in self.procs:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGTERM)
-        for proc in self.procs:
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
+def start_workers(stack: Any, count: int) -> None:
+    """``count`` ``celery worker -c 1`` processes on the benchmark's queue, answering a ping (at
+    WARNING they log no "ready" line)."""
+    for i in range(count):
+        # The pool the settings name (as before: -P prefork without one named is "no choice").
+        stack.start_worker(queue=stack.env["HINDSIGHT_API_TASK_QUEUE"], concurrency=1,
+                           name=f"bench{count}-{i}", log_level="WARNING")
+    stack.wait_workers_ready(120)
 
 
 def _wait_completed(op_ids: list[uuid.UUID], timeout: float) -> None:
@@ -148,84 +113,50 @@ def main() -> None:
     parser.add_argument("--workers", default="1,2,4")
     args = parser.parse_args()
 
-    scratch = Path(tempfile.mkdtemp(prefix="bench-ops-"))
-    servers = []
-    base: Path | None = None
-    if not args.database_url or not args.redis_url:
-        from hindsight.devstack.servers import (
-            EmbeddedPostgres,
-            EmbeddedValkey,
-            free_port,
-            reachable_base,
-        )
+    from hindsight.devstack.stack import Stack
 
-        base = reachable_base(scratch)
-        if not args.database_url:
-            pg = EmbeddedPostgres(base / "pg", free_port(), durable=False)
-            pg.start()
-            servers.append(pg)
-            args.database_url = pg.url
-        if not args.redis_url:
-            valkey = EmbeddedValkey(base / "valkey", free_port(), durable=False)
-            valkey.start()
-            servers.append(valkey)
-            args.redis_url = valkey.url
-
-    env = {
-        **os.environ,
-        "DJANGO_SETTINGS_MODULE": "hindsight.settings",
-        "HINDSIGHT_API_DATABASE_URL": args.database_url,
-        "HINDSIGHT_API_REDIS_URL": args.redis_url,
-        "HINDSIGHT_API_TASK_QUEUE": f"bench-ops-{uuid.uuid4().hex[:6]}",
-        "HINDSIGHT_API_EXTRA_HANDLER_MODULES": "operations.testing_handlers",
-    }
-    os.environ.update(env)
-    import django
-
-    django.setup()
-    from django.core.management import call_command
-
-    from hindsight.banks.services import bank_ensure
-    from operations.testing_handlers import ensure_tables
-
-    workers: Workers | None = None
+    stack = Stack(Path(tempfile.mkdtemp(prefix="bench-ops-")), database_url=args.database_url,
+                  redis_url=args.redis_url, env={
+                      "DJANGO_SETTINGS_MODULE": "hindsight.settings",
+                      "HINDSIGHT_API_TASK_QUEUE": f"bench-ops-{uuid.uuid4().hex[:6]}",
+                      "HINDSIGHT_API_EXTRA_HANDLER_MODULES": "operations.testing_handlers",
+                  })
     try:
-        if servers and servers[0].__class__.__name__ == "EmbeddedPostgres":
-            call_command("migrate", verbosity=0)
+        stack.start_servers()
+        args.database_url, args.redis_url = stack.database_url, stack.redis_url
+        stack.use_here()
+        from hindsight.banks.services import bank_ensure
+        from operations.testing_handlers import ensure_tables
+
+        if stack.pg is not None:
+            stack.migrate(verbosity=0)
         ensure_tables()
         bank_ensure(bank_id="bench-ops")
         print(f"# cores: {os.cpu_count()}  database: {args.database_url}  broker: {args.redis_url}")
 
-        workers = Workers(1, env, scratch)
+        start_workers(stack, 1)
         bench_latency(5)  # warm-up: imports, connections
         lat = bench_latency(args.latency_jobs)
         print(f"latency no-op job, 1 worker, n={args.latency_jobs}: "
               f"p50 {lat['p50_ms']:.1f} ms  p95 {lat['p95_ms']:.1f} ms  "
               f"max {lat['max_ms']:.1f} ms  mean {lat['mean_ms']:.1f} ms")
-        workers.stop()
-        workers = None
+        stack.stop_workers()
 
         for count in [int(c) for c in args.workers.split(",") if c.strip()]:
-            workers = Workers(count, env, scratch)
+            start_workers(stack, count)
             bench_throughput(count * 2, 0.0, count)  # warm-up
             tp = bench_throughput(args.throughput_jobs, args.wait, count)
             print(f"throughput {args.throughput_jobs} jobs x {args.wait * 1000:.0f} ms, "
                   f"{count} worker process(es): {tp['jobs_per_s']:.2f} jobs/s  "
                   f"elapsed {tp['elapsed_s']:.2f} s  ideal {tp['ideal_s']:.2f} s  "
                   f"ratio to ideal {tp['ratio_to_ideal']:.2f}")
-            workers.stop()
-            workers = None
+            stack.stop_workers()
     finally:
-        if workers is not None:
-            workers.stop()
         from django.db import connections
 
         connections.close_all()
-        for server in reversed(servers):
-            server.stop()
-        shutil.rmtree(scratch, ignore_errors=True)
-        if base is not None:
-            shutil.rmtree(base, ignore_errors=True)
+        stack.stop()
+        stack.remove_data()
 
 
 if __name__ == "__main__":

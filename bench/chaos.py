@@ -52,7 +52,6 @@ import random
 import re
 import signal
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
@@ -68,12 +67,8 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from hindsight.devstack.servers import (  # noqa: E402  (after the path insert)
-    EmbeddedPostgres,
-    EmbeddedValkey,
-    free_port,
-    reachable_base,
-)
+from hindsight.devstack import stack as devstack  # noqa: E402  (after the path insert)
+from hindsight.devstack.stack import openai_compatible_env  # noqa: E402
 from tests.fakes.llm_server import Reply, ScriptedLLMServer  # noqa: E402
 
 TAGS = ["team", "ops", "eng", "sales"]
@@ -84,8 +79,6 @@ MAX_RETRIES = 3
 
 # Short engine timings so a run takes minutes, not hours (all settable in production too).
 TIMINGS = {
-    # A throw-away stack: its own secret key (start-up refuses none outside make run).
-    "HINDSIGHT_API_SECRET_KEY": os.environ.get("HINDSIGHT_API_SECRET_KEY") or "chaos-" + "x" * 50,
     "HINDSIGHT_API_WORKER_LOCK_TTL_SECONDS": "3",
     "HINDSIGHT_API_WORKER_HEARTBEAT_SECONDS": "0.5",
     "HINDSIGHT_API_WORKER_RECOVERY_THRESHOLD_SECONDS": "6",
@@ -264,175 +257,58 @@ class ChaosLLM:
 # The stack
 
 
-def _children_of(pid: int) -> list[int]:
-    out = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[1]) == pid:
-            out.append(int(entry))
-    return out
+class Stack(devstack.Stack):
+    """The chaos run's stack: ``hindsight.devstack.stack``'s, throw-away, on the scripted LLM,
+    with short engine timings, an access log of one line a request, and the faults."""
 
-
-@dataclass
-class Proc:
-    name: str
-    popen: subprocess.Popen[bytes]
-
-    def alive(self) -> bool:
-        return self.popen.poll() is None
-
-    def killpg(self, sig: int) -> None:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.popen.pid, sig)
-
-
-class Stack:
     def __init__(self, scratch: Path, concurrency: int, llm: ChaosLLM, api_key: str | None = None,
                  pool: str = "prefork", durable: bool = False):
-        self.scratch = scratch
+        # A crash-restart needs a durable PostgreSQL: without it (fsync and synchronous_commit
+        # off, the test servers' setting) PostgreSQL itself may drop commits it acknowledged.
+        # The broker never is: a restart loses its queue and locks.
+        super().__init__(scratch, durable=durable, durable_broker=False, env={
+            "DJANGO_SETTINGS_MODULE": "hindsight.settings",
+            "HINDSIGHT_API_TASK_QUEUE": f"chaos-{uuid.uuid4().hex[:6]}",
+            **openai_compatible_env(llm.server.base_url, api_key="chaos"),
+            "PYTHONUNBUFFERED": "1",
+            **TIMINGS,
+            **({"HINDSIGHT_API_TENANT_API_KEY": api_key} if api_key else {}),
+        })
         self.concurrency = concurrency
         self.pool = pool
-        base = reachable_base(scratch)
-        # A crash-restart needs a durable server: without it (fsync and synchronous_commit off,
-        # the test servers' setting) PostgreSQL itself may drop commits it acknowledged.
-        self.pg = EmbeddedPostgres(base / "pg", free_port(), durable=durable)
-        self.valkey = EmbeddedValkey(base / "valkey", free_port(), durable=False)
-        self.port = free_port()
-        self.base_url = f"http://127.0.0.1:{self.port}"
-        self.workers: list[Proc] = []
-        self.others: list[Proc] = []
         self.access_log = scratch / "access.log"  # "METHOD /path STATUS", one line a request
-        self.serial = 0
-        self.env = {
-            **os.environ,
-            "DJANGO_SETTINGS_MODULE": "hindsight.settings",
-            "HINDSIGHT_API_DATABASE_URL": self.pg.url,
-            "HINDSIGHT_API_REDIS_URL": self.valkey.url,
-            "HINDSIGHT_API_TASK_QUEUE": f"chaos-{uuid.uuid4().hex[:6]}",
-            "HINDSIGHT_API_LLM_PROVIDER": "openai",
-            "HINDSIGHT_API_LLM_BASE_URL": llm.server.base_url,
-            "HINDSIGHT_API_LLM_API_KEY": "chaos",
-            "HINDSIGHT_API_LLM_MODEL": "scripted",
-            "HINDSIGHT_API_EMBEDDINGS_PROVIDER": "openai",
-            "HINDSIGHT_API_EMBEDDINGS_OPENAI_BASE_URL": llm.server.base_url,
-            "HINDSIGHT_API_EMBEDDINGS_OPENAI_API_KEY": "chaos",
-            "HINDSIGHT_API_EMBEDDINGS_OPENAI_MODEL": "scripted-embed",
-            "HINDSIGHT_API_EMBEDDINGS_OPENAI_DIMENSIONS": "384",
-            "PYTHONUNBUFFERED": "1",
-            # Celery takes an explicit "-P prefork" for "no choice" when settings name a pool.
-            "HINDSIGHT_API_WORKER_POOL": pool,
-            **TIMINGS,
-        }
-        if api_key:
-            self.env["HINDSIGHT_API_TENANT_API_KEY"] = api_key
-
-    def _spawn(self, name: str, cmd: list[str]) -> Proc:
-        out = open(self.scratch / f"{name}.log", "ab")  # noqa: SIM115 - the child keeps it
-        popen = subprocess.Popen(cmd, cwd=REPO, env=self.env, stdout=out,
-                                 stderr=subprocess.STDOUT, start_new_session=True)
-        return Proc(name, popen)
 
     def start(self, workers: int) -> None:
-        self.pg.start()
-        self.valkey.start()
-        subprocess.run([sys.executable, "manage.py", "migrate", "-v", "0"], cwd=REPO,
-                       env=self.env, check=True)
-        self.others.append(self._spawn("api", [
-            sys.executable, "-m", "gunicorn", "hindsight.wsgi:application", "-b",
-            f"127.0.0.1:{self.port}", "-w", "2", "--threads", "4", "--timeout", "60",
-            "--log-level", "warning", "--access-logfile", str(self.access_log),
-            "--access-logformat", "%(m)s %(U)s %(s)s"]))
-        self.others.append(self._spawn("beat", [
-            sys.executable, "-m", "celery", "-A", "hindsight", "beat", "-l", "INFO",
-            "-S", "django_celery_beat.schedulers:DatabaseScheduler", "--max-interval", "1",
-            "-s", str(self.scratch / "beat-schedule")]))
+        self.start_servers()
+        self.migrate(verbosity=0)
+        self.start_api(workers=2, threads=4, timeout=60, log_level="warning",
+                       access_log=str(self.access_log), access_format="%(m)s %(U)s %(s)s")
+        self.start_beat(max_interval=1)
         for _ in range(workers):
             self.start_worker()
-        deadline = time.monotonic() + 90
-        while True:
-            try:
-                with urllib.request.urlopen(self.base_url + "/health", timeout=2):
-                    break
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.3)
+        self.wait_healthy(90)
         self.wait_workers_ready()
 
-    def start_worker(self) -> Proc:
-        self.serial += 1
-        name = f"worker{self.serial}"
-        proc = self._spawn(name, [
-            sys.executable, "-m", "celery", "-A", "hindsight", "worker", "-Q",
-            self.env["HINDSIGHT_API_TASK_QUEUE"], "-c", str(self.concurrency), "-P", self.pool,
-            "-n", f"{name}@%h", "--without-gossip", "--without-mingle", "--without-heartbeat",
-            "-l", "INFO"])
-        self.workers.append(proc)
-        return proc
+    def start_worker(self) -> devstack.Process:  # type: ignore[override]
+        return super().start_worker(concurrency=self.concurrency, pool=self.pool,
+                                    queue=self.env["HINDSIGHT_API_TASK_QUEUE"])
 
-    def wait_workers_ready(self, timeout: float = 90) -> None:
-        deadline = time.monotonic() + timeout
-        for proc in self.workers:
-            if not proc.alive():
-                continue
-            path = self.scratch / f"{proc.name}.log"
-            while " ready." not in path.read_text(errors="replace"):
-                if time.monotonic() > deadline or not proc.alive():
-                    raise RuntimeError(f"{proc.name} not ready:\n{path.read_text()[-3000:]}")
-                time.sleep(0.2)
-
-    def stop_workers(self) -> None:
-        for proc in self.workers:
-            # Warm shutdown: SIGTERM to the main process only (to the whole group it would kill
-            # the pool children mid-job), then anything left of the group.
-            with contextlib.suppress(ProcessLookupError):
-                proc.popen.send_signal(signal.SIGTERM)
-        for proc in self.workers:
-            try:
-                proc.popen.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                pass
-            proc.killpg(signal.SIGKILL)  # a child that outlived its parent, if any
-        self.workers = []
-
-    def live_workers(self) -> list[Proc]:
-        return [w for w in self.workers if w.alive()]
-
-    def children(self) -> dict[int, Proc]:
-        return {child: w for w in self.live_workers() for child in _children_of(w.popen.pid)}
+    def children(self) -> dict[int, devstack.Process]:
+        return {child: w for w in self.live_workers() for child in w.children()}
 
     def restart_broker(self) -> None:
+        assert self.valkey is not None
         self.valkey.kill()  # not durable: its queue and locks are gone with it
         time.sleep(1.0)
         self.valkey.start()
 
     def restart_postgres(self) -> None:
-        process = self.pg.process
-        assert process is not None
+        assert self.pg is not None and self.pg.process is not None
         with contextlib.suppress(ProcessLookupError):
-            process.send_signal(signal.SIGQUIT)  # immediate shutdown: crash recovery on start
-        process.wait(30)
+            self.pg.process.send_signal(signal.SIGQUIT)  # immediate shutdown: crash recovery
+        self.pg.process.wait(30)
         time.sleep(1.0)
         self.pg.start()
-
-    def stop(self) -> None:
-        for proc in [*self.workers, *self.others]:
-            with contextlib.suppress(ProcessLookupError):
-                proc.popen.send_signal(signal.SIGTERM)
-        for proc in [*self.workers, *self.others]:
-            try:
-                proc.popen.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                proc.killpg(signal.SIGKILL)
-            proc.killpg(signal.SIGKILL)  # orphaned pool children, if any
-        self.valkey.stop()
-        self.pg.stop()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -596,11 +472,10 @@ class Chaos:
                 return
             owners = {children[pid].name for pid in busy}
             worker = next((w for w in live if w.name in owners), self.rng.choice(live))
-            pids = {worker.popen.pid, *(p for p, w in children.items() if w is worker)}
+            pids = {worker.pid, *(p for p, w in children.items() if w is worker)}
             held = {pid: holders[pid] for pid in pids if pid in holders}
             started = time.time()
-            worker.killpg(signal.SIGKILL)
-            worker.popen.wait(10)
+            worker.kill()
             self.stack.start_worker()
             what = f"SIGKILL worker process {worker.name} ({len(held)} refresh(es) held)"
         else:
@@ -685,7 +560,7 @@ class Chaos:
         import psycopg
 
         try:
-            with psycopg.connect(self.stack.pg.url, connect_timeout=3) as conn:
+            with psycopg.connect(self.stack.database_url, connect_timeout=3) as conn:
                 if many is not None:
                     return [conn.execute(sql, p).fetchall() for p in many]
                 return conn.execute(sql, params).fetchall()

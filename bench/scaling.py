@@ -73,7 +73,7 @@ def throughput(stack: Stack, llm: ChaosLLM, *, models: int, banks: int, slots: i
                        {"id": mm_id, "name": mm_id, "tags": ["team"],
                         "source_query": f"How does the team work? [chaos:{mm_id}]"})
         op_ids.append(answer["operation_id"])
-    with psycopg.connect(stack.pg.url) as conn:
+    with psycopg.connect(stack.database_url) as conn:
         while True:
             (left,) = conn.execute(
                 "SELECT count(*) FROM operations_operation WHERE id = ANY(%s::uuid[]) "
@@ -247,7 +247,7 @@ def main() -> int:
             stack.stop_workers()
         sizes = [int(s) for s in args.table_sizes.split(",") if s.strip()]
         print("\n## queue claim latency as operations_operation grows")
-        for entry in claim_latency(stack.pg.url, sizes, args.claims):
+        for entry in claim_latency(stack.database_url, sizes, args.claims):
             print(f"rows {entry['rows']:>9,}: claim p50 {entry['claim_ms_p50']} ms  "
                   f"max {entry['claim_ms_max']} ms  (seeded in {entry['seed_s']} s)")
             for label, lines in entry["plans"].items():

@@ -15,6 +15,7 @@ at a 404. The LLM provider is ``none`` (the default): LLM routes answer 400, whi
 
 from __future__ import annotations
 
+import uuid
 from collections import Counter
 from typing import Any
 
@@ -44,8 +45,9 @@ MIN_REQUESTS = 2000
 SENT: Counter[str] = Counter()
 # Each a little under what its fixed seed sends today (1,025; 410; 824).
 SHARES = {"server_error": 950, "shape": 380, "stateful": 720}
-# The knowledge base's routes take node and page ids; the stateful phase reaches them through
-# the links from the folder/page creates and the tree. Hook for ids of a new family: add its
+# The knowledge base's routes take node and page ids: ``_seed`` makes a folder and a page
+# (``node_id`` is the folder, ``page_id`` the page), so the fuzzing phase reaches them as well as
+# the stateful phase's links from the folder/page creates. Hook for ids of a new family: add its
 # path parameters to ``_seed``'s answer (a key per parameter name).
 MODEL = "st-model"
 MAX_EXAMPLES = 25
@@ -80,8 +82,11 @@ _seeded: dict[str, str] = {}
 
 
 def _seed() -> dict[str, str]:
-    """The bank, memory, mental model and operation the path ids point at (re-made if deleted)."""
+    """The bank, memory, mental model, operation, folder and page the path ids point at (re-made
+    if deleted)."""
     from hindsight.embeddings import get_embedder
+    from mentalmodels.knowledge.models import KnowledgeNode
+    from mentalmodels.knowledge.services import knowledge_folder_create, knowledge_page_create
     from mentalmodels.services import mental_model_create
 
     if not Bank.objects.filter(id=BANK).exists():
@@ -96,7 +101,16 @@ def _seed() -> dict[str, str]:
         _, operation = mental_model_create(bank_id=BANK, name="Team", source_query="Who leads?",
                                            tags=["team"], mental_model_id=MODEL)
         _seeded["operation_id"] = str(operation.id)
-    return {"bank_id": BANK, "mental_model_id": MODEL,
+    if not KnowledgeNode.objects.filter(bank_id=BANK, id=_seeded.get("node_id", "")).exists():
+        # Fresh names: a fuzzed create may have taken any fixed one.
+        folder = knowledge_folder_create(bank_id=BANK, name=f"Folder {uuid.uuid4().hex[:8]}")
+        _seeded["node_id"] = folder.id
+    if not KnowledgeNode.objects.filter(bank_id=BANK, id=_seeded.get("page_id", "")).exists():
+        page, _ = knowledge_page_create(bank_id=BANK, name=f"Page {uuid.uuid4().hex[:8]}",
+                                        source_query="Who leads?", tags=["team"])
+        _seeded["page_id"] = page.id
+    return {"bank_id": BANK, "mental_model_id": MODEL, "node_id": _seeded["node_id"],
+            "page_id": _seeded["page_id"],
             "operation_id": _seeded.get("operation_id", "00000000-0000-0000-0000-000000000000")}
 
 
@@ -174,12 +188,17 @@ def test_enough_shape_requests_were_generated() -> None:
     _enough("shape")
 
 
+@pytest.mark.parametrize(("path", "id_key"), [
+    ("/v1/default/banks/{bank_id}/mental-models/{mental_model_id}", "mental_model_id"),
+    ("/v1/default/banks/{bank_id}/knowledge-base/pages/{page_id}", "page_id"),
+])
 @pytest.mark.django_db
-def test_generated_cases_reach_the_seeded_rows(in_test_transaction: None) -> None:
+def test_generated_cases_reach_the_seeded_rows(path: str, id_key: str,
+                                               in_test_transaction: None) -> None:
     # Without the id swap every route with an id would stop at a 404 and prove little.
     from hypothesis import find
 
-    operation = schema["/v1/default/banks/{bank_id}/mental-models/{mental_model_id}"]["GET"]
+    operation = schema[path]["GET"]
     case = find(operation.as_strategy(),
                 lambda c: (c.path_parameters or {}).get("bank_id") == _MARK + "bank_id",
                 # No shrinking: any example with the marker proves the point, and shrinking a
@@ -192,7 +211,7 @@ def test_generated_cases_reach_the_seeded_rows(in_test_transaction: None) -> Non
     case.query = {}
     response = case.call()
     assert response.status_code == 200
-    assert response.json()["id"] == MODEL
+    assert response.json()["id"] in (MODEL, ids[id_key])
 
 
 def test_every_v1_route_of_the_url_conf_is_in_the_document() -> None:

@@ -28,8 +28,6 @@ import dataclasses
 import os
 import signal
 import socket
-import subprocess
-import sys
 import threading
 import time
 import uuid
@@ -41,6 +39,15 @@ from typing import Any
 from urllib.parse import quote
 
 import pytest
+
+from hindsight.devstack.stack import (
+    QUEUE_VARIABLE,
+    Process,
+    beat_command,
+    spawn,
+    worker_command,
+)
+from hindsight.devstack.stack import stop_together as stack_stop_together
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SESSION_QUEUE = f"hindsight-test-{os.getpid()}-{uuid.uuid4().hex[:6]}"
@@ -92,63 +99,8 @@ def _database_url() -> str:
     return f"postgresql://{auth}@{s['HOST']}:{s['PORT']}/{s['NAME']}"
 
 
-@dataclass
-class WorkerProcess:
-    name: str
-    process: subprocess.Popen[bytes]
-    log_path: Path
-    _log_file: Any = field(repr=False, default=None)
-
-    @property
-    def pid(self) -> int:
-        return self.process.pid
-
-    def log(self) -> str:
-        try:
-            return self.log_path.read_text(errors="replace")
-        except FileNotFoundError:
-            return ""
-
-    def wait_ready(self, timeout: float = 60.0) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"worker {self.name} exited during start-up:\n{self.log()}")
-            if " ready." in self.log():
-                return
-            time.sleep(0.1)
-        raise RuntimeError(f"worker {self.name} not ready within {timeout}s:\n{self.log()}")
-
-    def alive(self) -> bool:
-        return self.process.poll() is None
-
-    def _signal_group(self, sig: int) -> None:
-        try:
-            os.killpg(self.process.pid, sig)  # the main process and its pool children
-        except ProcessLookupError:
-            pass
-
-    def kill(self) -> None:
-        """SIGKILL the whole worker (main process and pool children): a crash."""
-        self._signal_group(signal.SIGKILL)
-        self.process.wait(timeout=10)
-
-    def stop(self, timeout: float = 15.0, *, signalled: bool = False) -> None:
-        """Warm shutdown (SIGTERM, unless ``signalled`` already); SIGKILL if it does not exit in
-        time."""
-        if self.alive():
-            if not signalled:
-                self._signal_group(signal.SIGTERM)
-            try:
-                self.process.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                self._signal_group(signal.SIGKILL)
-                self.process.wait(timeout=10)
-        else:
-            self._signal_group(signal.SIGKILL)  # orphaned pool children, if any
-        if self._log_file is not None:
-            self._log_file.close()
-            self._log_file = None
+# A worker (or beat) this session started: the stack's process handle.
+WorkerProcess = Process
 
 
 # The tests whose workers are their own: started for the test and stopped after it, never
@@ -189,19 +141,11 @@ _PRIORITY_SUFFIXES = ("", "\x06\x163", "\x06\x166", "\x06\x169")
 def start_worker(
     *, name: str, queue: str, env: dict[str, str], concurrency: int, log_dir: Path
 ) -> WorkerProcess:
-    log_path = log_dir / f"{name}.log"
-    log_file = open(log_path, "ab")
-    cmd = [
-        sys.executable, "-m", "celery", "-A", "hindsight", "worker",
-        "-Q", queue, "-c", str(concurrency), "-P", "prefork",
-        "-n", f"{name}@%h", "--without-gossip", "--without-mingle", "--without-heartbeat",
-        "-l", "INFO",
-    ]
-    process = subprocess.Popen(
-        cmd, cwd=REPO_ROOT, env={**env, "HINDSIGHT_API_TASK_QUEUE": queue}, stdout=log_file,
-        stderr=subprocess.STDOUT, start_new_session=True,
-    )
-    return WorkerProcess(name, process, log_path, log_file)
+    """A worker of the stack's (``hindsight.devstack.stack``) on ``queue``, the pool named in
+    ``env`` (``-P prefork`` is "no choice" when it names one)."""
+    return spawn(name, worker_command(queue=queue, concurrency=concurrency, pool="prefork",
+                                      name=name),
+                 env={**env, QUEUE_VARIABLE: queue}, log_path=log_dir / f"{name}.log")
 
 
 class SharedWorker:
@@ -312,20 +256,13 @@ class WorkerPool:
         dozen workers took 10–20 s of the session's end on two cores."""
         for configuration in self._configurations.values():
             for worker in configuration.workers:
-                worker._signal_group(signal.SIGKILL)
+                worker.signal_group(signal.SIGKILL)
         self._stop(*self._configurations.values())  # reaps them, closes their logs
 
 
 def stop_together(processes: list[WorkerProcess], timeout: float = 5.0) -> None:
-    """Warm shutdown of all at once (SIGTERM to each, then wait), SIGKILL for the slow ones."""
-    for process in processes:
-        if process.alive():
-            process._signal_group(signal.SIGTERM)
-    for process in processes:
-        try:
-            process.stop(timeout=timeout, signalled=True)
-        except Exception:
-            process._signal_group(signal.SIGKILL)
+    """Warm shutdown of all at once (SIGTERM to each whole group), SIGKILL for the slow ones."""
+    stack_stop_together(processes, timeout, group=True)
 
 
 def _drain(redis_url: str, queue: str, workers: list[WorkerProcess], timeout: float) -> bool:
@@ -434,18 +371,8 @@ class WorkerFactory:
         ``ensure_beat_schedules()`` after changing the intervals in settings.
         """
         name = f"beat-{uuid.uuid4().hex[:4]}"
-        log_path = self.tmp_path / f"{name}.log"
-        log_file = open(log_path, "ab")
-        cmd = [
-            sys.executable, "-m", "celery", "-A", "hindsight", "beat", "-l", "INFO",
-            "-S", "django_celery_beat.schedulers:DatabaseScheduler",
-            "--max-interval", "1",
-        ]
-        process = subprocess.Popen(
-            cmd, cwd=REPO_ROOT, env=self.env(env), stdout=log_file, stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-        beat = WorkerProcess(name, process, log_path, log_file)
+        beat = spawn(name, beat_command(max_interval=1), env=self.env(env),
+                     log_path=self.tmp_path / f"{name}.log")
         self._private.append(beat)
         STARTS["beat"] += 1
         return beat

@@ -16,25 +16,16 @@ import os
 import shlex
 import shutil
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 from hindsight.config import read_config
 from hindsight.devstack import state
-from hindsight.devstack.servers import (
-    EmbeddedPostgres,
-    EmbeddedValkey,
-    free_port,
-    reachable_base,
-)
+from hindsight.devstack.servers import free_port
+from hindsight.devstack.stack import Stack
 
-PROJECT_DIR = state.PROJECT_DIR
 PREFERRED_PG_PORT = 54329
 PREFERRED_VALKEY_PORT = 63799
-# A Unix socket path longer than this does not fit sockaddr_un (108 bytes with the NUL).
-MAX_SOCKET_PATH = 100
 
 
 def _log(message: str) -> None:
@@ -43,8 +34,6 @@ def _log(message: str) -> None:
 
 def run(args: argparse.Namespace) -> int:
     config = read_config()
-    servers: list[EmbeddedPostgres | EmbeddedValkey] = []
-    children: list[subprocess.Popen[bytes]] = []
     stopping = False
 
     def stop(*_: object) -> None:
@@ -53,89 +42,49 @@ def run(args: argparse.Namespace) -> int:
 
     signal.signal(signal.SIGINT, stop)
     signal.signal(signal.SIGTERM, stop)
-    env = dict(os.environ)
     data_dir = state.data_dir()
-    base = reachable_base(data_dir)
-    env.update(_child_environment(data_dir))
+    stack = Stack(
+        data_dir, env=_child_environment(data_dir), durable=True, logs=False, announce=_log,
+        database_url=config.database_url or None, redis_url=config.redis_url or None,
+        pg_port=None if config.database_url else free_port(
+            state.previous_port(data_dir, "database_url"), PREFERRED_PG_PORT),
+        valkey_port=None if config.redis_url else free_port(
+            state.previous_port(data_dir, "redis_url"), PREFERRED_VALKEY_PORT),
+        host=config.host, port=config.port)
     try:
-        if not config.database_url:
-            port = free_port(state.previous_port(data_dir, "database_url"), PREFERRED_PG_PORT)
-            pg = EmbeddedPostgres(base / "pg", port)
-            _log(f"starting embedded PostgreSQL (pgvector) on 127.0.0.1:{pg.port}, data {pg.data_dir}")
-            pg.start()
-            servers.append(pg)
-            env["HINDSIGHT_API_DATABASE_URL"] = pg.url
-        if not config.redis_url:
-            port = free_port(state.previous_port(data_dir, "redis_url"), PREFERRED_VALKEY_PORT)
-            valkey = EmbeddedValkey(base / "valkey", port)
-            _log(f"starting embedded Valkey on 127.0.0.1:{valkey.port}")
-            valkey.start()
-            servers.append(valkey)
-            env["HINDSIGHT_API_REDIS_URL"] = valkey.url
+        stack.start_servers()
         # Where other shells (manage.py, the CLI, tests) find the servers this run started, and
         # the ports the next run asks for first.
-        record = {
-            "database_url": env.get("HINDSIGHT_API_DATABASE_URL", ""),
-            "redis_url": env.get("HINDSIGHT_API_REDIS_URL", ""),
-            "api_url": f"http://{config.host}:{config.port}",
+        state.servers_write(data_dir, {
+            "database_url": stack.database_url,
+            "redis_url": stack.redis_url,
+            "api_url": stack.base_url,
             "pid": os.getpid(),
-        }
-        state.servers_write(data_dir, record)
+        })
         # The API's and the workers' metric files (hindsight.metrics). Ours start from 0 at each
         # run; a directory the caller chose is theirs to manage.
-        if not env.get("PROMETHEUS_MULTIPROC_DIR"):
+        if not stack.env.get("PROMETHEUS_MULTIPROC_DIR"):
             metrics_dir = data_dir / "metrics"
             shutil.rmtree(metrics_dir, ignore_errors=True)
             metrics_dir.mkdir(parents=True)
-            env["PROMETHEUS_MULTIPROC_DIR"] = str(metrics_dir)
-        python = sys.executable
-        subprocess.run([python, "manage.py", "migrate", "--noinput"], check=True, env=env,
-                       cwd=PROJECT_DIR)
-        # A fresh clone has no collected files yet; WhiteNoise serves them from STATIC_ROOT.
-        subprocess.run([python, "manage.py", "collectstatic", "--noinput", "-v", "0"],
-                       check=True, env=env, cwd=PROJECT_DIR)
-        bind = f"{config.host}:{config.port}"
-        commands = {
-            # hindsight.gunicorn_conf: the request threads share a pool of connections.
-            "api": [python, "-m", "gunicorn", "hindsight.wsgi:application", "--bind", bind,
-                    "--config", "python:hindsight.gunicorn_conf",
-                    "--workers", str(args.web_workers), "--threads", "16",
-                    "--timeout", "600", "--access-logfile", "-",
-                    *_control_socket_arguments(base)],
-            # Pool and slots from settings (HINDSIGHT_API_WORKER_POOL / _CONCURRENCY) unless
-            # --worker-concurrency says otherwise.
-            "worker": [python, "-m", "celery", "-A", "hindsight", "worker", "--loglevel", "INFO",
-                       *(["--concurrency", str(args.worker_concurrency)]
-                         if args.worker_concurrency else [])],
-            "beat": [python, "-m", "celery", "-A", "hindsight", "beat", "--loglevel", "INFO"],
-        }
-        # Beat only publishes its schedule: its settings load django-celery-beat alone
-        # (hindsight.settings_beat), not the service.
-        beat_env = {**env, "DJANGO_SETTINGS_MODULE": "hindsight.settings_beat"}
-        for name, command in commands.items():
-            _log(f"starting {name}: {' '.join(command[1:4])} …")
-            children.append(subprocess.Popen(command, env=beat_env if name == "beat" else env,
-                                             cwd=PROJECT_DIR, start_new_session=True))
-        _log(f"serving on http://{bind} (Ctrl-C stops everything)")
+            stack.env["PROMETHEUS_MULTIPROC_DIR"] = str(metrics_dir)
+        stack.migrate(collectstatic=True)
+        # One API process of 16 threads (hindsight.gunicorn_conf: they share a pool of
+        # connections); the worker's pool and slots from settings (HINDSIGHT_API_WORKER_POOL /
+        # _CONCURRENCY) unless --worker-concurrency says otherwise.
+        stack.start_api(workers=args.web_workers)
+        stack.start_worker(concurrency=args.worker_concurrency, name="worker", alone=False)
+        stack.start_beat()
+        _log(f"serving on http://{config.host}:{config.port} (Ctrl-C stops everything)")
         while not stopping:
-            for child in children:
-                if child.poll() is not None:
-                    _log(f"a process exited with code {child.returncode}; stopping")
+            for child in stack.processes():
+                if not child.alive():
+                    _log(f"a process exited with code {child.process.returncode}; stopping")
                     stopping = True
             time.sleep(0.5)
         return 0
     finally:
-        for child in children:
-            if child.poll() is None:
-                child.send_signal(signal.SIGTERM)
-        deadline = time.monotonic() + 30
-        for child in children:
-            try:
-                child.wait(max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                child.kill()
-        for server in reversed(servers):
-            server.stop()
+        stack.stop(timeout=30)
         # Keep the URLs (the next run's ports) but say nothing runs there any more.
         recorded = state.servers_read(data_dir)
         if recorded.get("pid") == os.getpid():
@@ -151,15 +100,6 @@ def _child_environment(data_dir: Path) -> dict[str, str]:
         # gunicorn worker answers (a random key per process logged admin users out).
         extra[state.SECRET_VARIABLE] = state.secret_key_ensure(data_dir)
     return extra
-
-
-def _control_socket_arguments(base: Path) -> list[str]:
-    """gunicorn's control socket inside this checkout's data folder, not the shared default
-    ``~/.gunicorn/gunicorn.ctl`` that two checkouts' ``make run`` would fight over."""
-    path = base / "gunicorn.ctl"
-    if len(str(path)) > MAX_SOCKET_PATH:
-        return ["--no-control-socket"]
-    return ["--control-socket", str(path)]
 
 
 def exports(data_dir: Path) -> str:

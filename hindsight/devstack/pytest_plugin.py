@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import os
 import secrets
-import shutil
 import tempfile
 from collections.abc import Generator
 from pathlib import Path
@@ -21,28 +20,9 @@ from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 
-from hindsight.devstack.servers import (
-    SHARED_ROOT,
-    EmbeddedPostgres,
-    EmbeddedValkey,
-    free_port,
-    running_as_root,
-)
+from hindsight.devstack.stack import Stack
 
-_started: list[EmbeddedPostgres | EmbeddedValkey] = []
-_scratch: list[Path] = []
-
-
-def _scratch_dir() -> Path:
-    if running_as_root():
-        SHARED_ROOT.mkdir(parents=True, exist_ok=True)
-        os.chmod(SHARED_ROOT, 0o755)
-        path = Path(tempfile.mkdtemp(prefix="test-", dir=SHARED_ROOT))
-        os.chmod(path, 0o755)
-    else:
-        path = Path(tempfile.mkdtemp(prefix="hindsight-test-"))
-    _scratch.append(path)
-    return path
+_stacks: list[Stack] = []
 
 
 @pytest.hookimpl(wrapper=True)
@@ -52,18 +32,16 @@ def pytest_load_initial_conftests(
     # A wrapper runs before pytest-django's own hook, which sets Django up from the environment.
     # Metrics in multiprocess mode, as in production: the live server (this process) and the
     # worker subprocesses (which inherit the environment) write into one directory.
+    # The servers of the stack `make run` starts, throw-away (no fsync, no snapshots).
+    stack = Stack(Path(tempfile.mkdtemp(prefix="hindsight-test-")),
+                  database_url=os.environ.get("HINDSIGHT_API_DATABASE_URL") or None,
+                  redis_url=os.environ.get("HINDSIGHT_API_REDIS_URL") or None)
+    _stacks.append(stack)
     if not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
-        os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(_scratch_dir() / "metrics")
-    if not os.environ.get("HINDSIGHT_API_DATABASE_URL"):
-        pg = EmbeddedPostgres(_scratch_dir() / "pg", free_port(), durable=False)
-        pg.start()
-        _started.append(pg)
-        os.environ["HINDSIGHT_API_DATABASE_URL"] = pg.url
-    if not os.environ.get("HINDSIGHT_API_REDIS_URL"):
-        valkey = EmbeddedValkey(_scratch_dir() / "valkey", free_port(), durable=False)
-        valkey.start()
-        _started.append(valkey)
-        os.environ["HINDSIGHT_API_REDIS_URL"] = valkey.url
+        os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(stack.data_dir / "metrics")
+    stack.start_servers()
+    os.environ["HINDSIGHT_API_DATABASE_URL"] = stack.database_url
+    os.environ["HINDSIGHT_API_REDIS_URL"] = stack.redis_url
     # A throw-away key shared by the session and the worker processes it starts, as `make run`
     # shares its own (the hindsight.E200 check requires one).
     os.environ.setdefault("HINDSIGHT_API_SECRET_KEY", "test-" + secrets.token_urlsafe(32))
@@ -88,7 +66,7 @@ def _own_state_per_xdist_worker(index: int) -> None:
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    while _started:
-        _started.pop().stop()
-    while _scratch:
-        shutil.rmtree(_scratch.pop(), ignore_errors=True)
+    while _stacks:
+        stack = _stacks.pop()
+        stack.stop()
+        stack.remove_data()

@@ -12,7 +12,11 @@ What it adds on top of the SDK, once for every caller:
   threads-pool slot waiting on the LLM holds no connection.
 - **Retries of transient errors only** (429, 5xx, connection errors, a request timeout while
   the deadline still has time), up to ``HINDSIGHT_API_LLM_MAX_RETRIES`` extra attempts with a
-  short jittered backoff. The SDK's own retries are off so attempts are counted here.
+  short jittered backoff — or, when the answer carried a ``Retry-After``, at least that long.
+  A ``Retry-After`` longer than ``MAX_IN_CALL_RETRY_AFTER_SECONDS`` or than the deadline has
+  left is not waited inside the call: the call fails at once with the error's ``retry_after``
+  (the engine's re-attempt of the job waits it out, holding no slot). The SDK's own retries
+  are off so attempts are counted here.
 - **Structured output** with a strict JSON schema, falling back to JSON mode (the schema in the
   prompt) when the server refuses strict schemas, and validation of the answer with jsonschema.
 - **Accounting.** Every call returns its ``Usage`` and ``duration_ms`` and is reported as an
@@ -114,6 +118,20 @@ def _earliest(deadline: Deadline | None) -> Deadline | None:
     if deadline is None or slot.deadline.remaining() < deadline.remaining():
         return slot.deadline
     return deadline
+
+
+# The longest ``Retry-After`` an in-call retry waits (holding its worker slot); a longer one
+# ends the call and is waited by the engine's re-attempt of the job instead.
+MAX_IN_CALL_RETRY_AFTER_SECONDS = 30.0
+
+
+def _in_call_wait_fits(seconds: float, deadline: Deadline | None) -> bool:
+    """Whether a provider's ``Retry-After`` can be waited within this call: at most
+    ``MAX_IN_CALL_RETRY_AFTER_SECONDS``, and with time left on the deadline (the caller's or
+    the slot's, the earlier) to send the retry after it."""
+    if seconds > MAX_IN_CALL_RETRY_AFTER_SECONDS:
+        return False
+    return deadline is None or seconds < deadline.remaining()
 
 
 def _deadline_spent(deadline: Deadline, message: str, *, attempts: int) -> BaseException:
@@ -409,8 +427,15 @@ class LLMGateway:
                         f"LLM request failed after {attempt} attempt(s): {what}: {_message(exc)}",
                         attempts=attempt, status_code=status, retry_after=retry_after_seconds(exc),
                     ) from exc
+                asked = retry_after_seconds(exc)
+                if asked is not None and not _in_call_wait_fits(asked, deadline):
+                    raise LLMProviderError(
+                        f"LLM request failed after {attempt} attempt(s): HTTP {status}: "
+                        f"{_message(exc)} (Retry-After {asked:g}s: not waited within the call)",
+                        attempts=attempt, status_code=status, retry_after=asked,
+                    ) from exc
                 logger.info("LLM attempt %d failed transiently (%s); retrying", attempt, exc)
-                self._pause(attempt, deadline)
+                self._pause(attempt, deadline, at_least=asked)
 
     def _log_request(
         self,
@@ -449,8 +474,8 @@ class LLMGateway:
                 logger.exception("LLM request sink %r failed", sink)
 
     @staticmethod
-    def _pause(attempt: int, deadline: Deadline | None) -> None:
-        pause = backoff_seconds(attempt)
+    def _pause(attempt: int, deadline: Deadline | None, *, at_least: float | None = None) -> None:
+        pause = max(backoff_seconds(attempt), at_least or 0.0)
         if deadline is not None:
             pause = min(pause, deadline.remaining())
         time.sleep(pause)

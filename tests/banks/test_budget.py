@@ -31,11 +31,6 @@ def bank_id() -> str:
     return BANK
 
 
-@pytest.fixture
-def llm(scripted_llm, openai_embeddings):
-    return scripted_llm
-
-
 def spend(bank_id: str, tokens: int, *, hours_ago: float = 0.0) -> LLMRequest:
     """One logged request of ``tokens`` (input) tokens, ``hours_ago`` hours ago."""
     return LLMRequest.objects.create(

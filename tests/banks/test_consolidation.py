@@ -38,11 +38,6 @@ BANK = "consolidation-unit"
 
 
 @pytest.fixture
-def llm(scripted_llm, openai_embeddings):
-    return scripted_llm
-
-
-@pytest.fixture
 def bank_id() -> str:
     return BANK
 

@@ -29,11 +29,6 @@ BANK = "consolidation-bank"
 BANKS = f"/v1/default/banks/{BANK}"
 
 
-@pytest.fixture
-def env(scripted_llm, openai_embeddings):
-    return scripted_llm
-
-
 def create_model(api: APIClient, model_id: str, *, tags=(), **trigger) -> None:
     body = {"id": model_id, "name": model_id, "source_query": "What about the team?",
             "tags": list(tags), "trigger": {"refresh_after_consolidation": True, **trigger}}
@@ -67,10 +62,10 @@ def settle(timeout: float = 60.0) -> None:
 
 
 def test_tagged_retain_consolidates_once_and_refreshes_each_flagged_stale_model_in_scope_once(
-    env, api, worker_factory, beat
+    llm, api, worker_factory, beat
 ):
-    ConsolidatingLLM(env)
-    worker_factory(env=env.env)
+    ConsolidatingLLM(llm)
+    worker_factory(env=llm.env)
     create_model(api, "team", tags=["team"])
     create_model(api, "whole-bank")
     create_model(api, "other", tags=["other"])
@@ -78,7 +73,7 @@ def test_tagged_retain_consolidates_once_and_refreshes_each_flagged_stale_model_
     MentalModel.objects.filter(bank_id=BANK, mental_model_id="paused").update(
         last_refresh_failed_at=MentalModel.objects.get(
             bank_id=BANK, mental_model_id="paused").last_refreshed_at)
-    assert env.requests == []  # empty scopes: the first refreshes spent nothing
+    assert llm.requests == []  # empty scopes: the first refreshes spent nothing
 
     retain(api, "Alice prefers async communication", tags=["team"])
     facts = list(MemoryUnit.objects.filter(bank_id=BANK, fact_type="world"))
@@ -109,7 +104,7 @@ def test_tagged_retain_consolidates_once_and_refreshes_each_flagged_stale_model_
     assert team_op.result_metadata["llm"]["requests"] >= 1
 
     # The refresh's reflect loop read the new observation through search_observations.
-    read = [b for b in env.requests if not b.get("response_format")
+    read = [b for b in llm.requests if not b.get("response_format")
             and any(r.get("observations") for r in tool_results(b))]
     assert read, "no reflect request carried an observation back to the model"
     assert any(observation.text in t for b in read for t in texts_read(b))
@@ -127,7 +122,7 @@ def test_tagged_retain_consolidates_once_and_refreshes_each_flagged_stale_model_
     assert listed[0]["source_memory_ids"] == [str(f.id) for f in facts]
 
     # The request log holds exactly what the server received, with its tokens.
-    n = len(env.requests)
+    n = len(llm.requests)
     log = api.get(f"{BANKS}/llm-requests?limit=500").json()
     assert log["total"] == n == LLMRequest.objects.filter(bank_id=BANK).count()
     assert sum(i["input_tokens"] for i in log["items"]) == n * PROMPT_TOKENS
@@ -142,9 +137,9 @@ def test_tagged_retain_consolidates_once_and_refreshes_each_flagged_stale_model_
         PROMPT_TOKENS + COMPLETION_TOKENS)
 
 
-def test_untagged_retain_does_not_refresh_a_strictly_tagged_model(env, api, worker_factory):
-    ConsolidatingLLM(env)
-    worker_factory(env=env.env)
+def test_untagged_retain_does_not_refresh_a_strictly_tagged_model(llm, api, worker_factory):
+    ConsolidatingLLM(llm)
+    worker_factory(env=llm.env)
     create_model(api, "team", tags=["team"])
     create_model(api, "any-team", tags=["team"], tags_match="any")
     retain(api, "The office closes at six")
@@ -158,32 +153,32 @@ def test_untagged_retain_does_not_refresh_a_strictly_tagged_model(env, api, work
 
 
 def test_consolidation_in_three_rounds_triggers_the_refresh_once(
-    env, api, worker_factory, settings
+    llm, api, worker_factory, settings
 ):
-    ConsolidatingLLM(env)
-    worker_factory(env={**env.env, "HINDSIGHT_API_CONSOLIDATION_BATCH_SIZE": "2"})
+    ConsolidatingLLM(llm)
+    worker_factory(env={**llm.env, "HINDSIGHT_API_CONSOLIDATION_BATCH_SIZE": "2"})
     create_model(api, "team", tags=["team"])
     retain(api, *[f"Team fact number {i}" for i in range(6)], tags=["team"])
     settle()
     op = ops("consolidation").get()
     assert op.result_metadata["consolidation"]["rounds"] == 3
     assert op.result_metadata["consolidation"]["facts"] == 6
-    assert sum(1 for b in env.requests if is_consolidation(b)) == 3
+    assert sum(1 for b in llm.requests if is_consolidation(b)) == 3
     assert MemoryUnit.objects.filter(bank_id=BANK, fact_type="observation").count() == 3
     assert refreshes("team").count() == 1
 
 
-def test_concurrent_retains_queue_one_consolidation_at_a_time(env, api, worker_factory):
-    llm = ConsolidatingLLM(env)
+def test_concurrent_retains_queue_one_consolidation_at_a_time(llm, api, worker_factory):
+    answers = ConsolidatingLLM(llm)
     reply, held = Reply.hold(Reply.json({"create": [], "update": [], "delete": []}))
 
     def respond(body):
         if is_consolidation(body) and not held.received:
             return reply
-        return llm.respond(body)
+        return answers.respond(body)
 
-    env.respond_with(respond)
-    worker_factory(env=env.env, concurrency=2)
+    llm.respond_with(respond)
+    worker_factory(env=llm.env, concurrency=2)
     retain(api, "first fact")
     assert held.wait_received(60)
     for i in range(5):
@@ -199,9 +194,9 @@ def test_concurrent_retains_queue_one_consolidation_at_a_time(env, api, worker_f
 
 
 def test_failed_consolidation_round_is_retried_and_its_facts_stay_pending_meanwhile(
-    env, api, worker_factory, beat
+    llm, api, worker_factory, beat
 ):
-    llm = ConsolidatingLLM(env, fail_consolidations=1)
+    answers = ConsolidatingLLM(llm, fail_consolidations=1)
     reply, held = Reply.hold(Reply.json({"create": [], "update": [], "delete": []}))
     calls = {"n": 0}
 
@@ -210,10 +205,10 @@ def test_failed_consolidation_round_is_retried_and_its_facts_stay_pending_meanwh
             calls["n"] += 1
             if calls["n"] == 2:
                 return reply  # the retry: hold it while the test looks
-        return llm.respond(body)
+        return answers.respond(body)
 
-    env.respond_with(respond)
-    worker_factory(env=env.env)
+    llm.respond_with(respond)
+    worker_factory(env=llm.env)
     retain(api, "a fact that waits", "another fact that waits")
     assert held.wait_received(60)
     op = ops("consolidation").get()
@@ -229,24 +224,24 @@ def test_failed_consolidation_round_is_retried_and_its_facts_stay_pending_meanwh
 
 
 def test_consolidate_with_nothing_pending_completes_without_an_llm_request(
-    env, api, worker_factory
+    llm, api, worker_factory
 ):
-    ConsolidatingLLM(env)
-    worker_factory(env=env.env)
+    ConsolidatingLLM(llm)
+    worker_factory(env=llm.env)
     first = api.post(f"{BANKS}/consolidate", format="json")
     assert first.status_code == 200, first.content
     op_id = first.json()["operation_id"]
     wait_until(lambda: Operation.objects.get(id=op_id).status == "completed", 60,
                message="the consolidation")
-    assert env.requests == []
+    assert llm.requests == []
     assert Operation.objects.get(id=op_id).result_metadata["llm"]["requests"] == 0
 
 
 def test_burst_of_twenty_retains_inside_the_floor_costs_one_refresh_that_reads_all_twenty(
-    env, api, worker_factory, beat
+    llm, api, worker_factory, beat
 ):
-    ConsolidatingLLM(env)
-    worker_factory(env=env.env)
+    ConsolidatingLLM(llm)
+    worker_factory(env=llm.env)
     # A floor of 12 s: the burst takes about a second (its check below says when a loaded
     # machine made the test meaningless), and the parked refresh waits out the rest.
     floor = 12
@@ -261,7 +256,7 @@ def test_burst_of_twenty_retains_inside_the_floor_costs_one_refresh_that_reads_a
     settle()
     assert refreshes("team").count() == 1
     op = refreshes("team").get()
-    reflect = [b for b in env.requests if not b.get("response_format")
+    reflect = [b for b in llm.requests if not b.get("response_format")
                and b.get("messages") and any(m.get("role") == "tool" for m in b["messages"])]
     read = {t for b in reflect for t in texts_read(b)}
     assert all(any(text in r for r in read) for text in texts), "the refresh missed a fact"

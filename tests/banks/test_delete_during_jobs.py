@@ -29,11 +29,6 @@ DOOMED = "doomed-bank"
 NEXT = "next-bank"
 
 
-@pytest.fixture
-def env(scripted_llm, openai_embeddings):
-    return scripted_llm
-
-
 def _next_job_completes(api: APIClient) -> None:
     """A verbatim async retain of another bank: with one worker slot, its completion means the
     held job has ended and the worker is still serving."""
@@ -55,14 +50,14 @@ def _nothing_of_the_bank_left() -> None:
 
 
 def test_bank_delete_during_a_held_refresh_writes_nothing_and_the_worker_lives_on(
-    env, worker_factory
+    llm, worker_factory
 ):
     bank = Bank.objects.create(id=DOOMED)
     fact = make_memory(bank, "fact", embed=True)
     make_mental_model(bank, "team")
-    handle = hold_first_request(env)
-    answering(env, ["never stored"], [str(fact.id)])
-    worker = worker_factory(env=env.env)
+    handle = hold_first_request(llm)
+    answering(llm, ["never stored"], [str(fact.id)])
+    worker = worker_factory(env=llm.env)
     api = APIClient()
     refresh = api.post(f"/v1/default/banks/{DOOMED}/mental-models/team/refresh", format="json")
     assert refresh.status_code == 200, refresh.content
@@ -77,14 +72,14 @@ def test_bank_delete_during_a_held_refresh_writes_nothing_and_the_worker_lives_o
 
 
 def test_bank_delete_during_a_held_async_retain_writes_nothing_and_the_worker_lives_on(
-    env, worker_factory
+    llm, worker_factory
 ):
     Bank.objects.create(id=DOOMED)
     reply, handle = Reply.hold(Reply.json({"facts": [
         {"text": "Alice likes tea.", "fact_type": "world",
          "occurred_start": None, "occurred_end": None}]}))
-    env.script(reply)
-    worker = worker_factory(env=env.env)
+    llm.script(reply)
+    worker = worker_factory(env=llm.env)
     api = APIClient()
     retain = api.post(f"/v1/default/banks/{DOOMED}/memories", {
         "items": [{"content": "Alice likes tea."}], "async": True}, format="json")

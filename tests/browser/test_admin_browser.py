@@ -27,11 +27,6 @@ BANK = "browser-bank"
 LIST = "/admin/mentalmodels/mentalmodel/"
 
 
-@pytest.fixture
-def llm(scripted_llm, openai_embeddings):
-    return scripted_llm
-
-
 def answer_with(server, memory_id: str) -> list[str]:
     """Every reflect run answers at once, citing the memory; the answer names the question it
     was asked, so the document says which configuration wrote it. Returns the questions."""

@@ -16,16 +16,11 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.integration]
 BANK = "compat-consolidation"
 
 
-@pytest.fixture
-def env(scripted_llm, openai_embeddings):
-    return scripted_llm
-
-
 def test_retain_then_poll_until_consolidated_and_the_flagged_model_reflects_the_fact(
-    client: Hindsight, env, worker_factory
+    client: Hindsight, llm, worker_factory
 ):
-    ConsolidatingLLM(env)
-    worker_factory(env=env.env)
+    ConsolidatingLLM(llm)
+    worker_factory(env=llm.env)
     client.create_bank(BANK, name="Compat consolidation")
     created = client.create_mental_model(
         BANK, "Team", "How does the team communicate?", tags=["team"],

@@ -22,11 +22,6 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.integration]
 BANK = "compat-mm"
 
 
-@pytest.fixture
-def env(scripted_llm, openai_embeddings):
-    return scripted_llm
-
-
 def documents(server, by_query: dict[str, str]):
     """Forced turns call their tool; the free turn answers for the model's source query,
     citing every memory id the tools fed back."""
@@ -69,7 +64,7 @@ def wait_operation(client: Hindsight, op_id: str, timeout: float = 90.0):
 
 
 @pytest.fixture
-def seeded(client: Hindsight, env, worker_factory) -> dict[str, str]:
+def seeded(client: Hindsight, llm, worker_factory) -> dict[str, str]:
     client.create_bank(BANK, name="Compat MM")
     # These tests count the LLM requests of refreshes: no consolidation of the seed facts.
     client.update_bank_config(BANK, enable_auto_consolidation=False)
@@ -85,13 +80,13 @@ def seeded(client: Hindsight, env, worker_factory) -> dict[str, str]:
 
     ids = {m.text.split()[0]: str(m.id) for m in MemoryUnit.objects.filter(bank_id=BANK)}
     assert set(ids) == {"Alice", "Bob", "Carol's"}
-    env.reset()
-    worker_factory(env=env.env)
+    llm.reset()
+    worker_factory(env=llm.env)
     return ids
 
 
-def test_the_client_drives_the_whole_mental_model_lifecycle(client: Hindsight, env, seeded):
-    documents(env, {
+def test_the_client_drives_the_whole_mental_model_lifecycle(client: Hindsight, llm, seeded):
+    documents(llm, {
         "How does the team communicate?": "## Team\n\nAlice prefers async; Bob runs standups.",
         "What about Carol?": "## Carol\n\nCarol has a cat named Miso.",
     })
@@ -139,7 +134,7 @@ def test_the_client_drives_the_whole_mental_model_lifecycle(client: Hindsight, e
     client.retain(BANK, "Dana joined the team and prefers email.", tags=["team"],
                   strategy="verbatim")
     assert client.get_mental_model(BANK, "team-comms").is_stale is True
-    documents(env, {"How does the team communicate?": "## Team\n\nAsync, standups, email."})
+    documents(llm, {"How does the team communicate?": "## Team\n\nAsync, standups, email."})
     refreshed = client.refresh_mental_model(BANK, "team-comms", mode="full")
     assert wait_operation(client, refreshed.operation_id).status == "completed"
     after = client.get_mental_model(BANK, "team-comms")
@@ -156,7 +151,7 @@ def test_the_client_drives_the_whole_mental_model_lifecycle(client: Hindsight, e
     assert updated.trigger.keep_trace is True  # merged key by key
 
     # dry run: a preview that writes nothing
-    documents(env, {"How does the team communicate?": "## Team\n\nA different take."})
+    documents(llm, {"How does the team communicate?": "## Team\n\nA different take."})
     preview = client.dry_run_refresh_mental_model(BANK, "team-comms")
     assert preview.mental_model_id == "team-comms" and preview.effective_mode == "full"
     assert preview.outcome == "content_written" and preview.would_persist is True
@@ -193,13 +188,13 @@ def test_the_client_drives_the_whole_mental_model_lifecycle(client: Hindsight, e
     assert not MentalModel.objects.filter(mental_model_id="team-comms").exists()
 
 
-def test_the_client_reads_a_nothing_in_reach_dry_run(client: Hindsight, env, seeded):
+def test_the_client_reads_a_nothing_in_reach_dry_run(client: Hindsight, llm, seeded):
     created = client.create_mental_model(BANK, "Nobody", "Who is Zed?", tags=["zed"], id="zed")
     op = wait_operation(client, created.operation_id)
     assert op.status == "completed" and op.details.outcome == "content_preserved_no_new_facts"
-    assert env.requests == []  # nothing in reach: no LLM request at all
+    assert llm.requests == []  # nothing in reach: no LLM request at all
     preview = client.dry_run_refresh_mental_model(BANK, "zed")
     assert preview.outcome == "content_preserved_no_new_facts" and preview.would_persist is False
     assert preview.diff == "" and preview.window.watermark is None
     assert preview.warnings and "Nothing in this document's scope" in preview.warnings[0]
-    assert env.requests == []
+    assert llm.requests == []

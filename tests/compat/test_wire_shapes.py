@@ -84,11 +84,6 @@ USAGE_KEYS = ["input_tokens", "output_tokens", "total_tokens", "cached_tokens",
 VERSION_KEYS = ["previous_content", "previous_reflect_response", "changed_at", "kind"]
 
 
-@pytest.fixture
-def llm(scripted_llm, openai_embeddings):
-    return scripted_llm
-
-
 def answer(server, text: str, memory_ids: list[str]) -> None:
     def respond(body: dict) -> Reply:
         choice = body.get("tool_choice")

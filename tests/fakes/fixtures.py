@@ -7,6 +7,8 @@
   for worker subprocesses.
 - ``openai_embeddings`` (function): the embeddings provider switched to the same server
   (model "scripted-embed", 384 dims, ``embeddings_max_retries=0``).
+- ``llm`` (function): both at once — chat and embeddings from the scripted server, which it
+  returns (the fixture of every test that runs a refresh or a consolidation end to end).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import pytest
 
 from tests.fakes.llm_server import Reply, ScriptedLLMServer
 
-__all__ = ["Reply", "ScriptedLLMServer", "llm_server", "openai_embeddings", "scripted_llm"]
+__all__ = ["Reply", "ScriptedLLMServer", "llm", "llm_server", "openai_embeddings", "scripted_llm"]
 
 
 @pytest.fixture(scope="session")
@@ -56,3 +58,8 @@ def openai_embeddings(llm_server: ScriptedLLMServer, settings) -> Iterator[Scrip
     )
     llm_server.reset_embeddings()  # not the chat side: scripted_llm may have set it up
     yield llm_server
+
+
+@pytest.fixture
+def llm(scripted_llm: ScriptedLLMServer, openai_embeddings: ScriptedLLMServer) -> ScriptedLLMServer:
+    return scripted_llm

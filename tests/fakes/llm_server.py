@@ -52,6 +52,8 @@ from typing import Any
 
 import numpy as np
 
+from hindsight.devstack.stack import openai_compatible_env
+
 DEFAULT_EMBEDDING_DIMENSIONS = 384
 # A held request never blocks a server thread forever, even if a test forgets to release it.
 MAX_HOLD_SECONDS = 120.0
@@ -308,25 +310,15 @@ class ScriptedLLMServer:
         from django.conf import settings
 
         cfg = settings.HINDSIGHT
-        env = {
-            "HINDSIGHT_API_LLM_PROVIDER": "openai",
-            "HINDSIGHT_API_LLM_BASE_URL": self.base_url,
-            "HINDSIGHT_API_LLM_API_KEY": "test",
-            "HINDSIGHT_API_LLM_MODEL": cfg.llm_model or "scripted",
-            "HINDSIGHT_API_LLM_MAX_RETRIES": str(cfg.llm_max_retries),
-            "HINDSIGHT_API_LLM_TIMEOUT": str(cfg.llm_timeout_seconds),
-        }
-        if cfg.embeddings_provider == "openai" and cfg.embeddings_base_url == self.base_url:
-            env.update(
-                {
-                    "HINDSIGHT_API_EMBEDDINGS_PROVIDER": "openai",
-                    "HINDSIGHT_API_EMBEDDINGS_OPENAI_BASE_URL": self.base_url,
-                    "HINDSIGHT_API_EMBEDDINGS_OPENAI_API_KEY": "test",
-                    "HINDSIGHT_API_EMBEDDINGS_OPENAI_MODEL": cfg.embeddings_model,
-                    "HINDSIGHT_API_EMBEDDINGS_OPENAI_DIMENSIONS": str(cfg.embeddings_dimensions),
-                    "HINDSIGHT_API_EMBEDDINGS_MAX_RETRIES": str(cfg.embeddings_max_retries),
-                }
-            )
+        embeddings = cfg.embeddings_provider == "openai" and cfg.embeddings_base_url == self.base_url
+        env = openai_compatible_env(
+            self.base_url, api_key="test", model=cfg.llm_model or "scripted",
+            embeddings_model=cfg.embeddings_model if embeddings else None,
+            dimensions=cfg.embeddings_dimensions)
+        env |= {"HINDSIGHT_API_LLM_MAX_RETRIES": str(cfg.llm_max_retries),
+                "HINDSIGHT_API_LLM_TIMEOUT": str(cfg.llm_timeout_seconds)}
+        if embeddings:
+            env["HINDSIGHT_API_EMBEDDINGS_MAX_RETRIES"] = str(cfg.embeddings_max_retries)
         return env
 
     # request handling (called from server threads) -----------------------------------------

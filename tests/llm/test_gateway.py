@@ -244,6 +244,56 @@ def test_retries_default_to_zero_under_the_fixture(scripted_llm) -> None:
     assert len(scripted_llm.requests) == 1
 
 
+def _timed(scripted_llm, *replies: Reply) -> list[float]:
+    """Answer the next chat requests with ``replies`` in order; the list fills with when each
+    request arrived at the server."""
+    queue, arrived = list(replies), []
+
+    def respond(body):
+        arrived.append(time.monotonic())
+        return queue.pop(0)
+
+    scripted_llm.respond_with(respond)
+    return arrived
+
+
+@pytest.mark.parametrize("status", [429, 503])
+def test_an_in_call_retry_waits_at_least_the_retry_after(scripted_llm, settings, status) -> None:
+    with_retries(settings, 1)
+    arrived = _timed(scripted_llm, Reply.error(status, "slow down", retry_after="1.5"),
+                     Reply.text("ok"))
+    result = get_llm().chat(USER)
+    assert result.content == "ok" and result.attempts == 2
+    # The jittered backoff alone is at most 0.2 s before the first retry.
+    assert arrived[1] - arrived[0] >= 1.5, arrived
+
+
+def test_a_retry_after_beyond_the_in_call_cap_ends_the_call_with_it(scripted_llm, settings) -> None:
+    with_retries(settings, 3)
+    arrived = _timed(scripted_llm, Reply.error(429, "come back in a minute", retry_after="60"),
+                     Reply.text("never"))
+    started = time.monotonic()
+    with pytest.raises(LLMProviderError, match="Retry-After 60s") as excinfo:
+        get_llm().chat(USER)
+    assert time.monotonic() - started < 5
+    assert len(arrived) == 1  # no retry sent before the provider said
+    assert excinfo.value.retry_after == 60 and excinfo.value.status_code == 429
+    assert excinfo.value.attempts == 1
+
+
+def test_a_retry_after_past_the_slots_deadline_is_not_waited_in_the_call(
+    scripted_llm, settings
+) -> None:
+    with_retries(settings, 3)
+    arrived = _timed(scripted_llm, Reply.error(503, "busy", retry_after="3"), Reply.text("never"))
+    started = time.monotonic()
+    with slot_deadline(Deadline(1.0)), pytest.raises(LLMProviderError) as excinfo:
+        get_llm().chat(USER)
+    assert time.monotonic() - started < 1.0  # neither slept to the deadline nor past it
+    assert len(arrived) == 1
+    assert excinfo.value.retry_after == 3
+
+
 # -- deadlines -------------------------------------------------------------------------------
 
 

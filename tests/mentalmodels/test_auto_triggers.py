@@ -57,11 +57,6 @@ def ops(model: MentalModel):
     return Operation.objects.filter(mental_model_id=model.mental_model_id, bank_id=model.bank_id)
 
 
-@pytest.fixture
-def llm(scripted_llm, openai_embeddings):
-    return scripted_llm
-
-
 # ---------------------------------------------------------------------------------------------
 # cron due / not due
 

@@ -26,18 +26,13 @@ from tests.workers import wait_until
 BASE = "/v1/default/banks/awaiting-llm/mental-models"
 
 
-@pytest.fixture
-def env(scripted_llm, openai_embeddings):
-    return scripted_llm
-
-
 @pytest.mark.integration
 def test_a_refresh_without_an_llm_does_not_pause_and_runs_once_a_worker_has_one(
-    transactional_db, env, worker_factory
+    transactional_db, llm, worker_factory
 ):
     bank = Bank.objects.create(id="awaiting-llm")
     fact = make_memory(bank, "Alice prefers async communication", embed=True)
-    no_llm = worker_factory(env={**env.env, "HINDSIGHT_API_LLM_PROVIDER": "none",
+    no_llm = worker_factory(env={**llm.env, "HINDSIGHT_API_LLM_PROVIDER": "none",
                                  "HINDSIGHT_API_LLM_MODEL": ""})
     api = APIClient()
     created = api.post(BASE, {"id": "team", "name": "Team", "source_query": "How does it work?"},
@@ -59,12 +54,12 @@ def test_a_refresh_without_an_llm_does_not_pause_and_runs_once_a_worker_has_one(
              "HINDSIGHT_API_LLM_MODEL" in (e["error_message"] or ""))
             for e in history] == [("refresh_failed", "refresh_failed_error", LLM_NOT_CONFIGURED,
                                    True)]
-    assert env.requests == []  # no LLM was asked
+    assert llm.requests == []  # no LLM was asked
 
     # The LLM gets configured: the worker restarts with it. No refresh call from anyone.
     no_llm.stop()
-    answering(env, ["## Team\n\nAlice prefers async."], [str(fact.id)])
-    worker_factory(env=env.env)
+    answering(llm, ["## Team\n\nAlice prefers async."], [str(fact.id)])
+    worker_factory(env=llm.env)
     wait_until(lambda: MentalModel.objects.get(uid=model.uid).content, 60,
                message="the model's first document")
     model.refresh_from_db()

@@ -29,11 +29,6 @@ BANK = "budget-worker-bank"
 API = f"/v1/default/banks/{BANK}"
 
 
-@pytest.fixture
-def env(scripted_llm, openai_embeddings):
-    return scripted_llm
-
-
 def set_budget(api: APIClient, value: int | None) -> None:
     response = api.patch(f"{API}/config", {"updates": {BUDGET_KEY: value}}, format="json")
     assert response.status_code == 200, response.content
@@ -49,11 +44,11 @@ def chat_requests(server: Any) -> int:
 
 
 def test_spent_bank_parks_automatic_work_refuses_a_manual_refresh_and_runs_it_once_lifted(
-    transactional_db: None, env: Any, worker_factory: Any,
+    transactional_db: None, llm: Any, worker_factory: Any,
 ) -> None:
     make_bank(BANK)
     api = APIClient()
-    ConsolidatingLLM(env)
+    ConsolidatingLLM(llm)
     make_mental_model(BANK, "after", trigger={"refresh_after_consolidation": True},
                       content="# before")
     cron = make_mental_model(BANK, "cron", trigger={"refresh_cron": "* * * * *"},
@@ -61,7 +56,7 @@ def test_spent_bank_parks_automatic_work_refuses_a_manual_refresh_and_runs_it_on
     set_budget(api, 100)
     LLMRequest.objects.create(bank_id=BANK, status="success", input_tokens=100,
                               started_at=timezone.now() - timedelta(hours=1))
-    worker_factory(env=env.env, concurrency=2)
+    worker_factory(env=llm.env, concurrency=2)
 
     # A retain stored verbatim spends nothing and queues the bank's (automatic) consolidation.
     retained = api.post(f"{API}/memories",
@@ -76,7 +71,7 @@ def test_spent_bank_parks_automatic_work_refuses_a_manual_refresh_and_runs_it_on
     parked = {op.operation_type: op for op in parked_by_budget()}
     assert set(parked) == {"consolidation", "refresh_mental_model"}
     assert all(op.retry_count == 0 and op.next_retry_at > timezone.now() for op in parked.values())
-    assert chat_requests(env) == 0  # nothing was sent to the LLM
+    assert chat_requests(llm) == 0  # nothing was sent to the LLM
 
     refused = api.post(f"{API}/mental-models/after/refresh", format="json")
     assert refused.status_code == 429 and BUDGET_KEY in refused.json()["detail"]
@@ -88,7 +83,7 @@ def test_spent_bank_parks_automatic_work_refuses_a_manual_refresh_and_runs_it_on
     wait_until(lambda: MentalModel.objects.get(bank_id=BANK, mental_model_id="after").content
                != "# before", 60, message="refresh after consolidation")
     assert MentalModel.objects.get(bank_id=BANK, mental_model_id="cron").content != "# before"
-    assert any(is_consolidation(body) for body in env.requests)
+    assert any(is_consolidation(body) for body in llm.requests)
 
 
 TOKENS_PER_REQUEST = 100
@@ -97,7 +92,7 @@ MODELS = 6
 
 
 def test_two_workers_racing_past_the_budget_overspend_by_at_most_one_call_each(
-    transactional_db: None, env: Any, worker_factory: Any,
+    transactional_db: None, llm: Any, worker_factory: Any,
 ) -> None:
     make_bank(BANK)
     api = APIClient()
@@ -133,9 +128,9 @@ def test_two_workers_racing_past_the_budget_overspend_by_at_most_one_call_each(
                                            "memory_ids": [], "mental_model_ids": []})],
                                 usage=usage)
 
-    env.respond_with(respond)
+    llm.respond_with(respond)
     for _ in range(RACERS):
-        worker_factory(env=env.env, concurrency=1)
+        worker_factory(env=llm.env, concurrency=1)
     results = mental_models_refresh_auto(models=models, reason="refresh_cron")
     assert {r.action for r in results} == {"queued"}
 

@@ -23,11 +23,6 @@ BASELINE = "## Team\n\nAlice leads.\n\n```text\n# a comment\n\nmore\n```\n\n## L
 
 
 @pytest.fixture
-def env(scripted_llm, openai_embeddings):
-    return scripted_llm
-
-
-@pytest.fixture
 def bank_id() -> str:
     return BANK
 
@@ -46,10 +41,10 @@ def delta_model(bank) -> MentalModel:
                      last_memory_seen_at=first.updated_at)
 
 
-def test_fifty_delta_refreshes_keep_every_earlier_block_byte_identical(bank, env, worker_factory):
+def test_fifty_delta_refreshes_keep_every_earlier_block_byte_identical(bank, llm, worker_factory):
     model = delta_model(bank)
-    delta_llm(env, append_each_fact("log"))
-    worker_factory(env=env.env)
+    delta_llm(llm, append_each_fact("log"))
+    worker_factory(env=llm.env)
     api = APIClient()
     seen: dict[str, str] = {}
     for n in range(50):
@@ -72,7 +67,7 @@ def test_fifty_delta_refreshes_keep_every_earlier_block_byte_identical(bank, env
 
 
 def test_all_invalid_twice_fails_the_attempt_then_the_retry_reads_the_same_window(
-    bank, env, worker_factory, beat
+    bank, llm, worker_factory, beat
 ):
     model = delta_model(bank)
     make_memory(bank, "Bob joined", embed=True)
@@ -87,8 +82,8 @@ def test_all_invalid_twice_fails_the_attempt_then_the_retry_reads_the_same_windo
             return [{"op": "append_block", "section_id": "log", "markdown": "- Bob joined"}]
 
     seen_facts: list[list[str]] = []
-    delta_llm(env, ops)
-    worker_factory(env=env.env)
+    delta_llm(llm, ops)
+    worker_factory(env=llm.env)
     op_id = APIClient().post(f"{URL}/team/refresh", format="json").json()["operation_id"]
     op = finished(op_id)
     assert op.status == "completed", op.error_message
@@ -102,13 +97,13 @@ def test_all_invalid_twice_fails_the_attempt_then_the_retry_reads_the_same_windo
 
 
 def test_a_delta_model_is_not_paused_by_its_first_failed_attempt(
-    bank, env, worker_factory, beat
+    bank, llm, worker_factory, beat
 ):
     model = delta_model(bank)
     make_memory(bank, "Bob joined", embed=True)
-    delta_llm(env, lambda call: [{"op": "remove_block", "section_id": "log",
+    delta_llm(llm, lambda call: [{"op": "remove_block", "section_id": "log",
                                   "block_id": "b-missing"}])
-    worker_factory(env=env.env)
+    worker_factory(env=llm.env)
     op_id = APIClient().post(f"{URL}/team/refresh", format="json").json()["operation_id"]
     failures = MentalModelHistory.objects.filter(model=model, kind="refresh_failed")
     wait_until(lambda: failures.count() >= 1, 60, message="first failed attempt")
@@ -124,13 +119,13 @@ def test_a_delta_model_is_not_paused_by_its_first_failed_attempt(
 
 
 def test_changed_source_query_falls_back_to_full_and_a_failed_refresh_does_not_record_it(
-    bank, env, worker_factory, beat
+    bank, llm, worker_factory, beat
 ):
     model = delta_model(bank)
     make_memory(bank, "Release on Friday", embed=True)
     api = APIClient()
-    delta_llm(env, lambda call: [], answer="")  # every attempt fails: an empty answer
-    worker_factory(env=env.env)
+    delta_llm(llm, lambda call: [], answer="")  # every attempt fails: an empty answer
+    worker_factory(env=llm.env)
     assert api.patch(f"{URL}/team", {"source_query": "What ships next?"},
                      format="json").status_code == 200
     op_ids = {o.id for o in Operation.objects.filter(mental_model_id="team")}
@@ -142,7 +137,7 @@ def test_changed_source_query_falls_back_to_full_and_a_failed_refresh_does_not_r
     assert model.content == BASELINE
     assert model.last_refresh_source_query == "How does the team work?"
 
-    delta_llm(env, lambda call: [], answer="## Next\n\nRelease on Friday.")
+    delta_llm(llm, lambda call: [], answer="## Next\n\nRelease on Friday.")
     op = finished(api.post(f"{URL}/team/refresh", format="json").json()["operation_id"])
     assert op.status == "completed", op.error_message
     assert op.result_metadata["effective_mode"] == "full"
@@ -154,17 +149,17 @@ def test_changed_source_query_falls_back_to_full_and_a_failed_refresh_does_not_r
 
 
 def test_wrong_ids_are_dropped_and_reported_on_the_operation_while_the_rest_apply(
-    bank, env, worker_factory
+    bank, llm, worker_factory
 ):
     model = delta_model(bank)
     team_block = model.document["sections"][1]["blocks"][0]["id"]
     make_memory(bank, "Bob joined", embed=True)
-    delta_llm(env, lambda call: [
+    delta_llm(llm, lambda call: [
         {"op": "replace_block", "section_id": "team", "block_id": "b-deadbeef", "markdown": "x"},
         {"op": "append_block", "section_id": team_block, "markdown": "- misplaced"},
         {"op": "append_block", "section_id": "log", "markdown": "- Bob joined"},
     ])
-    worker_factory(env=env.env)
+    worker_factory(env=llm.env)
     op = finished(APIClient().post(f"{URL}/team/refresh", format="json").json()["operation_id"])
     assert op.status == "completed", op.error_message
     meta = op.result_metadata

@@ -31,11 +31,6 @@ BACKOFF = {"HINDSIGHT_API_MENTAL_MODEL_FAILURE_BACKOFF_SECONDS": "0.5",
            "HINDSIGHT_API_MENTAL_MODEL_FAILURE_BACKOFF_MAX_SECONDS": "2"}
 
 
-@pytest.fixture
-def env(scripted_llm, openai_embeddings):
-    return scripted_llm
-
-
 class SwitchableLLM(ConsolidatingLLM):
     """ConsolidatingLLM's answers, except: the replies queued with ``fail_next`` first, then
     ``failure`` for every chat request while it is set. ``times``: when each request came."""
@@ -80,28 +75,28 @@ def refresh(api: APIClient, mm_id: str) -> Operation:
     return Operation.objects.get(id=op_id)
 
 
-def team_following_consolidation(env: Any, worker_factory: Any, *, content: str
+def team_following_consolidation(llm: Any, worker_factory: Any, *, content: str
                                  ) -> tuple[SwitchableLLM, APIClient]:
     """A tagged model refreshed after consolidation, a fact in its scope, a worker."""
     make_bank(BANK)
-    llm = SwitchableLLM(env)
+    answers = SwitchableLLM(llm)
     make_memory(BANK, "Alice runs the team.", tags=["team"], embed=True)
     make_mental_model(BANK, "team", tags=["team"], content=content,
                       trigger={"refresh_after_consolidation": True})
-    worker_factory(env={**env.env, **BACKOFF}, concurrency=2)
-    return llm, APIClient()
+    worker_factory(env={**llm.env, **BACKOFF}, concurrency=2)
+    return answers, APIClient()
 
 
 def test_a_503_outage_leaves_the_model_unpaused_and_the_next_retain_refreshes_it(
-    transactional_db: None, env: Any, worker_factory: Any, beat: Any,
+    transactional_db: None, llm: Any, worker_factory: Any, beat: Any,
 ) -> None:
-    llm, api = team_following_consolidation(env, worker_factory, content="# before the outage")
+    answers, api = team_following_consolidation(llm, worker_factory, content="# before the outage")
 
     counted = transient_failures(api)
-    llm.failure = Reply.error(503, "scripted outage")
+    answers.failure = Reply.error(503, "scripted outage")
     failed = refresh(api, "team")
     assert failed.status == "failed" and "503" in failed.error_message
-    assert len(env.requests) == ATTEMPTS  # bounded: one request per attempt
+    assert len(llm.requests) == ATTEMPTS  # bounded: one request per attempt
     wait_until(lambda: model_row("team").last_refresh_failed_at is not None, 10,
                message="the failure recorded")
     model = model_row("team")
@@ -114,7 +109,7 @@ def test_a_503_outage_leaves_the_model_unpaused_and_the_next_retain_refreshes_it
     assert api.get(f"{API}/mental-models/team").json()["last_refresh_failed_at"] is not None
     wait_until(lambda: transient_failures(api) == counted + 1, 10, message="the failure counted")
 
-    llm.failure = None  # the LLM is back: a retain in scope refreshes the model by itself
+    answers.failure = None  # the LLM is back: a retain in scope refreshes the model by itself
     retained = api.post(f"{API}/memories", {"items": [{"content": "Bob joined the team",
                                                        "tags": ["team"]}]}, format="json")
     assert retained.status_code == 200, retained.content
@@ -126,17 +121,17 @@ def test_a_503_outage_leaves_the_model_unpaused_and_the_next_retain_refreshes_it
 
 
 def test_a_401_pauses_the_model_until_a_manual_refresh(
-    transactional_db: None, env: Any, worker_factory: Any, beat: Any,
+    transactional_db: None, llm: Any, worker_factory: Any, beat: Any,
 ) -> None:
-    llm, api = team_following_consolidation(env, worker_factory, content="# before")
+    answers, api = team_following_consolidation(llm, worker_factory, content="# before")
 
-    llm.failure = Reply.error(401, "invalid api key")
+    answers.failure = Reply.error(401, "invalid api key")
     assert refresh(api, "team").status == "failed"
     wait_until(lambda: model_row("team").paused, 10, message="paused")
     assert not model_row("team").last_refresh_failure_transient
-    spent = len(env.requests)
+    spent = len(llm.requests)
 
-    llm.failure = None  # fixed credentials; automatic triggers still skip the paused model
+    answers.failure = None  # fixed credentials; automatic triggers still skip the paused model
     api.post(f"{API}/memories", {"items": [{"content": "Bob joined the team", "tags": ["team"]}]},
              format="json")
     wait_until(lambda: Operation.objects.filter(bank_id=BANK, operation_type="consolidation",
@@ -147,7 +142,7 @@ def test_a_401_pauses_the_model_until_a_manual_refresh(
     time.sleep(1.0)  # the backoff of a transient failure would have passed by now
     assert not Operation.objects.filter(bank_id=BANK, operation_type="refresh_mental_model",
                                         status__in=("pending", "processing")).exists()
-    refresh_requests = [b for b in env.requests[spent:] if b.get("tool_choice") is not None
+    refresh_requests = [b for b in llm.requests[spent:] if b.get("tool_choice") is not None
                         or b.get("tools")]
     assert refresh_requests == []  # nothing spent on the paused model
     assert model_row("team").content == "# before"
@@ -160,34 +155,34 @@ def test_a_401_pauses_the_model_until_a_manual_refresh(
 
 
 def test_a_429_with_retry_after_is_waited_out(
-    transactional_db: None, env: Any, worker_factory: Any, beat: Any,
+    transactional_db: None, llm: Any, worker_factory: Any, beat: Any,
 ) -> None:
     make_bank(BANK)
-    llm = SwitchableLLM(env)
+    answers = SwitchableLLM(llm)
     make_memory(BANK, "Alice runs the team.", embed=True)
     make_mental_model(BANK, "team", content="# before")
-    worker_factory(env=env.env, concurrency=1)
+    worker_factory(env=llm.env, concurrency=1)
     api = APIClient()
 
     # The first attempt meets a 429 asking for 3 s; the engine's own backoff is 0.2 s.
-    llm.fail_next(Reply.error(429, "rate limited", retry_after="3"))
+    answers.fail_next(Reply.error(429, "rate limited", retry_after="3"))
     done = refresh(api, "team")
     assert done.status == "completed", done.error_message
     assert done.retry_count == 1
-    waited = llm.times[1] - llm.times[0]
+    waited = answers.times[1] - answers.times[0]
     assert waited >= 3.0, waited  # Retry-After honoured (the backoff alone: under 0.3 s)
     assert not model_row("team").paused
 
 
 def test_a_long_outage_costs_no_more_requests_than_the_backoff_bound(
-    transactional_db: None, env: Any, worker_factory: Any, beat: Any,
+    transactional_db: None, llm: Any, worker_factory: Any, beat: Any,
 ) -> None:
     make_bank(BANK)
-    llm = SwitchableLLM(env)
+    answers = SwitchableLLM(llm)
     model = make_mental_model(BANK, "team", tags=["team"], content="# before",
                               trigger={"refresh_cron": "* * * * *"})
-    worker_factory(env={**env.env, **BACKOFF}, concurrency=2)
-    llm.failure = Reply.error(503, "down for good")
+    worker_factory(env={**llm.env, **BACKOFF}, concurrency=2)
+    answers.failure = Reply.error(503, "down for good")
 
     # OUTAGE seconds of triggers every 0.25 s, each with something new in scope: without the
     # backoff every trigger after a failure would start another round of attempts.
@@ -206,7 +201,7 @@ def test_a_long_outage_costs_no_more_requests_than_the_backoff_bound(
         BACKOFF["HINDSIGHT_API_MENTAL_MODEL_FAILURE_BACKOFF_MAX_SECONDS"])
     k = 1 + math.log2(cap / base)
     bound = ATTEMPTS * (k + elapsed / cap)  # README: R × (k + T / MAX), R = 4 here
-    requests = len(env.requests)
+    requests = len(llm.requests)
     assert requests <= bound, (requests, bound, triggers)
     assert requests >= ATTEMPTS  # the outage was tried, not skipped
     assert not MentalModel.objects.get(uid=model.uid).paused

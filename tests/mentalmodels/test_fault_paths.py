@@ -26,13 +26,8 @@ KEPT = {"text": "kept", "outcome": "content_written", "based_on": {"world": []},
         "mental_models": []}
 
 
-@pytest.fixture
-def env(scripted_llm, openai_embeddings):
-    return scripted_llm
-
-
 def test_engine_wall_timeout_backstop_stores_the_failure_trace_when_keep_trace_is_on(
-    bank, env, sent, settings, monkeypatch
+    bank, llm, sent, settings, monkeypatch
 ):
     # The pipeline's own deadline is far away; the engine's alarm (the backstop) fires first,
     # while the refresh waits on the LLM.
@@ -43,7 +38,7 @@ def test_engine_wall_timeout_backstop_stores_the_failure_trace_when_keep_trace_i
     make_memory(bank, "fact", embed=True)
     model = make_mental_model(bank, "m", content="kept", trigger={"keep_trace": True},
                       reflect_response=dict(KEPT))
-    env.respond_with(lambda body: Reply.delay(3, Reply.text("too late")))
+    llm.respond_with(lambda body: Reply.delay(3, Reply.text("too late")))
     op = mental_model_refresh_submit(model=model)
 
     assert operation_execute(operation_id=str(op.id), holder="t") == "failed"
@@ -70,7 +65,7 @@ def _cutoff_fails(monkeypatch):
     monkeypatch.setattr("hindsight.banks.writeclock.take_cutoff", broken)
 
 
-def test_database_error_taking_the_snapshot_cutoff_is_retrieval_failed(bank, env, monkeypatch):
+def test_database_error_taking_the_snapshot_cutoff_is_retrieval_failed(bank, llm, monkeypatch):
     make_memory(bank, "fact", embed=True)
     model = make_mental_model(bank, "m", content="kept", reflect_response=dict(KEPT))
     _cutoff_fails(monkeypatch)
@@ -82,12 +77,12 @@ def test_database_error_taking_the_snapshot_cutoff_is_retrieval_failed(bank, env
                                   "failure_reason": "retrieval_failed"}
     assert info.value.retryable is True
     assert "lock timeout" in str(info.value)
-    assert env.requests == []
+    assert llm.requests == []
     model.refresh_from_db()
     assert model.content == "kept" and model.last_memory_seen_at is None
 
 
-def test_dry_run_with_a_database_error_at_the_cutoff_answers_503(bank, env, monkeypatch):
+def test_dry_run_with_a_database_error_at_the_cutoff_answers_503(bank, llm, monkeypatch):
     make_memory(bank, "fact", embed=True)
     make_mental_model(bank, "m")
     _cutoff_fails(monkeypatch)
@@ -97,7 +92,7 @@ def test_dry_run_with_a_database_error_at_the_cutoff_answers_503(bank, env, monk
 
 
 def test_database_error_looking_for_sibling_models_in_reach_is_retrieval_failed(
-    bank, env, monkeypatch
+    bank, llm, monkeypatch
 ):
     # Nothing of the model's own scope: the precheck then asks whether a sibling is in reach.
     make_mental_model(bank, "m", tags=["nothing-here"])
@@ -109,16 +104,16 @@ def test_database_error_looking_for_sibling_models_in_reach_is_retrieval_failed(
     with pytest.raises(RefreshFailed) as info:
         refresh_run(bank_id=bank.id, mental_model_id="m")
     assert info.value.failure_reason == "retrieval_failed"
-    assert env.requests == []
+    assert llm.requests == []
 
 
-def test_pause_flag_is_set_once_by_the_final_attempt_and_not_before(bank, env, sent, settings):
+def test_pause_flag_is_set_once_by_the_final_attempt_and_not_before(bank, llm, sent, settings):
     settings.HINDSIGHT = dataclasses.replace(
         settings.HINDSIGHT, worker_max_retries=2, worker_retry_backoff_seconds=0.0
     )
     make_memory(bank, "fact", embed=True)
     model = make_mental_model(bank, "m", content="kept")
-    env.respond_with(lambda body: Reply.error(400, "prompt too large"))
+    llm.respond_with(lambda body: Reply.error(400, "prompt too large"))
     op = mental_model_refresh_submit(model=model)
     flags = []
     for expected in ("retrying", "retrying", "failed"):
@@ -136,12 +131,12 @@ def test_pause_flag_is_set_once_by_the_final_attempt_and_not_before(bank, env, s
 
 
 def test_paused_model_cancels_the_automatic_refresh_queued_behind_the_failed_one(
-    bank, env, sent, settings
+    bank, llm, sent, settings
 ):
     settings.HINDSIGHT = dataclasses.replace(settings.HINDSIGHT, worker_max_retries=0)
     make_memory(bank, "fact", embed=True)
     model = make_mental_model(bank, "m", content="kept")
-    env.respond_with(lambda body: Reply.error(400, "prompt too large"))
+    llm.respond_with(lambda body: Reply.error(400, "prompt too large"))
     first = mental_model_refresh_submit(model=model)
 
     queued: list = []
@@ -169,7 +164,7 @@ def test_paused_model_cancels_the_automatic_refresh_queued_behind_the_failed_one
     assert MentalModel.objects.filter(uid=model.uid).exists()
 
 
-def test_a_worker_lost_on_the_final_attempt_pauses_the_model_once(bank, env, sent, settings):
+def test_a_worker_lost_on_the_final_attempt_pauses_the_model_once(bank, llm, sent, settings):
     from datetime import timedelta
 
     from django.utils import timezone
@@ -202,14 +197,14 @@ class _Killed(BaseException):
 
 
 def test_final_failure_and_the_pause_commit_together_when_the_worker_dies_right_after(
-    bank, env, sent, settings, monkeypatch
+    bank, llm, sent, settings, monkeypatch
 ):
     # The process dies the instant the failure transaction has committed: every after-commit
     # hook is impossible. The operation is failed and, in the same commit, the model paused.
     settings.HINDSIGHT = dataclasses.replace(settings.HINDSIGHT, worker_max_retries=0)
     make_memory(bank, "fact", embed=True)
     model = make_mental_model(bank, "m", content="kept")
-    env.respond_with(lambda body: Reply.error(400, "prompt too large"))
+    llm.respond_with(lambda body: Reply.error(400, "prompt too large"))
     op = mental_model_refresh_submit(model=model)
 
     def die(*args, **kwargs):
@@ -227,12 +222,12 @@ def test_final_failure_and_the_pause_commit_together_when_the_worker_dies_right_
 
 
 def test_a_failure_transaction_that_does_not_commit_leaves_no_pause_and_no_entry(
-    bank, env, sent, settings, monkeypatch
+    bank, llm, sent, settings, monkeypatch
 ):
     settings.HINDSIGHT = dataclasses.replace(settings.HINDSIGHT, worker_max_retries=0)
     make_memory(bank, "fact", embed=True)
     model = make_mental_model(bank, "m", content="kept")
-    env.respond_with(lambda body: Reply.error(400, "prompt too large"))
+    llm.respond_with(lambda body: Reply.error(400, "prompt too large"))
     op = mental_model_refresh_submit(model=model)
 
     def die(*args, **kwargs):
@@ -249,7 +244,7 @@ def test_a_failure_transaction_that_does_not_commit_leaves_no_pause_and_no_entry
 
 
 def test_a_worker_lost_on_the_final_attempt_is_paused_by_the_fast_path_in_one_transaction(
-    bank, env, sent, settings
+    bank, llm, sent, settings
 ):
     from operations import engine
     from operations.leases import operation_claim

@@ -17,11 +17,6 @@ from tests.fakes.llm_server import Reply
 
 
 @pytest.fixture
-def llm(scripted_llm, openai_embeddings):
-    return scripted_llm
-
-
-@pytest.fixture
 def model(transactional_db):
     bank = Bank.objects.create(id="accounting-bank")
     make_memory(bank, "Alice prefers async communication", embed=True)

@@ -20,11 +20,6 @@ BASE = "/v1/default/banks/{bank}/mental-models"
 
 
 @pytest.fixture
-def env(scripted_llm, openai_embeddings):
-    return scripted_llm
-
-
-@pytest.fixture
 def bank_id() -> str:
     return "mm-worker-bank"
 
@@ -67,10 +62,10 @@ def wait_status(op_id: str, *statuses: str, timeout: float = 60.0) -> Operation:
     return Operation.objects.get(id=op_id)
 
 
-def test_create_refreshes_through_the_worker_and_writes_the_answer(bank, env, worker_factory):
+def test_create_refreshes_through_the_worker_and_writes_the_answer(bank, llm, worker_factory):
     fact = make_memory(bank, "Alice prefers async communication", embed=True)
-    answering(env, ["## Team\n\nAlice prefers async."], [str(fact.id)])
-    worker_factory(env=env.env)
+    answering(llm, ["## Team\n\nAlice prefers async."], [str(fact.id)])
+    worker_factory(env=llm.env)
     api = APIClient()
     created = api.post(url(), {"id": "team", "name": "Team", "source_query": "How?"},
                        format="json").json()
@@ -86,19 +81,19 @@ def test_create_refreshes_through_the_worker_and_writes_the_answer(bank, env, wo
 
 
 def test_llm_that_always_errors_fails_after_retries_records_each_and_pauses(
-    bank, env, worker_factory, beat
+    bank, llm, worker_factory, beat
 ):
     make_memory(bank, "fact", embed=True)
     model = make_mental_model(bank, "team", content="v1")
     MentalModelHistory.objects.create(model=model, kind="version", previous_content="")
-    env.respond_with(lambda body: Reply.error(400, "this prompt is too large"))
-    worker_factory(env=env.env)
+    llm.respond_with(lambda body: Reply.error(400, "this prompt is too large"))
+    worker_factory(env=llm.env)
     api = APIClient()
     op_id = api.post(url("team", "refresh"), format="json").json()["operation_id"]
     op = wait_status(op_id, "failed", timeout=40)
     retries = 3  # TEST_TIMINGS worker_max_retries
     assert op.retry_count == retries
-    assert len(env.requests) == 1 + retries
+    assert len(llm.requests) == 1 + retries
     failures = MentalModelHistory.objects.filter(model=model, kind="refresh_failed")
     wait_until(lambda: failures.count() == 1 + retries, 10, message="failure entries")
     assert {f.reason for f in failures} == {"unexpected_error"}
@@ -113,20 +108,20 @@ def test_llm_that_always_errors_fails_after_retries_records_each_and_pauses(
 
     # Fix the cause; a manual refresh that succeeds clears the flag.
     fact = make_memory(bank, "another fact", embed=True)
-    env.reset()
-    answering(env, ["fixed doc"], [str(fact.id)])
+    llm.reset()
+    answering(llm, ["fixed doc"], [str(fact.id)])
     op2 = api.post(url("team", "refresh"), format="json").json()["operation_id"]
     assert wait_status(op2, "completed", "failed").status == "completed"
     model.refresh_from_db()
     assert model.last_refresh_failed_at is None and model.content == "fixed doc"
 
 
-def test_refresh_requests_while_one_runs_queue_exactly_one_more(bank, env, worker_factory):
+def test_refresh_requests_while_one_runs_queue_exactly_one_more(bank, llm, worker_factory):
     fact = make_memory(bank, "fact", embed=True)
     make_mental_model(bank, "team")
-    handle = hold_first_request(env)
-    answering(env, ["doc"], [str(fact.id)])
-    worker_factory(env=env.env)
+    handle = hold_first_request(llm)
+    answering(llm, ["doc"], [str(fact.id)])
+    worker_factory(env=llm.env)
     api = APIClient()
     running = api.post(url("team", "refresh"), format="json").json()["operation_id"]
     assert handle.wait_received(20)
@@ -142,13 +137,13 @@ def test_refresh_requests_while_one_runs_queue_exactly_one_more(bank, env, worke
 
 
 def test_clear_during_a_held_refresh_refuses_its_write_and_rebuilds_from_empty(
-    bank, env, worker_factory
+    bank, llm, worker_factory
 ):
     fact = make_memory(bank, "fact", embed=True)
     make_mental_model(bank, "team", content="old document")
-    handle = hold_first_request(env)
-    answering(env, ["STALE written from the old state", "FRESH after the clear"], [str(fact.id)])
-    worker_factory(env=env.env)
+    handle = hold_first_request(llm)
+    answering(llm, ["STALE written from the old state", "FRESH after the clear"], [str(fact.id)])
+    worker_factory(env=llm.env)
     api = APIClient()
     first = api.post(url("team", "refresh"), format="json").json()["operation_id"]
     assert handle.wait_received(20)
@@ -167,13 +162,13 @@ def test_clear_during_a_held_refresh_refuses_its_write_and_rebuilds_from_empty(
 
 
 def test_patch_of_source_query_during_a_held_refresh_reruns_under_the_new_query(
-    bank, env, worker_factory
+    bank, llm, worker_factory
 ):
     fact = make_memory(bank, "fact", embed=True)
     make_mental_model(bank, "team", content="old")
-    handle = hold_first_request(env)
-    answering(env, ["from the old query", "from the new query"], [str(fact.id)])
-    worker_factory(env=env.env)
+    handle = hold_first_request(llm)
+    answering(llm, ["from the old query", "from the new query"], [str(fact.id)])
+    worker_factory(env=llm.env)
     api = APIClient()
     first = api.post(url("team", "refresh"), format="json").json()["operation_id"]
     assert handle.wait_received(20)
@@ -189,13 +184,13 @@ def test_patch_of_source_query_during_a_held_refresh_reruns_under_the_new_query(
 
 
 def test_delete_during_a_held_refresh_ends_it_cancelled_with_nothing_written(
-    bank, env, worker_factory
+    bank, llm, worker_factory
 ):
     fact = make_memory(bank, "fact", embed=True)
     make_mental_model(bank, "team")
-    handle = hold_first_request(env)
-    answering(env, ["never stored"], [str(fact.id)])
-    worker_factory(env=env.env)
+    handle = hold_first_request(llm)
+    answering(llm, ["never stored"], [str(fact.id)])
+    worker_factory(env=llm.env)
     api = APIClient()
     first = api.post(url("team", "refresh"), format="json").json()["operation_id"]
     assert handle.wait_received(20)
@@ -207,7 +202,7 @@ def test_delete_during_a_held_refresh_ends_it_cancelled_with_nothing_written(
 
 
 def test_wall_timeout_through_the_worker_is_a_recorded_failed_attempt(
-    bank, env, worker_factory, settings
+    bank, llm, worker_factory, settings
 ):
     import dataclasses
 
@@ -216,8 +211,8 @@ def test_wall_timeout_through_the_worker_is_a_recorded_failed_attempt(
     )
     make_memory(bank, "fact", embed=True)
     make_mental_model(bank, "team", content="kept")
-    env.respond_with(lambda body: Reply.delay(4, Reply.text("too late")))
-    worker = worker_factory(env=env.env)
+    llm.respond_with(lambda body: Reply.delay(4, Reply.text("too late")))
+    worker = worker_factory(env=llm.env)
     op_id = APIClient().post(url("team", "refresh"), format="json").json()["operation_id"]
     op = wait_status(op_id, "failed", "completed", timeout=30)
     assert op.status == "failed"

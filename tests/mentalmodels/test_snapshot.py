@@ -23,11 +23,6 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 @pytest.fixture
-def env(scripted_llm, openai_embeddings):
-    return scripted_llm
-
-
-@pytest.fixture
 def bank_id() -> str:
     return "rf1-bank"
 
@@ -117,7 +112,7 @@ def assert_watermark_never_passes_an_unread_memory(server) -> None:
             assert str(unit.id) in read, f"watermark {mark} passes unread memory {unit.text!r}"
 
 
-def test_writer_committing_before_the_refresh_is_read(bank, env):
+def test_writer_committing_before_the_refresh_is_read(bank, llm):
     make_memory(bank, "old fact", embed=True)
     make_mental_model(bank, "m")
     writer = Writer(bank.id, "new fact")
@@ -125,17 +120,17 @@ def test_writer_committing_before_the_refresh_is_read(bank, env):
     assert writer.inserted.wait(10)
     writer.commit.set()
     writer.join(10)
-    cite_everything(env)
+    cite_everything(llm)
     refresh_run(bank_id=bank.id, mental_model_id="m")
-    assert writer.memory_id in ids_fed_back(env)
+    assert writer.memory_id in ids_fed_back(llm)
     assert watermark() == MemoryUnit.objects.get(id=writer.memory_id).updated_at
-    assert_watermark_never_passes_an_unread_memory(env)
+    assert_watermark_never_passes_an_unread_memory(llm)
 
 
-def test_writer_open_when_the_cutoff_is_taken_is_waited_for_and_read(bank, env):
+def test_writer_open_when_the_cutoff_is_taken_is_waited_for_and_read(bank, llm):
     make_memory(bank, "old fact", embed=True)
     make_mental_model(bank, "m")
-    cite_everything(env)
+    cite_everything(llm)
     writer = Writer(bank.id, "new fact in flight")
     writer.start()
     assert writer.inserted.wait(10) and writer.error is None
@@ -143,22 +138,22 @@ def test_writer_open_when_the_cutoff_is_taken_is_waited_for_and_read(bank, env):
     refresh.start()
     time.sleep(0.7)
     # The cutoff waits for the open writer: the refresh cannot have asked the LLM anything.
-    assert env.requests == [] and refresh.is_alive()
+    assert llm.requests == [] and refresh.is_alive()
     writer.commit.set()
     writer.join(10)
     refresh.join(30)
     assert refresh.error is None and writer.error is None
-    assert writer.memory_id in ids_fed_back(env)
+    assert writer.memory_id in ids_fed_back(llm)
     assert watermark() == MemoryUnit.objects.get(id=writer.memory_id).updated_at
-    assert_watermark_never_passes_an_unread_memory(env)
+    assert_watermark_never_passes_an_unread_memory(llm)
 
 
-def test_writer_committing_during_the_refresh_stays_newer_and_the_next_refresh_reads_it(bank, env):
+def test_writer_committing_during_the_refresh_stays_newer_and_the_next_refresh_reads_it(bank, llm):
     old = make_memory(bank, "old fact", embed=True)
     model = make_mental_model(bank, "m")
     reply, handle = Reply.hold(Reply.tool_calls([("search_observations", {"query": "fact"})]))
-    env.script(reply)
-    cite_everything(env)
+    llm.script(reply)
+    cite_everything(llm)
     refresh = Refresh(bank.id)
     refresh.start()
     assert handle.wait_received(20)  # the cutoff is taken, the loop is running
@@ -172,26 +167,26 @@ def test_writer_committing_during_the_refresh_stays_newer_and_the_next_refresh_r
     refresh.join(30)
     assert refresh.error is None
 
-    assert writer.memory_id not in ids_fed_back(env)
+    assert writer.memory_id not in ids_fed_back(llm)
     assert watermark() == old.updated_at
     assert MemoryUnit.objects.get(id=writer.memory_id).updated_at > watermark()
-    assert_watermark_never_passes_an_unread_memory(env)
+    assert_watermark_never_passes_an_unread_memory(llm)
     assert stale_flags([MentalModel.objects.get(uid=model.uid)]) == {model.uid: True}
 
-    env.reset()
-    cite_everything(env)
+    llm.reset()
+    cite_everything(llm)
     refresh_run(bank_id=bank.id, mental_model_id="m")
-    assert writer.memory_id in ids_fed_back(env)
+    assert writer.memory_id in ids_fed_back(llm)
     assert watermark() == MemoryUnit.objects.get(id=writer.memory_id).updated_at
     assert stale_flags([MentalModel.objects.get(uid=model.uid)]) == {model.uid: False}
 
 
-def test_writer_committing_after_the_refresh_leaves_the_model_stale(bank, env):
+def test_writer_committing_after_the_refresh_leaves_the_model_stale(bank, llm):
     make_memory(bank, "old fact", embed=True)
     model = make_mental_model(bank, "m")
-    cite_everything(env)
+    cite_everything(llm)
     refresh_run(bank_id=bank.id, mental_model_id="m")
     assert stale_flags([MentalModel.objects.get(uid=model.uid)]) == {model.uid: False}
     make_memory(bank, "later fact", embed=True)
     assert stale_flags([MentalModel.objects.get(uid=model.uid)]) == {model.uid: True}
-    assert_watermark_never_passes_an_unread_memory(env)
+    assert_watermark_never_passes_an_unread_memory(llm)

@@ -4,15 +4,14 @@ PostgreSQL backend started and torn down — for every request."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import urllib.request
 
 import pytest
 from django.db import connection
 
 from hindsight.devstack.servers import free_port
-from tests.workers import REPO_ROOT, wait_until
+from hindsight.devstack.stack import api_command, spawn
+from tests.workers import wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -33,12 +32,9 @@ def _api_connections() -> int:
 def test_the_api_processes_requests_on_a_few_pooled_connections(worker_factory, tmp_path):
     port = free_port()
     env = worker_factory.env({"HINDSIGHT_API_WEB_DB_POOL_SIZE": "2"})
-    log = open(tmp_path / "gunicorn.log", "ab")  # noqa: SIM115 - the child keeps it
-    server = subprocess.Popen(
-        [sys.executable, "-m", "gunicorn", "hindsight.wsgi:application", "--config",
-         "python:hindsight.gunicorn_conf", "--bind", f"127.0.0.1:{port}", "--workers", "1",
-         "--threads", "4", "--control-socket", str(tmp_path / "gunicorn.ctl")],
-        cwd=REPO_ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    server = spawn("api", api_command(bind=f"127.0.0.1:{port}", workers=1, threads=4,
+                                      access_log=None, control_socket=tmp_path / "gunicorn.ctl"),
+                   env=env, log_path=tmp_path / "gunicorn.log")
     base = f"http://127.0.0.1:{port}/v1/default/banks/pool-bank"
 
     def call(method: str) -> int:
@@ -65,9 +61,4 @@ def test_the_api_processes_requests_on_a_few_pooled_connections(worker_factory, 
         assert opened <= 1, f"{opened} connections opened for 12 requests"
         assert 1 <= _api_connections() <= 2
     finally:
-        server.terminate()
-        try:
-            server.wait(20)
-        except subprocess.TimeoutExpired:
-            server.kill()
-        log.close()
+        server.stop(20)
