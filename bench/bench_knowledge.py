@@ -4,18 +4,29 @@ Two page shapes, each at 100 and at 1,000 pages (in folders two levels deep, a t
 folders as pages): pages drawn from ``--scopes`` distinct scopes (tags x tags_match x
 fact_types; default 20, a bank's handful of topics), and every page its own random scope (the
 staleness probe's worst case: one probe per distinct scope). Over HTTP against a real API
-process (gunicorn, 2 workers): ``GET …/knowledge-base/tree`` latency p50 / p95 / max, the
-response size, the SQL query count of one such request and the number of scope probes in it
-(counted in-process with Django's ``CaptureQueriesContext`` on the same database). Each bank
+process (gunicorn, 2 workers), ``GET …/knowledge-base/tree`` three ways, p50 / p95 of each:
+
+* cold: every request after a write the tree's version sees (a folder's ``updated_at``), so
+  nothing kept answers it: the tree read, its staleness probed, its JSON rendered;
+* warm: the same tree again, unchanged: answered from the rendering kept under its version
+  (one statement reading the version);
+* 304: warm with ``If-None-Match`` of its ETag (no body).
+
+Beside them the response size, the SQL queries of one cold and one warm request and the
+number of scope probes in the cold one (counted in-process with Django's
+``CaptureQueriesContext`` on the same database), and the CPU time of a cold and a warm read
+in-process, this process's and its database backend's (``/proc``): the figure a loaded
+machine does not move. Each bank
 holds ``--memories`` memories (default 20,000, seeded by ``COPY`` with random tags and fact
 types) and its pages random tags, tag modes, fact types and watermarks (a third never
 refreshed, a third half-way, a third at the bank's last write), so ``is_stale`` has real scope
 probes to answer. All four banks share the database, as a server's banks do, vacuumed and
 analysed before the requests.
 
-Per shape, the 1,000 / 100 ratios: the query count stays flat; the time cannot (a 1,000-page
-tree renders and sends ten times the nodes), so the line also gives the marginal cost of a
-node: (p50 at 1,000 - p50 at 100) / (nodes at 1,000 - nodes at 100).
+Per shape, the 1,000 / 100 ratios: the query counts stay flat, and so does the warm time; the
+cold time cannot (a 1,000-page tree renders and sends ten times the nodes), so the line also
+gives the marginal cost of a node, (cold p50 at 1,000 - at 100) / (nodes at 1,000 - at 100),
+and the cold time per node at each size.
 
 By default it starts its own embedded PostgreSQL on a free port (throw-away data, removed at
 the end) and migrates;
@@ -34,6 +45,7 @@ import random
 import sys
 import tempfile
 import time
+import urllib.error
 import urllib.request
 import uuid
 from pathlib import Path
@@ -125,36 +137,142 @@ def seed_tree(bank_id: str, pages: int, scopes: int, rng: random.Random) -> None
         for i, model in enumerate(models))
 
 
-def count_tree_queries(bank_id: str) -> tuple[int, int]:
-    """SQL queries of one tree request, and the scope probes its staleness statement ran."""
+def count_tree_queries(bank_id: str) -> dict[str, int]:
+    """SQL queries of one cold tree request (its rendering not kept: as after a change) and the
+    scope probes its staleness statement ran, then of one warm request (unchanged tree),
+    counted in-process with Django's ``CaptureQueriesContext``."""
     from django.db import connection
     from django.test import Client
     from django.test.utils import CaptureQueriesContext
 
-    with CaptureQueriesContext(connection) as captured:
-        response = Client().get(f"/v1/default/banks/{bank_id}/knowledge-base/tree")
+    from mentalmodels.knowledge.api.treecache import rendered_trees
+
+    url = f"/v1/default/banks/{bank_id}/knowledge-base/tree"
+    rendered_trees.clear()
+    with CaptureQueriesContext(connection) as cold:
+        response = Client().get(url)
     assert response.status_code == 200, response.content[:300]
-    probes = sum(q["sql"].count("FROM banks_memoryunit m ") for q in captured.captured_queries)
-    return len(captured.captured_queries), probes
+    with CaptureQueriesContext(connection) as warm:
+        Client().get(url)
+    probes = sum(q["sql"].count(" AS i, (") for q in cold.captured_queries)
+    return {"cold": len(cold.captured_queries), "warm": len(warm.captured_queries),
+            "probes": probes}
 
 
-def bench_tree(base: str, bank_id: str, label: str, runs: int) -> dict[str, float]:
-    url = f"{base}/v1/default/banks/{bank_id}/knowledge-base/tree"
-    body = _get(url)  # warm
-    times = []
+def cpu_per_read(bank_id: str, database_url: str, runs: int) -> dict[str, float]:
+    """CPU milliseconds of one tree read, cold and warm, in this process (the view's work:
+    version, tree, staleness, rendering; not Django's request cycle) plus its database backend
+    (``/proc/<pid>/stat``): on a machine shared with other work, the figure the load does not
+    move (wall times wait for the CPU too)."""
+    from django.db import connection
+
+    from mentalmodels.knowledge.api.treecache import rendered_trees, tree_response
+    from mentalmodels.knowledge.models import KnowledgeNode
+    from mentalmodels.knowledge.selectors import PageFilter
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_backend_pid()")
+        (pid,) = cursor.fetchone()
+    tick = 1000 / os.sysconf("SC_CLK_TCK")
+
+    def backend_ms() -> float:
+        with open(f"/proc/{pid}/stat") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) * tick  # utime + stime
+
+    def read() -> None:
+        response = tree_response(bank_id=bank_id, page_filter=PageFilter(), if_none_match=None)
+        assert response.status_code == 200
+
+    folder = KnowledgeNode.objects.filter(bank_id=bank_id, kind="folder").first()
+    assert folder is not None
+    out: dict[str, float] = {}
+    for name in ("cold", "warm"):
+        read()
+        api = server = 0.0
+        for _ in range(runs):
+            if name == "cold":
+                folder.save(update_fields=["name"])  # the version moves (the trigger)
+                rendered_trees.clear()
+            started, backend = time.process_time(), backend_ms()
+            read()
+            api += (time.process_time() - started) * 1000
+            server += backend_ms() - backend
+        out[f"{name}_api_cpu"], out[f"{name}_db_cpu"] = api / runs, server / runs
+    return out
+
+
+def _touch(conn: Any, folder_id: str) -> None:
+    """A write the tree's version sees (a folder's ``updated_at``): the next read is cold."""
+    conn.execute("UPDATE knowledge_knowledgenode SET updated_at = clock_timestamp() "
+                 "WHERE id = %s", [folder_id])
+
+
+def _timed(url: str, runs: int, *, before: Any = None,
+           headers: dict[str, str] | None = None) -> tuple[list[float], bytes, int]:
+    times, body, status = [], b"", 0
     for _ in range(runs):
+        if before is not None:
+            before()
+        request = urllib.request.Request(url, headers=headers or {})
         started = time.perf_counter()
-        body = _get(url)
+        try:
+            with urllib.request.urlopen(request, timeout=600) as response:
+                body, status = response.read(), response.status
+        except urllib.error.HTTPError as exc:  # 304 Not Modified
+            status = exc.code
         times.append((time.perf_counter() - started) * 1000)
+    return times, body, status
+
+
+def bench_tree(base: str, database_url: str, bank_id: str, label: str,
+               runs: int) -> dict[str, float]:
+    """Cold (each request after a write the tree's version sees, so nothing kept answers it),
+    warm (the same tree again: answered from the rendering kept) and revalidated
+    (``If-None-Match`` of the last ETag: 304) reads of the tree over HTTP."""
+    from mentalmodels.knowledge.models import KnowledgeNode
+
+    url = f"{base}/v1/default/banks/{bank_id}/knowledge-base/tree"
+    folder = KnowledgeNode.objects.filter(bank_id=bank_id, kind="folder").values_list(
+        "id", flat=True).first()
+    assert folder is not None
+    _get(url)  # the process warmed up (imports, connection)
+    import psycopg
+
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        cold, body, _ = _timed(url, runs, before=lambda: _touch(conn, folder))
+    # Both API workers keep their own rendering: a few reads warm both.
+    for _ in range(6):
+        _get(url)
+    warm, body, _ = _timed(url, runs)
+    with urllib.request.urlopen(url, timeout=600) as response:
+        etag = response.headers["ETag"]
+    assert etag, "a quiet tree is answered with an ETag"
+    revalidated, _, status = _timed(url, runs, headers={"If-None-Match": etag})
+    assert status == 304, status
     tree = json.loads(body)
     nodes = sum(1 for _ in _nodes(tree["roots"]))
     stale = sum(1 for n in _nodes(tree["roots"]) if n["is_stale"])
-    queries, probes = count_tree_queries(bank_id)
-    p50 = _percentile(times, 0.5)
-    print(f"{label}: p50 {p50:7.1f} ms  p95 {_percentile(times, 0.95):7.1f} ms  "
-          f"max {max(times):7.1f} ms  {nodes:5d} nodes  {queries} SQL queries "
-          f"({probes:3d} scope probes)  {len(body) / 1024:5.0f} KiB  ({stale} stale)")
-    return {"p50": p50, "queries": queries, "nodes": nodes}
+    queries = count_tree_queries(bank_id)
+    cpu = cpu_per_read(bank_id, database_url, max(runs, 40))
+    out = {"nodes": nodes, **{f"queries_{k}": v for k, v in queries.items()}, **cpu}
+    for name, times in (("cold", cold), ("warm", warm), ("304", revalidated)):
+        out[f"{name}_p50"] = _percentile(times, 0.5)
+        out[f"{name}_p95"] = _percentile(times, 0.95)
+    print(f"{label}: {nodes:5d} nodes  {len(body) / 1024:5.0f} KiB  ({stale} stale)\n"
+          f"    cold  p50 {out['cold_p50']:7.1f} ms  p95 {out['cold_p95']:7.1f} ms  "
+          f"{queries['cold']} SQL queries ({queries['probes']:3d} scope probes)\n"
+          f"    warm  p50 {out['warm_p50']:7.1f} ms  p95 {out['warm_p95']:7.1f} ms  "
+          f"{queries['warm']} SQL query\n"
+          f"    304   p50 {out['304_p50']:7.1f} ms  p95 {out['304_p95']:7.1f} ms\n"
+          f"    CPU a read, in-process (API + database backend): cold "
+          f"{cpu['cold_api_cpu']:.1f} + {cpu['cold_db_cpu']:.1f} ms, warm "
+          f"{cpu['warm_api_cpu']:.2f} + {cpu['warm_db_cpu']:.2f} ms")
+    return out
+
+
+def _cpu(figures: dict[str, float], read: str) -> float:
+    return figures[f"{read}_api_cpu"] + figures[f"{read}_db_cpu"]
 
 
 def _nodes(nodes: list[dict[str, Any]]) -> Any:
@@ -194,6 +312,9 @@ def main() -> None:
               f"{args.memories:,}  runs {args.runs}")
         import psycopg
 
+        floor, _, _ = _timed(base + "/health", args.runs)
+        print(f"# GET /health (the HTTP floor of this machine now): p50 "
+              f"{_percentile(floor, 0.5):.1f} ms  p95 {_percentile(floor, 0.95):.1f} ms")
         shapes = [(args.scopes, f"{args.scopes} scopes"), (0, "one scope per page")]
         banks: dict[tuple[int, int], str] = {}
         for scopes, _ in shapes:
@@ -210,14 +331,23 @@ def main() -> None:
         with psycopg.connect(args.database_url, autocommit=True) as conn:
             conn.execute("VACUUM ANALYZE")
         for scopes, name in shapes:
-            small, large = (bench_tree(base, banks[scopes, pages],
+            small, large = (bench_tree(base, args.database_url, banks[scopes, pages],
                                        f"{pages:5d} pages, {name:>18}", args.runs)
                             for pages in (100, 1000))
-            per_node = (large["p50"] - small["p50"]) / (large["nodes"] - small["nodes"])
-            print(f"  1,000 / 100 pages, {name}: SQL queries "
-                  f"{large['queries'] / small['queries']:.2f}x, p50 "
-                  f"{large['p50'] / small['p50']:.2f}x (nodes {large['nodes'] / small['nodes']:.2f}x;"
-                  f" {1000 * per_node:.0f} µs per added node)")
+            added = large["nodes"] - small["nodes"]
+            print(f"  1,000 / 100 pages, {name} (nodes {large['nodes'] / small['nodes']:.2f}x): "
+                  f"SQL queries cold {large['queries_cold'] / small['queries_cold']:.2f}x, "
+                  f"warm {large['queries_warm'] / small['queries_warm']:.2f}x; "
+                  f"p50 cold {large['cold_p50'] / small['cold_p50']:.2f}x "
+                  f"({1000 * (large['cold_p50'] - small['cold_p50']) / added:.0f} µs per added "
+                  f"node; per node {1000 * small['cold_p50'] / small['nodes']:.0f} µs at 100, "
+                  f"{1000 * large['cold_p50'] / large['nodes']:.0f} µs at 1,000), "
+                  f"warm {large['warm_p50'] / small['warm_p50']:.2f}x, "
+                  f"304 {large['304_p50'] / small['304_p50']:.2f}x; CPU cold "
+                  f"{_cpu(large, 'cold') / _cpu(small, 'cold'):.2f}x "
+                  f"({1000 * _cpu(large, 'cold') / large['nodes']:.0f} µs a node at 1,000, "
+                  f"{1000 * _cpu(small, 'cold') / small['nodes']:.0f} at 100), warm "
+                  f"{_cpu(large, 'warm') / _cpu(small, 'warm'):.2f}x")
         print(f"# load average {_load()}")
     finally:
         stack.stop()

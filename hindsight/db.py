@@ -1,14 +1,30 @@
 """Shared database functions: the one clock every write and every cutoff is stamped with, the
-one writer of pgvector's text literal, and handing a pooled connection back between uses."""
+one writer of pgvector's text literal, rows read with psycopg's own timestamp loader, and
+handing a pooled connection back between uses."""
 
 from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 from django.db import connection, connections, models
-from django.db.models import Func
+from django.db.models import Func, QuerySet
+from psycopg.types.datetime import TimestamptzLoader
+
+
+def values_rows(queryset: QuerySet[Any, Any]) -> list[tuple[Any, ...]]:
+    """A ``values_list`` queryset's rows, its timestamps read by psycopg's own timestamptz
+    loader (C, with psycopg-binary) instead of Django's subclass of the Python one, which
+    parses every value in Python to set the tzinfo the session's ``TimeZone`` (UTC, as Django
+    sets it) gives already: ~4 µs a timestamp, 5 ms of a 1,000-page knowledge tree's read.
+    For a queryset whose columns need no Django converter (plain columns, text casts)."""
+    sql, params = queryset.query.sql_with_params()
+    with connections[queryset.db].cursor() as cursor:
+        cursor.cursor.adapters.register_loader("timestamptz", TimestamptzLoader)
+        cursor.execute(sql, params)
+        return cursor.fetchall()
 
 
 class ClockTimestamp(Func):

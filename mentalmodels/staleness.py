@@ -10,8 +10,9 @@ automatic triggers and the refresh's own start check all call ``stale_flags``.
 ``bank_last_memory_write_at_many`` for every bank of the models given (none when the caller read
 the banks' last writes already, as the list does with its page) and one batched scope query for
 the models the bank-watermark shortcut cannot settle (a watermark at or after the bank's last
-write is fresh without looking at its scope). It takes model instances or any rows with their
-attributes (``Watermarked``: the list's ``ListedModel``).
+write is fresh without looking at its scope; a bank asked for many distinct scopes adds one
+statement counting the range it reads: ``hindsight.tagscope``). It takes model instances or
+any rows with their attributes (``Watermarked``: the list's ``ListedModel``).
 """
 
 from __future__ import annotations

@@ -12,6 +12,7 @@ the cutoff belongs to a transaction that had already committed.
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
 from django.db import connection
 
@@ -59,3 +60,17 @@ def take_cutoff(bank_id: str) -> datetime:
         cursor.execute(_CUTOFF_SQL, [_LOCK_CLASS, bank_id])
         (cutoff,) = cursor.fetchone()
     return cutoff
+
+
+def quiet_cutoff_sql(bank_id: str) -> tuple[str, str, list[Any]]:
+    """``take_cutoff`` without waiting, as parts of the caller's statement: a CTE ``quiet`` that
+    tries the bank's exclusive lock (never waits for it), the column that reads the cutoff (the
+    clock, read while the lock is held; null when a write of the bank was in flight) and the
+    CTE's parameters: ``WITH {cte} SELECT …, {column} FROM quiet, …``. A statement started
+    after that one sees every memory stamped at or before the cutoff (the writers that stamped
+    them had committed). Outside a transaction the lock is held for that statement only
+    (inside the caller's, until that transaction ends, as ``take_cutoff``'s): for a reader that
+    must not wait for writers, and need not hold them back (the knowledge-base tree's cache,
+    which keeps a tree only when it can name all it read)."""
+    return ("quiet AS MATERIALIZED (SELECT pg_try_advisory_xact_lock(%s, hashtext(%s)) AS ok)",
+            "CASE WHEN quiet.ok THEN clock_timestamp() END", [_LOCK_CLASS, bank_id])

@@ -77,3 +77,39 @@ class KnowledgeNode(models.Model):
 
     def __str__(self) -> str:
         return f"{self.kind} {self.name} ({self.id})"
+
+
+class KnowledgeTreeVersion(models.Model):
+    """A bank's tree version: bumped, in the writing transaction, by the database on every
+    change the tree shows (a node written or deleted; a page's mental model changing one of the
+    columns the tree renders or its staleness reads). Read in the same snapshot as the tree, it
+    names exactly the state that snapshot rendered (``selectors.knowledge_tree_version``).
+
+    Kept by triggers (migration 0002), whoever writes the rows: each bump takes the next value
+    of one sequence, so a version is never repeated (not by a bank deleted and made again, nor
+    a rolled-back write, nor an emptied table). No foreign key: a bank's deletion deletes its
+    nodes first, and their triggers write here; the row outlives the bank."""
+
+    bank_id = models.CharField(primary_key=True, max_length=255)
+    version = models.BigIntegerField(default=0)
+
+    def __str__(self) -> str:
+        return f"{self.bank_id} tree version {self.version}"
+
+
+class KnowledgeMemoryForget(models.Model):
+    """One row per statement that deleted memories of a bank, stamped on the write clock (the
+    trigger takes the bank's shared write lock, then ``clock_timestamp()``): a deleted memory
+    can turn a stale page fresh without moving the bank's last memory write, and this is the
+    clock of such deletions. Insert-only (concurrent deleters never wait for each other); read
+    by its newest row per bank."""
+
+    bank_id = models.CharField(max_length=255)
+    forgotten_at = models.DateTimeField(db_default=ClockTimestamp())
+
+    class Meta:
+        indexes = [models.Index(fields=["bank_id", "forgotten_at"],
+                                name="knowledge_forget_bank_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.bank_id} memories deleted at {self.forgotten_at}"

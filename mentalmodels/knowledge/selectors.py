@@ -10,6 +10,15 @@ Tag filters (tree and search) are upstream's knowledge-base ones: ``tags`` match
 ``tags_match`` with recall's semantics on the page's tags (``any``/``all`` keep untagged pages,
 the strict modes and ``exact`` do not), AND-ed with ``tag_groups``; the tree keeps the folders
 on the path to a matching page and drops the others.
+
+The tree's version (``TreeVersion``, read in the tree's own statement, or alone in one probe of
+three indexes by ``knowledge_tree_version``) changes with every write that can change what the
+tree shows: the bank's tree version (kept by triggers: nodes, the pages' mental models), its
+last memory write and its last memory deletion (both on the write clock). ``knowledge_tree``
+given the cutoff ``knowledge_tree_version`` read names its version only when it can vouch that
+nothing it did not read could commit under that version (``quiet_cutoff_sql``: no memory write
+in flight before its statement began); the API keeps such a tree's rendering and answers an
+unchanged version from it.
 """
 
 from __future__ import annotations
@@ -20,16 +29,24 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, NamedTuple
 
-from django.db.models import Case, DateTimeField, F, TextField, Value, When, Window
+from django.db import connection
+from django.db.models import Case, DateTimeField, F, Subquery, TextField, Value, When, Window
 from django.db.models.functions import Cast, Coalesce, RowNumber
 
 from hindsight.banks.models import Bank
 from hindsight.banks.recall import RRF_K
 from hindsight.banks.selectors import bank_last_memory_write_subquery
+from hindsight.banks.writeclock import quiet_cutoff_sql
+from hindsight.db import values_rows
 from hindsight.embeddings import EmbeddingError
 from hindsight.errors import NotFound
 from hindsight.tagscope import Group, TagScope, matches
-from mentalmodels.knowledge.models import KnowledgeNode, NodeKind
+from mentalmodels.knowledge.models import (
+    KnowledgeMemoryForget,
+    KnowledgeNode,
+    KnowledgeTreeVersion,
+    NodeKind,
+)
 from mentalmodels.models import MentalModel, MentalModelHistory
 from mentalmodels.reflect.mm_search import lexical_score, semantic_relevance
 from mentalmodels.staleness import stale_flags
@@ -87,12 +104,53 @@ _MM = ("uid", "mental_model_id", "tags", "trigger", "source_query", "last_refres
        "last_refresh_failed_at", "last_memory_seen_at")
 
 
+class TreeVersion(NamedTuple):
+    """What a bank's tree shows can change only when one of these does."""
+
+    tree: int | None
+    memory_write: datetime | None
+    memory_forget: datetime | None
+
+
 @dataclass
 class Tree:
     #: Every node kept, folders and pages, in tree order (a folder before its children).
     nodes: list[TreeNode]
     #: ``is_stale`` of each page by node id (empty when not asked for).
     stale: dict[str, bool] = field(default_factory=dict)
+    #: The version this tree is of, when its ``cutoff`` vouched for it (else ``None``).
+    version: TreeVersion | None = None
+
+
+_VERSION_SQL = (
+    "SELECT (SELECT version FROM knowledge_knowledgetreeversion WHERE bank_id = b.id), "
+    "(SELECT updated_at FROM banks_memoryunit WHERE bank_id = b.id "
+    "ORDER BY updated_at DESC LIMIT 1), "
+    "(SELECT forgotten_at FROM knowledge_knowledgememoryforget WHERE bank_id = b.id "
+    "ORDER BY forgotten_at DESC LIMIT 1), {cutoff} "
+    "FROM quiet, banks_bank b WHERE b.id = %s"
+)
+
+
+@dataclass(frozen=True)
+class VersionRead:
+    #: The bank's tree version now (``None``: no such bank).
+    version: TreeVersion | None
+    #: A cutoff for ``knowledge_tree(cutoff=…)`` to vouch by (``None``: a write in flight).
+    cutoff: datetime | None
+
+
+def knowledge_tree_version(*, bank_id: str) -> VersionRead:
+    """The bank's tree version now, in one statement of three index probes whatever the tree's
+    or the bank's size, and in the same statement a ``quiet_cutoff_sql`` for the tree read
+    after it, if it must be read."""
+    cte, column, params = quiet_cutoff_sql(bank_id)
+    with connection.cursor() as cursor:
+        cursor.execute(f"WITH {cte} {_VERSION_SQL.format(cutoff=column)}", [*params, bank_id])
+        row = cursor.fetchone()
+    if row is None:
+        return VersionRead(None, None)
+    return VersionRead(TreeVersion(*row[:-1]), row[-1])
 
 
 def _require_bank(bank_id: str) -> None:
@@ -128,12 +186,12 @@ def _pruned(nodes: list[TreeNode], page_filter: PageFilter) -> list[TreeNode]:
 
 
 def _rows(bank_id: str, *, created: bool = False, **only: Any) -> list[tuple[Any, ...]]:
-    """The nodes as ``TreeNode`` columns, then the bank's last memory write (one statement;
-    ``_last_write`` reads it). The trigger comes as its JSON text (decoded by ``_nodes``);
-    ``created``: read ``created_at``."""
+    """The nodes as ``TreeNode`` columns, then the bank's ``TreeVersion`` (one statement, the
+    version on the first row only; ``_version`` reads it). The trigger comes as its JSON text
+    (decoded by ``_nodes``); ``created``: read ``created_at``."""
     columns: dict[str, Any] = {f"mm_{c}": F(f"mental_model__{c}") for c in _MM}
     columns["mm_trigger"] = Cast("mental_model__trigger", TextField())
-    return list(
+    return values_rows(
         KnowledgeNode.objects.filter(bank_id=bank_id, **only)
         .annotate(row=Window(RowNumber()))
         .annotate(**columns,
@@ -143,29 +201,38 @@ def _rows(bank_id: str, *, created: bool = False, **only: Any) -> list[tuple[Any
                         else Value(None, output_field=DateTimeField())),
                   # On one row only: each timestamp is parsed in Python, and this one was
                   # the same on every row.
+                  tree_version=Case(When(row=1, then=Subquery(
+                      KnowledgeTreeVersion.objects.filter(bank_id=bank_id)
+                      .values("version")[:1]))),
                   bank_write=Case(When(row=1, then=bank_last_memory_write_subquery(
-                      bank_id=bank_id))))
+                      bank_id=bank_id))),
+                  bank_forget=Case(When(row=1, then=Subquery(
+                      KnowledgeMemoryForget.objects.filter(bank_id=bank_id)
+                      .order_by("-forgotten_at").values("forgotten_at")[:1]))))
         .values_list("id", "parent_id", "kind", "name", "folder_updated", "made", "bank_id",
-                     *(f"mm_{c}" for c in _MM), "bank_write")
+                     *(f"mm_{c}" for c in _MM), "tree_version", "bank_write", "bank_forget")
     )
 
 
-def _last_write(rows: Sequence[tuple[Any, ...]]) -> datetime | None:
-    """The bank's last memory write, which one of ``_rows`` carries (None: no memory)."""
-    return next((row[-1] for row in rows if row[-1] is not None), None)
+_VERSION_COLUMNS = len(TreeVersion._fields)
+
+
+def _version(rows: Sequence[tuple[Any, ...]]) -> TreeVersion:
+    """The bank's tree version, which the first of ``_rows`` carries."""
+    return TreeVersion(*rows[0][-_VERSION_COLUMNS:])
 
 
 _TRIGGER = TreeNode._fields.index("trigger")
 
 
 def _nodes(rows: Sequence[tuple[Any, ...]]) -> list[TreeNode]:
-    """``_rows`` as ``TreeNode``s (the last column, the bank's last write, left off), each
+    """``_rows`` as ``TreeNode``s (the version's columns left off), each
     distinct trigger text decoded and filled once: a tree's pages mostly share a few triggers,
     and decoding and filling one per page was a tenth of a 1,000-page tree's time."""
     triggers: dict[str, dict[str, Any]] = {}
     nodes = []
     for row in rows:
-        values = list(row[:-1])
+        values = list(row[:-_VERSION_COLUMNS])
         text = values[_TRIGGER]
         if text is not None:
             trigger = triggers.get(text)
@@ -182,10 +249,22 @@ def _stale(pages: Sequence[TreeNode], last_write: datetime | None) -> dict[str, 
     return {p.id: flags[p.uid] for p in pages if p.uid is not None}
 
 
+def _vouched(version: TreeVersion, cutoff: datetime | None) -> TreeVersion | None:
+    """``version`` when every memory write and deletion it names had committed before the
+    statement that read it began (both at or before a ``quiet_cutoff`` taken before it), so
+    that none stamped at or before them can commit later; else ``None``."""
+    if cutoff is None or version.tree is None:
+        return None
+    stamps = [t for t in (version.memory_write, version.memory_forget) if t is not None]
+    return version if all(t <= cutoff for t in stamps) else None
+
+
 def knowledge_tree(*, bank_id: str, page_filter: PageFilter = PageFilter(),
-                   with_staleness: bool = True, with_created: bool = False) -> Tree:
+                   with_staleness: bool = True, with_created: bool = False,
+                   cutoff: datetime | None = None) -> Tree:
     """The bank's tree (404 for an unknown bank), each page with ``is_stale``;
-    ``with_created``: each node's ``created_at`` too."""
+    ``with_created``: each node's ``created_at`` too; ``cutoff`` (``knowledge_tree_version``'s,
+    read before): with the ``version`` it is of, when that cutoff vouches for it."""
     rows = _rows(bank_id, created=with_created)
     if not rows:
         _require_bank(bank_id)
@@ -193,7 +272,9 @@ def knowledge_tree(*, bank_id: str, page_filter: PageFilter = PageFilter(),
     nodes = _ordered(_nodes(rows))
     if page_filter.active:
         nodes = _pruned(nodes, page_filter)
-    return Tree(nodes, _stale(nodes, _last_write(rows)) if with_staleness else {})
+    version = _version(rows)
+    return Tree(nodes, _stale(nodes, version.memory_write) if with_staleness else {},
+                _vouched(version, cutoff))
 
 
 def knowledge_tree_node(*, bank_id: str, node_id: str) -> Tree:
@@ -202,7 +283,7 @@ def knowledge_tree_node(*, bank_id: str, node_id: str) -> Tree:
     if not rows:
         raise NotFound(f"Knowledge node '{node_id}' not found")
     nodes = _nodes(rows)
-    return Tree(nodes, _stale(nodes, _last_write(rows)))
+    return Tree(nodes, _stale(nodes, _version(rows).memory_write))
 
 
 def knowledge_page_get(*, bank_id: str, page_id: str) -> KnowledgeNode:

@@ -1,5 +1,6 @@
 """The tree's per-page ``is_stale`` is the one staleness rule batched: the tree (one probe
-statement for every distinct scope of its pages) gives exactly the flags of the rule asked one
+statement for every distinct scope of its pages, over the bank's memories or over them grouped
+by tags and fact type) gives exactly the flags of the rule asked one
 page at a time and of the rule written out independently (``reference_stale``), over a grid of
 flat tag scopes x every ``tags_match`` x fact types, ``tag_groups`` scopes, untagged pages,
 and pages never refreshed, past the watermark, at a memory's stamp and at the bank's last write
@@ -21,6 +22,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from rest_framework.test import APIClient
 
+from hindsight import tagscope
 from mentalmodels.knowledge.models import KnowledgeNode, NodeKind
 from mentalmodels.knowledge.selectors import knowledge_tree
 from mentalmodels.models import MentalModel
@@ -71,7 +73,13 @@ def _scopes() -> list[tuple[tuple[str, ...], dict[str, Any]]]:
     return flat + grouped
 
 
-def test_the_trees_flags_are_the_rule_asked_page_by_page_and_the_independent_reference():
+@pytest.mark.parametrize("grouped", [True, False], ids=["bank read grouped", "probed per scope"])
+def test_the_trees_flags_are_the_rule_asked_page_by_page_and_the_independent_reference(
+        grouped, monkeypatch):
+    # Many scopes over a few memories: the bank is read once, grouped (tagscope._grouped_banks),
+    # unless the threshold says otherwise.
+    if not grouped:
+        monkeypatch.setattr(tagscope, "SETWISE_SCOPES", 10**6)
     make_bank(BANK)
     make_bank("kb-stale-other")
     memories, watermarks = _memories()
@@ -91,7 +99,10 @@ def test_the_trees_flags_are_the_rule_asked_page_by_page_and_the_independent_ref
 
     with CaptureQueriesContext(connection) as captured:
         tree = knowledge_tree(bank_id=BANK)
-    assert len(captured) == 2  # the nodes, then one probe statement for every distinct scope
+    # The nodes, then one probe statement for every distinct scope (after the count of the range
+    # a grouped read reads).
+    assert len(captured) == (3 if grouped else 2)
+    assert ("GROUP BY m.tags, m.fact_type" in captured[-1]["sql"]) is grouped
 
     one_at_a_time = {node_id: stale_flags([model])[model.uid] for node_id, model in pages.items()}
     reference = {

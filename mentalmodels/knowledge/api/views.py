@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.http import HttpResponse
 from drf_spectacular.utils import extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -16,6 +17,7 @@ from hindsight.api.serializers import body_of
 from mentalmodels.api.serializers import MentalModelDeleteResponseSerializer
 from mentalmodels.knowledge import selectors, services
 from mentalmodels.knowledge.api import serializers as s
+from mentalmodels.knowledge.api import treecache
 
 
 def _node(bank_id: str, node_id: str) -> dict[str, Any]:
@@ -28,11 +30,11 @@ class KnowledgeTree(APIView):
     @extend_schema(operation_id="get_knowledge_base_tree",
                    parameters=query_parameters(s.KnowledgeTreeQuerySerializer),
                    responses={200: s.KnowledgeTreeResponseSerializer, **errors(404, 422)})
-    def get(self, request: Request, bank_id: str) -> Response:
+    def get(self, request: Request, bank_id: str) -> HttpResponse:
         query = s.KnowledgeTreeQuerySerializer.parse(request.query_params)
-        tree = selectors.knowledge_tree(
-            bank_id=bank_id, page_filter=s.KnowledgeTreeQuerySerializer.page_filter(query))
-        return Response(s.KnowledgeTreeResponseSerializer.render_tree(tree.nodes, tree.stale))
+        return treecache.tree_response(
+            bank_id=bank_id, page_filter=s.KnowledgeTreeQuerySerializer.page_filter(query),
+            if_none_match=request.headers.get("If-None-Match"))
 
 
 class KnowledgeFolders(APIView):
