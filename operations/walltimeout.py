@@ -13,7 +13,11 @@ reaches a main thread only, one timer per process). When a slot's time is up the
    — it surfaces at the thread's next Python instruction, at once in Python code or as soon as
    a blocking call returns; in a main thread (a prefork child) by a ``SIGALRM`` sent to it, whose
    handler raises, so a blocking sleep or read is interrupted too;
-2. cancels the slot's database query in flight, if any (psycopg's ``cancel_safe``);
+2. cancels the slot's database query in flight, if any (psycopg's ``cancel_safe``). A query is
+   never interrupted mid-protocol: while the slot is inside a database call (Django's execute
+   wrapper, installed for the armed block), the watchdog only cancels it, and the call raises
+   ``WallTimeout`` itself as it returns — an exception landing between psycopg's send and its
+   read left the connection "another command is already in progress" for the failure write;
 3. sets the slot's event: code that waits on purpose waits through ``slot_wait`` (an
    interruptible sleep that raises ``WallTimeout``), not ``time.sleep``.
 
@@ -63,6 +67,8 @@ class SlotWallTimeout(WallTimeout):
     def __init__(self, message: str | None = None):
         slot: Slot | None = getattr(_current, "slot", None)
         seconds = slot.seconds if slot is not None else 0.0
+        if slot is not None:
+            slot.surfaced = True  # made as it is raised in the slot's thread: raised once
         super().__init__(message or f"wall timeout of {seconds:g}s exceeded")
 
 
@@ -77,6 +83,9 @@ class Slot:
         self.fired = threading.Event()  # wakes a slot_wait; set last by _fire
         self.expired = False  # set first by _fire: what the alarm handler and disarm read
         self.armed = True
+        self.in_database = 0  # database calls under way in the slot's thread (shield_database)
+        self.fired_in_database = False  # fired during one: shield_database raises it
+        self.surfaced = False  # its WallTimeout has been raised in the slot's thread
         self.lock = threading.Lock()
         self.by_signal = threading.current_thread() is threading.main_thread()
         self._previous_handler: Any = None
@@ -99,6 +108,31 @@ class Slot:
             signal.signal(signal.SIGALRM, self._previous_handler or signal.SIG_DFL)
             self.by_signal = False
 
+    def shield_database(self, execute: Callable[..., Any], sql: str, params: Any, many: bool,
+                        context: dict[str, Any]) -> Any:
+        """Django execute wrapper: a timeout that fires during a database call is raised as the
+        call returns, never inside it (the watchdog only cancels the query; see ``_fire``).
+        Calls after the timeout has surfaced (a handler's clean-up) run as usual."""
+        with self.lock:
+            if self.expired and self.armed and not self.surfaced:
+                raise _raised_here()  # fired but not raised yet: before the call, not inside
+            self.in_database += 1
+        try:
+            result = execute(sql, params, many, context)
+        except Exception as exc:
+            if self._fired_in_call():
+                raise _raised_here() from exc  # the cancel's error is the timeout's doing
+            raise
+        if self._fired_in_call():
+            raise _raised_here()
+        return result
+
+    def _fired_in_call(self) -> bool:
+        with self.lock:
+            self.in_database -= 1
+            fired, self.fired_in_database = self.fired_in_database, False
+            return fired and self.armed and not self.surfaced
+
     def _fire(self) -> bool:
         with self.lock:
             if not self.armed:
@@ -108,7 +142,9 @@ class Slot:
             # closed", seen once in a fresh-clone run).
             self.expired = True
             _cancel_query(self.connection)
-            if self.by_signal:
+            if self.in_database:
+                self.fired_in_database = True  # the call raises it as it returns
+            elif self.by_signal:
                 signal.pthread_kill(self.thread_id, signal.SIGALRM)
             else:
                 _raise_in_thread(self.thread_id, SlotWallTimeout)
@@ -118,8 +154,12 @@ class Slot:
 
 def _on_alarm(signum: int, frame: Any) -> None:
     slot: Slot | None = getattr(_current, "slot", None)
-    if slot is not None and slot.armed and slot.expired:
-        raise SlotWallTimeout()
+    if slot is None or not slot.armed or not slot.expired or slot.surfaced:
+        return
+    if slot.in_database:
+        slot.fired_in_database = True  # the call raises it as it returns (shield_database)
+        return
+    raise SlotWallTimeout()
 
 
 def _raise_in_thread(thread_id: int, exc_type: type[BaseException]) -> None:
@@ -216,11 +256,13 @@ def armed(seconds: float | None, *,
         yield NO_ALARM
         return
     # The calling thread's database wrapper (``django.db.connection`` is a per-thread proxy).
-    slot = Slot(seconds, on_stuck=on_stuck, connection=connections[DEFAULT_DB_ALIAS])
+    connection = connections[DEFAULT_DB_ALIAS]
+    slot = Slot(seconds, on_stuck=on_stuck, connection=connection)
     _current.slot = slot
     _the_watchdog().schedule(slot.deadline, slot, backstop=False)
     try:
-        with slot_deadline(Deadline(seconds), on_expiry=_expired_at_the_llm):
+        with slot_deadline(Deadline(seconds), on_expiry=_expired_at_the_llm), \
+                connection.execute_wrapper(slot.shield_database):
             yield slot
     finally:
         slot.disarm()

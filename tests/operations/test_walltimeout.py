@@ -8,6 +8,7 @@ import threading
 import time
 
 import pytest
+from django.db import connection
 
 from hindsight.llm import get_llm
 from operations import walltimeout
@@ -97,3 +98,47 @@ def _no_llm_retries(settings) -> None:
     import dataclasses
 
     settings.HINDSIGHT = dataclasses.replace(settings.HINDSIGHT, llm_max_retries=0)
+
+
+def _slot_timed_out_in_queries(seconds: float) -> BaseException | None:
+    """Queries back to back in an armed slot until its clock runs out, then one more query on
+    the same connection: what the slot raised, after checking that the connection still works
+    (the failure write of a timed-out attempt uses it)."""
+    raised: BaseException | None = None
+    try:
+        with walltimeout.armed(seconds), connection.cursor() as cursor:  # autocommit
+            while True:
+                cursor.execute("SELECT 1")
+                cursor.fetchone()
+    except BaseException as exc:  # noqa: BLE001 - the test reads it
+        raised = exc
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT 2")
+        assert cursor.fetchone() == (2,)
+    return raised
+
+
+@pytest.mark.parametrize("thread", ["pool thread", "main thread"])
+def test_a_timeout_while_the_slot_queries_never_leaves_its_connection_mid_command(
+    thread: str, transactional_db
+) -> None:
+    # Before the shield, the timeout could land between psycopg's send and its read: the next
+    # query on that connection failed with "another command is already in progress".
+    for _ in range(6):
+        if thread == "main thread":  # a prefork child's slot: the SIGALRM path
+            raised = _slot_timed_out_in_queries(0.15)
+        else:
+            outcome = _in_a_thread(lambda: _slot_timed_out_in_queries(0.15))
+            assert "raised" not in outcome, outcome  # the check inside ran and passed
+            raised = None  # what the slot raised is checked in the main-thread case
+        assert raised is None or isinstance(raised, WallTimeout), repr(raised)
+
+
+def test_a_slow_query_at_the_slots_clock_is_cancelled_and_raises_the_timeout(transactional_db):
+    started = time.monotonic()
+    with pytest.raises(WallTimeout), walltimeout.armed(0.3), connection.cursor() as cursor:
+        cursor.execute("SELECT pg_sleep(5)")
+    assert time.monotonic() - started < 3  # cancelled at the clock, not after the 5 s sleep
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT 1")
+        assert cursor.fetchone() == (1,)
