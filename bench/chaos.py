@@ -23,8 +23,9 @@ exit code 1. What each count means:
   ``mentalmodels.document`` exists (delta mode, once it is built);
 - overlapping refreshes: two chat requests for one model in flight at once at the scripted
   LLM, both clients alive (see ``ScriptedLLMServer.track_concurrency``);
-- lost edits: a PATCH sent during a refresh that the final model does not reflect (its
-  ``source_query``, and the query its last refresh ran with);
+- lost edits: a PATCH sent during a refresh (while one of its LLM requests is held, so it
+  cannot finish first) that the final model does not reflect (its ``source_query``, and the
+  query its last refresh ran with);
 - duplicate effects: a retain marker stored in more than one memory row; lost retains: an
   acknowledged retain (sync 200, or async operation ``completed``) whose marker is in no row;
 - failed although completed: an operation id that reads ``failed`` through the API although
@@ -201,6 +202,9 @@ class ChaosLLM:
         self.lock = threading.Lock()
         self.answers: dict[str, set[str]] = {}
         self.outage: set[str] = set()  # models answered 503
+        # model → (a request of it is held, release it): a PATCH sent while one is held is
+        # sent during a refresh, which cannot finish before it is released.
+        self.holds: dict[str, tuple[threading.Event, threading.Event]] = {}
         self.server.track_concurrency(_model_of)
         self.server.respond_with(self.respond)
 
@@ -210,6 +214,10 @@ class ChaosLLM:
         with self.lock:
             delay = self.rng.uniform(*self.delay)
             failing = model is not None and model in self.outage
+            hold = self.holds.get(model) if model is not None else None
+        if hold is not None:
+            hold[0].set()
+            hold[1].wait(10)
         if failing:
             return Reply.delay(delay, Reply.error(503, "scripted outage"))
         return Reply.delay(delay, self._answer(body, model, nonce))
@@ -248,6 +256,18 @@ class ChaosLLM:
             return Reply.tool_calls([("done", {"answer": answer, "memory_ids": _cited_ids(body),
                                                "mental_model_ids": []})])
         return Reply.tool_calls([(names[0], {"query": "team"})])
+
+    def hold(self, model: str) -> threading.Event:
+        """Hold the model's chat requests until ``release``; the event says one is held."""
+        with self.lock:
+            self.holds[model] = (threading.Event(), threading.Event())
+            return self.holds[model][0]
+
+    def release(self, model: str) -> None:
+        with self.lock:
+            hold = self.holds.pop(model, None)
+        if hold is not None:
+            hold[1].set()
 
     def requests_for(self, models: set[str]) -> int:
         return sum(self.server.requests_by_key.get(m, 0) for m in models)
@@ -447,18 +467,41 @@ class Chaos:
             if count >= max(2, len(self.models) // 5):
                 return
             running = self.db_rows(
-                "SELECT bank_id, mental_model_id FROM operations_operation "
+                "SELECT bank_id, mental_model_id, id::text FROM operations_operation "
                 "WHERE status = 'processing' AND mental_model_id IS NOT NULL")
             if not running:
                 continue
-            bank, mm_id = self.rng.choice(running)
-            query = f"What does the team do now, v{uuid.uuid4().hex[:6]}? [chaos:{mm_id}]"
-            answer = self.call("PATCH", f"/v1/default/banks/{bank}/mental-models/{mm_id}",
-                               {"source_query": query}, what="patch")
+            bank, mm_id, op_id = self.rng.choice(running)
+            # Processing when read is not running when the PATCH arrives: the refresh may have
+            # finished in between (then the edit owes no refresh, MM-10, and the model keeps
+            # its last refresh's query). So the model's LLM requests are held, and the PATCH
+            # is sent only once one is: a refresh waiting on its LLM cannot finish meanwhile.
+            held = self.llm.hold(mm_id)
+            try:
+                if not self._wait_held(held, op_id):
+                    continue
+                query = f"What does the team do now, v{uuid.uuid4().hex[:6]}? [chaos:{mm_id}]"
+                answer = self.call("PATCH", f"/v1/default/banks/{bank}/mental-models/{mm_id}",
+                                   {"source_query": query}, what="patch")
+            finally:
+                self.llm.release(mm_id)
             if answer is not None:
                 count += 1
                 with self.t.lock:
                     self.t.patches[(bank, mm_id)] = query
+
+    def _wait_held(self, held: threading.Event, op_id: str, timeout: float = 5.0) -> bool:
+        """Until a held LLM request of the refresh's model says it runs (True), or the
+        operation is no longer processing (False)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if held.wait(0.05):
+                return True
+            status = self.db_rows("SELECT status FROM operations_operation WHERE id = %s",
+                                  [op_id])
+            if not status or status[0][0] != "processing":
+                return held.is_set()
+        return held.is_set()
 
     # faults ----------------------------------------------------------------------------------
 
