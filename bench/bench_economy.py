@@ -225,11 +225,8 @@ def main() -> None:
             release_due()
 
     try:
-        stack.start_servers()
-        stack.use_here()
-        stack.migrate(verbosity=0)
+        stack.start_measured()
         base = stack.base_url
-        stack.start_api(workers=2, threads=1, log_level="warning", access_log=None)
         # The pool the settings name (as before: -P prefork without one named is "no choice").
         stack.start_worker(queue=queue, concurrency=args.workers, name="bench-eco",
                            log_level="WARNING")

@@ -301,12 +301,9 @@ def main() -> None:
                   redis_url="redis://127.0.0.1:1/0",
                   env={"DJANGO_SETTINGS_MODULE": "hindsight.settings"})
     try:
-        stack.start_servers()
+        stack.start_measured()
         args.database_url = stack.database_url
-        stack.use_here()
-        stack.migrate(verbosity=0)
         base = stack.base_url
-        stack.start_api(workers=2, threads=1, log_level="warning", access_log=None)
         stack.wait_healthy(60)
         print(f"# cores: {os.cpu_count()}  load average {_load()}  memories per bank "
               f"{args.memories:,}  runs {args.runs}")

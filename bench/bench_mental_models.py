@@ -224,12 +224,9 @@ def main() -> None:
                       "HINDSIGHT_API_LLM_MAX_RETRIES": "0",
                   })
     try:
-        stack.start_servers()
+        stack.start_measured()
         args.database_url = stack.database_url
-        stack.use_here()
-        stack.migrate(verbosity=0)
         base = stack.base_url
-        stack.start_api(workers=2, threads=1, log_level="warning", access_log=None)
         # The pool the settings name (as before: -P prefork without one named is "no choice").
         stack.start_worker(queue=queue, concurrency=1, name="bench-mm", log_level="WARNING")
         stack.wait_healthy(60)

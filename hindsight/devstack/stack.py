@@ -311,6 +311,14 @@ class Stack:
 
         django.setup()
 
+    def start_measured(self) -> None:
+        """What the benchmarks measure against: the servers started and migrated, this
+        process's Django on them, and an API of two single-threaded processes, no access log."""
+        self.start_servers()
+        self.use_here()
+        self.migrate(verbosity=0)
+        self.start_api(workers=2, threads=1, log_level="warning", access_log=None)
+
     # the processes -----------------------------------------------------------------------------
 
     def _spawn(self, name: str, command: list[str], env: Mapping[str, str] | None = None,
