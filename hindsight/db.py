@@ -27,6 +27,18 @@ def values_rows(queryset: QuerySet[Any, Any]) -> list[tuple[Any, ...]]:
         return cursor.fetchall()
 
 
+def execute_without_flush_wait(sql: str, params: Sequence[Any]) -> None:
+    """Run ``sql`` as its own implicit transaction whose commit does not wait for its WAL to
+    reach the disk (``SET LOCAL synchronous_commit = off`` after it, in the same round trip;
+    the setting is read at commit). For a write a PostgreSQL crash may lose (within the WAL
+    writer's delay, 200 ms) but never corrupt; every later durable commit flushes it first.
+    Outside a transaction only: inside one, it would make the caller's commit asynchronous."""
+    if connection.in_atomic_block:
+        raise RuntimeError("execute_without_flush_wait inside a transaction")
+    with connection.cursor() as cursor:
+        cursor.execute(sql + "; SET LOCAL synchronous_commit = off", params)
+
+
 class ClockTimestamp(Func):
     """``clock_timestamp()``: the wall clock now, not the transaction's start like ``now()``."""
 

@@ -15,7 +15,7 @@ from celery import current_app
 from django.conf import settings
 from django.db import connection, transaction
 
-from hindsight.db import ClockTimestamp
+from hindsight.db import ClockTimestamp, execute_without_flush_wait
 from operations.models import PENDING, Operation
 
 log = logging.getLogger(__name__)
@@ -54,9 +54,9 @@ def operation_send(*, operation_id: uuid.UUID | str) -> bool:
 # was last sent, and one lost with a PostgreSQL crash means at worst a message sent again (the
 # worker claims by compare-and-set) or sent again later. Waiting for its WAL flush held every
 # refresh request (and every hand-on to a key's next operation) a few milliseconds more.
-_STAMP_ASYNC_SQL = (
+_STAMP_SQL = (
     f"UPDATE {Operation._meta.db_table} SET dispatched_at = {{value}} "
-    "WHERE id = %s AND status = 'pending'; SET LOCAL synchronous_commit = off"
+    "WHERE id = %s AND status = 'pending'"
 )
 
 
@@ -65,9 +65,9 @@ def _stamp(operation_id: uuid.UUID | str, value: ClockTimestamp | None) -> None:
         if connection.in_atomic_block:
             Operation.objects.filter(id=operation_id, status=PENDING).update(dispatched_at=value)
             return
-        sql = _STAMP_ASYNC_SQL.format(value="clock_timestamp()" if value is not None else "NULL")
-        with connection.cursor() as cursor:
-            cursor.execute(sql, [str(operation_id)])
+        execute_without_flush_wait(
+            _STAMP_SQL.format(value="clock_timestamp()" if value is not None else "NULL"),
+            [str(operation_id)])
     except Exception:
         log.warning("stamping dispatched_at of %s failed", operation_id, exc_info=True)
 

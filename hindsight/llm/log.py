@@ -5,8 +5,8 @@ request), in a savepoint when the caller is in a transaction, so a failed insert
 the caller's transaction. Prompt and response are stored as JSON text cut to
 ``HINDSIGHT_API_LLM_REQUEST_LOG_MAX_CHARS`` characters each.
 
-Outside a transaction the row commits asynchronously (``SET LOCAL synchronous_commit = off``
-after the insert, in its statement: one round trip, one implicit transaction): the commit does
+Outside a transaction the row commits asynchronously (``hindsight.db.execute_without_flush_wait``:
+``SET LOCAL synchronous_commit = off`` after the insert, one round trip): the commit does
 not wait for its WAL to reach the disk. That wait — a flush per LLM request, three per refresh —
 was the longest statement of a refresh (about 8 ms each on this machine, a pooled connection
 held through it). The row is an observation of a request that already happened: a PostgreSQL
@@ -27,6 +27,7 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
+from hindsight.db import execute_without_flush_wait
 from hindsight.llm.context import LLMContext
 from hindsight.llm.models import ERROR, SUCCESS, LLMRequest
 from hindsight.llm.types import LLMRequestEvent
@@ -59,9 +60,6 @@ _INSERT_SQL = (
     f"INSERT INTO {LLMRequest._meta.db_table} ({', '.join(_COLUMNS)}) "
     f"VALUES ({', '.join(['%s'] * len(_COLUMNS))})"
 )
-# The setting is read when the transaction commits, so it may follow the insert (which keeps
-# the statement an INSERT for whoever reads the log of statements).
-_INSERT_ASYNC_SQL = _INSERT_SQL + "; SET LOCAL synchronous_commit = off"
 _PROVIDER = LLMRequest._meta.get_field("provider").get_default()
 
 
@@ -93,8 +91,7 @@ def llm_request_record(event: LLMRequestEvent, context: LLMContext | None) -> No
         with transaction.atomic(), connection.cursor() as cursor:
             cursor.execute(_INSERT_SQL, values)
         return
-    with connection.cursor() as cursor:
-        cursor.execute(_INSERT_ASYNC_SQL, values)
+    execute_without_flush_wait(_INSERT_SQL, values)
 
 
 # The banks' token budgets count the last 24 hours of rows (``hindsight.banks.budget``).
