@@ -421,17 +421,15 @@ class LLMGateway:
                 self._pause(attempt, deadline)
             except openai.OpenAIError as exc:
                 status = getattr(exc, "status_code", None)
-                if not is_transient(exc) or attempt > max_retries:
-                    what = f"HTTP {status}" if status else type(exc).__name__
-                    raise LLMProviderError(
-                        f"LLM request failed after {attempt} attempt(s): {what}: {_message(exc)}",
-                        attempts=attempt, status_code=status, retry_after=retry_after_seconds(exc),
-                    ) from exc
                 asked = retry_after_seconds(exc)
-                if asked is not None and not _in_call_wait_fits(asked, deadline):
+                too_long = asked is not None and not _in_call_wait_fits(asked, deadline)
+                if not is_transient(exc) or attempt > max_retries or too_long:
+                    what = f"HTTP {status}" if status else type(exc).__name__
+                    note = f" (Retry-After {asked:g}s: not waited within the call)" \
+                        if too_long else ""
                     raise LLMProviderError(
-                        f"LLM request failed after {attempt} attempt(s): HTTP {status}: "
-                        f"{_message(exc)} (Retry-After {asked:g}s: not waited within the call)",
+                        f"LLM request failed after {attempt} attempt(s): {what}: "
+                        f"{_message(exc)}{note}",
                         attempts=attempt, status_code=status, retry_after=asked,
                     ) from exc
                 logger.info("LLM attempt %d failed transiently (%s); retrying", attempt, exc)
