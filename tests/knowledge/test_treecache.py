@@ -13,12 +13,14 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
+from rest_framework.renderers import JSONRenderer
 from rest_framework.test import APIClient
 
 from hindsight.banks.models import MemoryUnit
 from hindsight.banks.services import bank_delete
 from mentalmodels.knowledge import selectors, services
 from mentalmodels.knowledge.api import treecache
+from mentalmodels.knowledge.api.serializers import KnowledgeTreeResponseSerializer
 from mentalmodels.knowledge.api.treecache import RenderedTrees
 from mentalmodels.knowledge.models import KnowledgeNode
 from mentalmodels.knowledge.selectors import PageFilter
@@ -277,3 +279,22 @@ def test_the_rendered_trees_keep_to_their_budget_least_recently_used_out():
     assert kept.get(a, "2") is None  # another version is not this one
     kept.put(a, "2", b"x" * 11)  # too big to keep: and the old one is gone
     assert kept.get(a, "1") is None and kept.get(c, "1") == b"zzzz"
+
+
+@pytest.mark.parametrize("page_filter", [PageFilter(), PageFilter(tags=("ops",)),
+                                         PageFilter(tags=("ops",), tags_match="exact")],
+                         ids=["whole", "any ops", "exact ops"])
+def test_the_tree_written_straight_is_the_declared_rendering_byte_for_byte(page_filter):
+    nodes = _tree()
+    odd = _folder('Qu"ote\\ \u2028 \u2029 \x01 é 名', nodes["sub"])
+    _page("Tab\there \U0001f600", odd, tags=["ops", 'ta"g', "ünï"])
+    _page("Plain", nodes["sub"], tags=["ops"], trigger={"fact_types": ["world"]})
+    _pause(nodes)
+    tree = selectors.knowledge_tree(bank_id=BANK, page_filter=page_filter)
+    if not page_filter.active:
+        assert set(tree.stale.values()) == {True, False}
+    declared = JSONRenderer().render(
+        KnowledgeTreeResponseSerializer.render_tree(tree.nodes, tree.stale))
+    assert KnowledgeTreeResponseSerializer.render_tree_json(tree.nodes, tree.stale) == declared
+    assert KnowledgeTreeResponseSerializer.render_tree_json([], {}) == JSONRenderer().render(
+        KnowledgeTreeResponseSerializer.render_tree([], {}))

@@ -230,6 +230,76 @@ class KnowledgeTreeResponseSerializer(Rendered):
             (parent["children"] if parent is not None else roots).append(item)
         return cls.render(roots=roots)
 
+    @classmethod
+    def render_tree_json(cls, nodes: Sequence[TreeNode], stale: Mapping[str, bool]) -> bytes:
+        """The bytes DRF's ``JSONRenderer`` makes of ``render_tree(nodes, stale)`` (the same
+        keys in the same order, compact, unicode unescaped but U+2028/U+2029; a test holds
+        them equal), written straight from the rows: no dict per node, each string through the
+        C string encoder, each distinct trigger (the pages share a few) encoded once. The
+        declared rendering took half a 1,000-page tree's time, its trigger objects half the
+        encoding."""
+        triggers: dict[int, str] = {}
+        out: list[str] = ['{"roots":[']
+        # The open nodes, innermost last: a node whose parent is not among them closes them
+        # down to its parent (or to the root, as render_tree puts a node whose parent it
+        # lacks).
+        open_ids: list[str] = []
+        first = True
+        for node in nodes:
+            while open_ids and open_ids[-1] != node.parent_id:
+                open_ids.pop()
+                out.append("]}")
+            if not first and (not open_ids or out[-1] != "["):
+                out.append(",")
+            first = False
+            out.append(_node_json(node, stale, triggers))
+            out.append("[")
+            open_ids.append(node.id)
+        out.append("]}" * len(open_ids))
+        out.append("]}")
+        text = "".join(out)
+        return text.replace("\u2028", "\\u2028").replace("\u2029", "\\u2029").encode()
+
+
+def _node_json(node: TreeNode, stale: Mapping[str, bool], triggers: dict[int, str]) -> str:
+    """One node's keys up to its ``children`` array, left open (``render_tree_json``)."""
+    if node.kind != NodeKind.PAGE:
+        return (f'{{"id":{_string(node.id)},"kind":"{node.kind}","name":{_string(node.name)},'
+                f'"parent_id":{_string(node.parent_id)},"mental_model_id":null,'
+                f'"managed":false,"description":null,"tags":[],'
+                f'"timestamp":{_stamp_json(node.updated_at)},"is_stale":null,'
+                f'"last_refresh_failed_at":null,"trigger":null,"children":')
+    trigger = "null"
+    if node.trigger is not None:
+        trigger = triggers.get(id(node.trigger), "")
+        if not trigger:
+            trigger = triggers[id(node.trigger)] = _dumps(node.trigger)
+    flag = stale.get(node.id)
+    tags = ",".join(map(_encode_string, node.tags or []))
+    return (f'{{"id":{_string(node.id)},"kind":"page","name":{_string(node.name)},'
+            f'"parent_id":{_string(node.parent_id)},'
+            f'"mental_model_id":{_string(node.mental_model_id)},"managed":false,'
+            f'"description":{_string(node.source_query)},"tags":[{tags}],'
+            f'"timestamp":{_stamp_json(node.last_refreshed_at)},'
+            f'"is_stale":{"null" if flag is None else ("true" if flag else "false")},'
+            f'"last_refresh_failed_at":{_stamp_json(node.last_refresh_failed_at)},'
+            f'"trigger":{trigger},"children":')
+
+
+_encode_string = json.encoder.encode_basestring
+
+
+def _string(value: str | None) -> str:
+    return "null" if value is None else _encode_string(value)
+
+
+def _stamp_json(value: datetime | None) -> str:
+    return "null" if value is None else f'"{value.isoformat()}"'
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
 
 class CreateKnowledgePageResponseSerializer(Rendered):
     """What ``knowledge_page_create`` returns: the page node and its first refresh."""

@@ -21,7 +21,6 @@ from collections import OrderedDict
 
 from django.http import HttpResponse, HttpResponseNotModified
 from django.utils.http import parse_etags
-from rest_framework.renderers import JSONRenderer
 
 from mentalmodels.knowledge import selectors
 from mentalmodels.knowledge.api.serializers import KnowledgeTreeResponseSerializer
@@ -113,8 +112,7 @@ def tree_response(*, bank_id: str, page_filter: PageFilter,
             return _answer(body, etag)
     tree = selectors.knowledge_tree(bank_id=bank_id, page_filter=page_filter,
                                     cutoff=read.cutoff)
-    body = JSONRenderer().render(
-        KnowledgeTreeResponseSerializer.render_tree(tree.nodes, tree.stale))
+    body = KnowledgeTreeResponseSerializer.render_tree_json(tree.nodes, tree.stale)
     if tree.version is None:
         return _answer(body, None)
     etag = tree_etag(bank_id, page_filter, tree.version)
