@@ -76,6 +76,7 @@ UPSTREAM = {
 }
 TICKS = os.sysconf("SC_CLK_TCK")
 FACTS_PER_ITEM = 2  # what the scripted extraction answers for each retained item
+NEIGHBOUR_ITEMS = 50  # items of each asynchronous retain beside a burst (--neighbours)
 
 
 def log(message: str) -> None:
@@ -508,6 +509,29 @@ class Capacity:
         return {"items": self.args.facts, "facts_stored": stored,
                 "cpu_per_fact": round(cpu / max(stored, 1), 4)}
 
+    def neighbours(self, llm_seconds: float) -> dict[str, Any]:
+        """The burst at ``llm_seconds`` again, with ``--neighbours`` asynchronous retains of
+        ``NEIGHBOUR_ITEMS`` items each submitted just before it: CPU-heavy work (extraction's
+        facts embedded by the local embedder, their rows written, consolidation after) in the
+        same worker as the LLM-bound refreshes. The refreshes' figures, and when the retains
+        (not their consolidation) finished."""
+        items = NEIGHBOUR_ITEMS
+        retains = []
+        for n in range(self.args.neighbours):
+            answer = self.call("POST", f"/v1/default/banks/{self.bank}/memories", {
+                "async": True, "items": [
+                    {"content": f"Neighbour {n}.{i}: Carol moved the review {uuid.uuid4().hex[:6]}"
+                                f" to Thursday and Dave wrote the notes.", "tags": ["team"]}
+                    for i in range(items)]})
+            retains.append(answer["operation_id"])
+        started = time.monotonic()
+        burst = self.burst(llm_seconds)
+        burst["neighbour_retains"] = len(retains)
+        burst["neighbour_items_each"] = items
+        burst["neighbour_retains_done_after_seconds"] = round(
+            self.wait_done(retains) - started, 2)
+        return burst
+
     def run(self) -> dict[str, Any]:
         try:
             self.start()
@@ -523,6 +547,11 @@ class Capacity:
                 burst = self.burst(seconds)
                 log(f"LLM {seconds:g} s: {burst}")
                 result["bursts"].append(burst)
+            if self.args.neighbours and self.args.llm_seconds:
+                beside = self.neighbours(self.args.llm_seconds[0])
+                log(f"LLM {self.args.llm_seconds[0]:g} s beside {self.args.neighbours} retains: "
+                    f"{beside}")
+                result["beside_retains"] = beside
             facts = self.facts() if self.args.facts else {}
             if facts:
                 result["facts"] = facts
@@ -696,6 +725,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="bursts with the LLM at 0 ms that CPU per refresh is averaged over")
     parser.add_argument("--profile", help="py-spy's samples of the worker during the 0 ms "
                                           "bursts, to this file (collapsed stacks)")
+    parser.add_argument("--neighbours", type=int, default=0,
+                        help="then the first --llm-seconds burst again beside this many "
+                             f"asynchronous retains of {NEIGHBOUR_ITEMS} items (CPU-heavy work "
+                             "in the same worker)")
     parser.add_argument("--scripted-embeddings", action="store_true",
                         help="our stack embeds through the scripted server (OpenAI-compatible) "
                              "instead of make run's local embedder: upstream's setup here")

@@ -23,6 +23,7 @@ from django.db import connections
 
 from hindsight.banks.retaintypes import RetainItem, Usage
 from hindsight.banks.serializers import parse_datetime_value
+from hindsight.db import connection_release_to_pool
 from hindsight.llm import Deadline, get_llm
 
 FACT_SCHEMA: dict[str, Any] = {
@@ -146,6 +147,10 @@ def _extract_concurrently(
                          name=f"retain-extract-{n}", daemon=True)
         for n in range(workers)
     ]
+    # The threads take connections from the caller's pool, if it has one: the caller holding
+    # its own while it waits for them starved a bounded pool (eight async retains in a worker of
+    # eight connections stood still, their threads waiting for one, until the pool's timeout).
+    connection_release_to_pool()
     for thread in threads:
         thread.start()
     for thread in threads:

@@ -178,3 +178,37 @@ def test_slots_waiting_on_the_llm_keep_their_heartbeats_and_hold_no_connection(
     wait_until(_all([o.id for o in ops]), timeout=40, message="every waiting job completed")
     assert {Operation.objects.get(id=o.id).retry_count for o in ops} == {0}  # none recovered
     assert len(effects([o.id for o in ops])) == waiting
+
+
+def test_async_retains_extracting_in_threads_share_the_slots_pool_without_starving_it(
+    scripted_llm, worker_factory, settings
+) -> None:
+    # Each retain extracts in threads that take their connections from the worker's pool. A
+    # slot holding its own connection while it waited for its threads starved the pool: with
+    # as many retains as connections, every thread waited for one until the pool's timeout
+    # (60 s), and nothing else of the worker could claim a job meanwhile.
+    from hindsight.banks.models import Bank
+    from hindsight.banks.retaintypes import RetainItem
+    from hindsight.banks.services import retain_submit_async
+
+    in_flight = {"now": 0, "peak": 0}
+
+    def extract(body):
+        in_flight["now"] += 1
+        in_flight["peak"] = max(in_flight["peak"], in_flight["now"])
+        time.sleep(0.3)
+        in_flight["now"] -= 1
+        return Reply.json({"facts": [{"text": f"fact of {body['messages'][-1]['content']}",
+                                      "fact_type": "world", "occurred_start": None,
+                                      "occurred_end": None}]})
+
+    scripted_llm.respond_with(extract)
+    worker_factory(concurrency=4, pool=THREADS, env={
+        **scripted_llm.env, "HINDSIGHT_API_WORKER_DB_POOL_SIZE": "2",
+        "HINDSIGHT_API_RETAIN_EXTRACTION_CONCURRENCY": "3"})
+    Bank.objects.create(id="starve", config={"enable_auto_consolidation": False})
+    ops = [retain_submit_async(bank_id="starve", items=[
+        RetainItem(content=f"retain {r} item {i}") for i in range(6)]) for r in range(3)]
+    wait_until(_all(ops), timeout=30, message="every retain completed before the pool's timeout")
+    assert {Operation.objects.get(id=o).retry_count for o in ops} == {0}
+    assert in_flight["peak"] > 3, "the retains' extraction threads never ran side by side"
