@@ -90,6 +90,8 @@ class Config:
     # none).
     worker_pool: str = "threads"
     worker_concurrency: int = 64
+    # Slots of the worker that `make run` (and compose) runs on ``cpu_queue``.
+    worker_cpu_concurrency: int = 8
     worker_db_pool_size: int = 8
     # The API process's database connections under gunicorn, shared by its request threads
     # (hindsight.gunicorn_conf).
@@ -110,6 +112,10 @@ class Config:
     broker_visibility_timeout_seconds: float = 3600.0
     # Celery queue the API publishes to and workers consume (tests use one per session).
     task_queue: str = "hindsight"
+    # Celery queue of the jobs whose work is CPU-heavy in the worker (retain: the extracted
+    # facts embedded; consolidation: embedding and vector math), so that workers of their own
+    # run them beside the LLM-bound refresh slots; empty: the task queue (one pool for all).
+    cpu_queue: str = ""
     # Extra modules whose import registers operation handlers (test-only handlers, plugins).
     extra_handler_modules: tuple[str, ...] = ()
     # Short retry of one publish to the broker; a publish that still fails is re-sent by recovery.
@@ -293,6 +299,7 @@ def read_config(env: Mapping[str, str] | None = None) -> Config:
         embeddings_max_retries=r.integer(p + "EMBEDDINGS_MAX_RETRIES", 2, minimum=0),
         worker_pool=r.choice(p + "WORKER_POOL", WORKER_POOLS, "threads"),
         worker_concurrency=r.integer(p + "WORKER_CONCURRENCY", 64, minimum=1),
+        worker_cpu_concurrency=r.integer(p + "WORKER_CPU_CONCURRENCY", 8, minimum=0),
         worker_db_pool_size=r.integer(p + "WORKER_DB_POOL_SIZE", 8, minimum=1),
         web_db_pool_size=r.integer(p + "WEB_DB_POOL_SIZE", 4, minimum=1),
         worker_max_retries=r.integer(p + "WORKER_MAX_RETRIES", 3, minimum=0),
@@ -309,6 +316,7 @@ def read_config(env: Mapping[str, str] | None = None) -> Config:
         task_soft_time_limit_seconds=r.number(p + "WORKER_TASK_SOFT_TIME_LIMIT", 330.0, minimum=1.0),
         task_time_limit_seconds=r.number(p + "WORKER_TASK_TIME_LIMIT", 360.0, minimum=1.0),
         task_queue=r.text(p + "TASK_QUEUE", "hindsight"),
+        cpu_queue=r.text(p + "WORKER_CPU_QUEUE", ""),
         extra_handler_modules=tuple(
             m.strip() for m in r.text(p + "EXTRA_HANDLER_MODULES").split(",") if m.strip()
         ),

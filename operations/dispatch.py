@@ -17,6 +17,7 @@ from django.db import connection, transaction
 
 from hindsight.db import ClockTimestamp, execute_without_flush_wait
 from operations.models import PENDING, Operation
+from operations.registry import get_handler
 
 log = logging.getLogger(__name__)
 
@@ -24,15 +25,30 @@ log = logging.getLogger(__name__)
 RUN_TASK = "operations.run"
 
 
-def operation_send(*, operation_id: uuid.UUID | str) -> bool:
-    """Publish now; ``dispatched_at`` says when (null when publishing failed). Never raises."""
+def operation_queue(*, operation_id: uuid.UUID | str, operation_type: str | None = None) -> str:
+    """The Celery queue of an operation's message: ``HINDSIGHT_API_WORKER_CPU_QUEUE``, when set,
+    for a type whose handler says its work is CPU-heavy (``cpu_heavy``: retain, consolidation),
+    else the task queue. The type is read from the row when the caller does not give it."""
+    cfg = settings.HINDSIGHT
+    if not cfg.cpu_queue:
+        return cfg.task_queue
+    if operation_type is None:
+        operation_type = (Operation.objects.filter(id=operation_id)
+                          .values_list("operation_type", flat=True).first())
+    handler = get_handler(operation_type) if operation_type else None
+    return cfg.cpu_queue if getattr(handler, "cpu_heavy", False) else cfg.task_queue
+
+
+def operation_send(*, operation_id: uuid.UUID | str, operation_type: str | None = None) -> bool:
+    """Publish now, to ``operation_queue``; ``dispatched_at`` says when (null when publishing
+    failed). Never raises. ``operation_type``: the operation's, when the caller has it."""
     cfg = settings.HINDSIGHT
     # Stamp first (so a worker that claims at once finds it set), clear it if publishing fails.
     _stamp(operation_id, ClockTimestamp())
     try:
         current_app.tasks[RUN_TASK].apply_async(
             args=[str(operation_id)],
-            queue=cfg.task_queue,
+            queue=operation_queue(operation_id=operation_id, operation_type=operation_type),
             retry=cfg.publish_retries > 0,
             retry_policy={
                 "max_retries": cfg.publish_retries,
@@ -72,6 +88,10 @@ def _stamp(operation_id: uuid.UUID | str, value: ClockTimestamp | None) -> None:
         log.warning("stamping dispatched_at of %s failed", operation_id, exc_info=True)
 
 
-def operation_send_on_commit(*, operation_id: uuid.UUID | str) -> None:
+def operation_send_on_commit(
+    *, operation_id: uuid.UUID | str, operation_type: str | None = None
+) -> None:
     """Publish once the current transaction commits (at once outside a transaction)."""
-    transaction.on_commit(partial(operation_send, operation_id=operation_id), robust=True)
+    transaction.on_commit(
+        partial(operation_send, operation_id=operation_id, operation_type=operation_type),
+        robust=True)

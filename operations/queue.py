@@ -108,7 +108,8 @@ def operation_submit(
         if inserted:
             operation = inserted[0]
             if operation.next_retry_at is None:
-                dispatch.operation_send_on_commit(operation_id=operation.id)
+                dispatch.operation_send_on_commit(operation_id=operation.id,
+                                                  operation_type=operation_type)
             return SubmitResult(operation, True)
 
         if new_id is not None:

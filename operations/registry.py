@@ -30,6 +30,10 @@ A handler is an object (or a class, instantiated once) with:
   (``operations.queue.operation_park``: not an attempt, ``result_metadata.parked_by`` says
   why), for a limit the work must wait for (a bank's token budget). Reads only; a hold that
   raises is logged and the operation runs.
+- optional ``cpu_heavy: bool`` — its work spends CPU in the worker's own process (embedding,
+  vector math), not only waiting on the LLM: with ``HINDSIGHT_API_WORKER_CPU_QUEUE`` set, its
+  messages go to that queue (``operations.dispatch.operation_queue``), whose workers run apart
+  from the LLM-bound slots (one interpreter lock per process).
 
 Handlers register in their app's ``AppConfig.ready``.
 """

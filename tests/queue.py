@@ -22,7 +22,7 @@ def sent(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """Operation ids the engine sent or scheduled to send on commit (nothing is published)."""
     published: list[str] = []
 
-    def record(*, operation_id: uuid.UUID | str) -> bool:
+    def record(*, operation_id: uuid.UUID | str, operation_type: str | None = None) -> bool:
         published.append(str(operation_id))
         return True
 

@@ -20,6 +20,16 @@ def test_compose_declares_the_production_stack_with_health_checks() -> None:
     assert "pgvector" in services["postgres"]["image"]
 
 
+def test_compose_runs_retain_and_consolidation_on_workers_of_the_cpu_queue_it_names() -> None:
+    services = yaml.safe_load((ROOT / "docker-compose.yml").read_text())["services"]
+    queue = services["web"]["environment"]["HINDSIGHT_API_WORKER_CPU_QUEUE"]
+    for name in ("web", "worker", "worker-cpu", "beat"):  # who publishes and who consumes
+        assert services[name]["environment"]["HINDSIGHT_API_WORKER_CPU_QUEUE"] == queue, name
+    cpu = services["worker-cpu"]["command"]
+    assert cpu[cpu.index("-Q") + 1] == queue and "healthcheck" in services["worker-cpu"]
+    assert "-Q" not in services["worker"]["command"]  # the task queue, the settings' default
+
+
 def test_compose_environment_is_valid_configuration() -> None:
     compose = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
     env = {

@@ -20,6 +20,7 @@ import time
 import urllib.parse
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -112,6 +113,23 @@ def _admin_login(base: str, username: str, password: str) -> tuple[urllib.reques
     return opener, jar
 
 
+def _retained_on_the_cpu_worker(base_url: str, probe: Any) -> None:
+    """An async retain runs on the CPU queue's worker, none on the other (Celery's own count of
+    the tasks each worker ran)."""
+    request = urllib.request.Request(
+        f"{base_url}/v1/default/banks/devstack-cpu/memories", method="POST",
+        data=json.dumps({"async": True, "items": [
+            {"content": "The CPU worker stores this.", "strategy": "verbatim"}]}).encode(),
+        headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=30) as response:
+        operation_id = json.loads(response.read())["operation_id"]
+    _wait(lambda: _get(f"{base_url}/v1/default/banks/devstack-cpu/operations/{operation_id}")[2]
+          .find(b'"completed"') >= 0, 60, "the async retain to complete")
+    ran = {node.split("@")[0]: stats["total"].get("operations.run", 0)
+           for node, stats in (probe.control.inspect(timeout=2.0).stats() or {}).items()}
+    assert ran == {"celery": 0, "cpu": 1}, ran
+
+
 SESSION_PROBE = """
 from django.contrib.auth import get_user_model
 from django.contrib.sessions.backends.db import SessionStore
@@ -163,8 +181,11 @@ def test_run_starts_embedded_servers_api_worker_and_beat_and_stops_on_ctrl_c(tmp
 
         # Not the current app: later tests in this process publish through current_app.
         probe = Celery(broker=servers["redis_url"], set_as_current=False)
-        replies = _wait(lambda: probe.control.ping(timeout=1.0), 90, "a worker to answer ping")
-        assert replies
+        # Two workers: the LLM-bound one and the CPU queue's (retain, consolidation).
+        replies = _wait(lambda: [r for r in [probe.control.ping(timeout=1.0)] if len(r) == 2],
+                        90, "both workers to answer ping")[0]
+        assert {node.split("@")[0] for reply in replies for node in reply} == {"celery", "cpu"}
+        _retained_on_the_cpu_worker(base_url, probe)
         _wait(lambda: b"beat: Starting" in log_path.read_bytes(), 60, "celery-beat")
         # Beat's schedules (declared in code, created at migrate) reach the worker through Redis.
         _wait(lambda: b"operations.release_due" in log_path.read_bytes()

@@ -33,6 +33,7 @@ from operations.registry import Hold, Pending
 
 class RetainHandler:
     operation_type = BankOperationType.RETAIN
+    cpu_heavy = True  # every extracted fact embedded, the rows written
 
     def hold(self, pending: Pending) -> Hold | None:
         """A retain with items the LLM extracts waits for a spent bank's budget to free."""
@@ -70,6 +71,7 @@ class RetainHandler:
 
 class ConsolidationHandler:
     operation_type = BankOperationType.CONSOLIDATION
+    cpu_heavy = True  # the facts' vectors parsed and averaged, observations embedded
 
     def hold(self, pending: Pending) -> Hold | None:
         return budget_hold(pending)

@@ -26,6 +26,7 @@ from hindsight.devstack.stack import Stack
 
 PREFERRED_PG_PORT = 54329
 PREFERRED_VALKEY_PORT = 63799
+CPU_QUEUE_VARIABLE = "HINDSIGHT_API_WORKER_CPU_QUEUE"
 
 
 def _log(message: str) -> None:
@@ -51,6 +52,14 @@ def run(args: argparse.Namespace) -> int:
         valkey_port=None if config.redis_url else free_port(
             state.previous_port(data_dir, "redis_url"), PREFERRED_VALKEY_PORT),
         host=config.host, port=config.port)
+    # make run's second worker, on the CPU queue (the caller's, else ``<task queue>.cpu``),
+    # unless its slots are set to 0: then every job goes to the one worker.
+    cpu_slots = config.worker_cpu_concurrency if args.cpu_worker_concurrency is None else (
+        args.cpu_worker_concurrency)
+    cpu_queue = ""
+    if cpu_slots:
+        cpu_queue = config.cpu_queue or f"{config.task_queue}.cpu"
+        stack.env[CPU_QUEUE_VARIABLE] = cpu_queue
     try:
         stack.start_servers()
         # Where other shells (manage.py, the CLI, tests) find the servers this run started, and
@@ -74,6 +83,11 @@ def run(args: argparse.Namespace) -> int:
         # _CONCURRENCY) unless --worker-concurrency says otherwise.
         stack.start_api(workers=args.web_workers)
         stack.start_worker(concurrency=args.worker_concurrency, name="worker", alone=False)
+        if cpu_queue:
+            # Retains and consolidations (CPU in the worker: embedding, vector math) in a process
+            # of their own, so they never hold the refresh slots' interpreter lock.
+            stack.start_worker(concurrency=cpu_slots, queue=cpu_queue, name="worker-cpu",
+                               alone=False, hostname="cpu")
         stack.start_beat()
         _log(f"serving on http://{config.host}:{config.port} (Ctrl-C stops everything)")
         while not stopping:
@@ -134,6 +148,9 @@ def main(argv: list[str] | None = None) -> int:
     # memory: each process holds Django, the openai SDK and the local embedder).
     run_parser.add_argument("--web-workers", type=int, default=1)
     run_parser.add_argument("--worker-concurrency", type=int, default=None)
+    # The CPU queue's worker (HINDSIGHT_API_WORKER_CPU_CONCURRENCY, 8); 0: none, every job on
+    # the one worker.
+    run_parser.add_argument("--cpu-worker-concurrency", type=int, default=None)
     sub.add_parser("env", help="print export lines for the servers `run` started")
     args = parser.parse_args(argv)
     if args.command == "env":

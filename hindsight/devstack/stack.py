@@ -341,16 +341,18 @@ class Stack:
     def start_worker(self, *, concurrency: int | None = None, pool: str | None = None,
                      queue: str | None = None, name: str | None = None,
                      env: Mapping[str, str] | None = None, log_level: str = "INFO",
-                     alone: bool = True, cwd: Path = PROJECT_DIR) -> Process:
+                     alone: bool = True, cwd: Path = PROJECT_DIR,
+                     hostname: str | None = None) -> Process:
         """A Celery worker. ``pool`` also goes into its environment: Celery reads an explicit
         ``-P prefork`` as "no choice" when settings name a pool. ``alone``: on a queue of its
         own (its name ``<name>@host``, ``worker<n>`` by default), without gossip, mingle and
-        heartbeats; otherwise as a deployment's worker (``make run``)."""
+        heartbeats; otherwise as a deployment's worker (``make run``), named ``hostname@host``
+        when given (two such workers of one host need names of their own)."""
         self.serial += 1
         name = name or f"worker{self.serial}"
         extra = {**(env or {}), **({POOL_VARIABLE: pool} if pool else {})}
         worker = self._spawn(name, worker_command(
-            queue=queue, concurrency=concurrency, pool=pool, name=name if alone else None,
+            queue=queue, concurrency=concurrency, pool=pool, name=name if alone else hostname,
             log_level=log_level, alone=alone), extra, cwd)
         worker.logs_ready = worker.log_path is not None and log_level in ("INFO", "DEBUG")
         self.workers.append(worker)

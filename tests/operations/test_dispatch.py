@@ -57,7 +57,7 @@ def test_submit_publishes_only_after_commit(bank, django_capture_on_commit_callb
                                             monkeypatch) -> None:
     published = []
     monkeypatch.setattr("operations.dispatch.operation_send",
-                        lambda *, operation_id: published.append(operation_id))
+                        lambda *, operation_id, operation_type=None: published.append(operation_id))
     with django_capture_on_commit_callbacks(execute=True) as callbacks:
         op = operation_submit(bank_id="b1", operation_type="x", dedupe_key="oc").operation
         assert published == []  # nothing leaves before the transaction commits
@@ -127,3 +127,37 @@ def test_outside_a_transaction_the_stamp_commits_without_waiting_for_its_wal_flu
     assert stamp.endswith("; SET LOCAL synchronous_commit = off")
     assert Operation.objects.get(id=op.id).dispatched_at is not None
     assert synchronous_commit() == "on"  # only the stamp's own implicit transaction
+
+
+def test_cpu_heavy_operations_go_to_the_cpu_queue_when_one_is_set_and_the_rest_stay(
+    bank, published, settings
+) -> None:
+    from hindsight.banks.handlers import ConsolidationHandler, RetainHandler
+
+    assert RetainHandler.cpu_heavy and ConsolidationHandler.cpu_heavy
+    retain = make_operation(bank_id="b1", operation_type="retain")
+    consolidation = make_operation(bank_id="b1", operation_type="consolidation",
+                                   dedupe_key="consolidation:b1")
+    refresh = make_operation(bank_id="b1", operation_type="refresh_mental_model",
+                             dedupe_key="mm:b1:m")
+    settings.HINDSIGHT = dataclasses.replace(settings.HINDSIGHT, task_queue="q-main")
+    for op in (retain, consolidation, refresh):  # no CPU queue: one queue for everything
+        dispatch.operation_send(operation_id=op.id)
+    settings.HINDSIGHT = dataclasses.replace(settings.HINDSIGHT, cpu_queue="q-cpu")
+    for op in (retain, consolidation, refresh):  # the type read from the row
+        dispatch.operation_send(operation_id=op.id)
+    dispatch.operation_send(operation_id=refresh.id, operation_type="retain")  # or given
+    assert [c["queue"] for c in published] == [
+        "q-main", "q-main", "q-main", "q-cpu", "q-cpu", "q-main", "q-cpu"]
+
+
+def test_a_submit_hands_its_type_to_the_publish_which_need_not_read_it_back(
+    bank, settings, django_capture_on_commit_callbacks, monkeypatch
+) -> None:
+    routed: list[tuple[Any, Any]] = []
+    monkeypatch.setattr("operations.dispatch.operation_send", lambda *, operation_id,
+                        operation_type=None: routed.append((operation_id, operation_type)))
+    settings.HINDSIGHT = dataclasses.replace(settings.HINDSIGHT, cpu_queue="q-cpu")
+    with django_capture_on_commit_callbacks(execute=True):
+        op = operation_submit(bank_id="b1", operation_type="retain").operation
+    assert routed == [(op.id, "retain")]
