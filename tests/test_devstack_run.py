@@ -63,11 +63,12 @@ def _bare_env(data_dir: Path, port: int) -> dict[str, str]:
     return env
 
 
-def _start(env: dict[str, str], log_path: Path, web_workers: int = 1) -> subprocess.Popen[bytes]:
+def _start(env: dict[str, str], log_path: Path, web_workers: int = 1,
+           cpu_worker: bool = True) -> subprocess.Popen[bytes]:
     with open(log_path, "ab") as log:
         return subprocess.Popen(
             [sys.executable, "-m", "hindsight.devstack", "run", "--web-workers", str(web_workers),
-             "--worker-concurrency", "1"],
+             "--worker-concurrency", "1", *([] if cpu_worker else ["--cpu-worker-concurrency", "0"])],
             cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
         )
 
@@ -242,7 +243,7 @@ def test_run_starts_embedded_servers_api_worker_and_beat_and_stops_on_ctrl_c(tmp
         assert "make run" in stopped.stderr and "Traceback" not in stopped.stderr
 
         # The next run gets the same ports (they are free again), so exported URLs stay right.
-        process = _start(env, log_path)
+        process = _start(env, log_path, cpu_worker=False)
         _wait(lambda: _health(port) or process.poll() is not None, 180, "the API again")
         assert process.poll() is None, log_path.read_text()[-3000:]
         again = json.loads((data_dir / "servers.json").read_text())
