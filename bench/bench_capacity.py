@@ -17,6 +17,9 @@ its CPU is the LLM's, not the stack's. Then:
    stack (``/proc/<pid>/smaps_rollup``, sampled every 0.2 s), refreshes/s per slot;
 4. CPU per retained fact: ``--facts`` (200) items retained with LLM extraction (0 ms), CPU of
    the stack divided by the facts stored.
+5. with ``--neighbours N``: the first ``--llm-seconds`` burst again, N asynchronous retains of
+   50 items each submitted just before it (CPU-heavy work: their facts embedded, then
+   consolidated): does the LLM-bound burst keep its pace beside them?
 
 Each burst also counts PostgreSQL transactions and (ours) Valkey commands per refresh, and reports
 where its refreshes spent their time (``timeline_seconds``: before the
@@ -32,8 +35,9 @@ and the targets (≥ 3× refreshes/s, ≤ 1.5× peak PSS, ≤ ⅓ CPU per refres
     .venv/bin/python bench/bench_capacity.py
     .venv/bin/python bench/bench_capacity.py --upstream   # and upstream 1.1.0, same run
     .venv/bin/python bench/bench_capacity.py --models 32 --llm-seconds 1 --facts 50 --json out.json
+    .venv/bin/python bench/bench_capacity.py --llm-seconds 1 --facts 0 --neighbours 8
     HINDSIGHT_API_WORKER_POOL=prefork HINDSIGHT_API_WORKER_CONCURRENCY=4 \\
-        .venv/bin/python bench/bench_capacity.py --stack-args "--web-workers 2"  # the old default
+        .venv/bin/python bench/bench_capacity.py --stack-args "--web-workers 2 --cpu-worker-concurrency 0"
 """
 
 from __future__ import annotations
@@ -739,6 +743,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="the virtualenv upstream is installed in (pip install "
                              "hindsight-api-slim==1.1.0; never a dependency of this project)")
     args = parser.parse_args(argv)
+    # A SIGTERM (a timeout, a kill) unwinds through each run's ``finally``, which stops the stack
+    # it started in a session of its own — which would otherwise run on after this process.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     result = Capacity(args).run()
     if args.upstream:
         result["upstream"] = UpstreamCapacity(args).run()
