@@ -285,7 +285,16 @@ class Capacity:
         servers = json.loads((self.scratch / "servers.json").read_text())
         self.database_url = servers["database_url"]
         self.redis_url = servers.get("redis_url", "")
-        worker = next((line for line in text.splitlines() if ".> concurrency:" in line), "")
+        # The refresh worker's banner (make run's second worker, ``cpu@``, serves the CPU queue).
+        banners: dict[str, str] = {}
+        node = ""
+        for line in text.splitlines():
+            header = re.search(r"-{5,} (\S+@\S+) v\d", line)
+            node = header.group(1) if header else node
+            if ".> concurrency:" in line:
+                banners.setdefault(node, line)
+        worker = next((line for name, line in banners.items() if not name.startswith("cpu@")),
+                      next(iter(banners.values()), ""))
         log(f"stack up ({worker.strip(' -.>')}); data in {self.scratch}")
         self.worker_line = worker.strip(" -.>")
 
