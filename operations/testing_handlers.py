@@ -35,6 +35,8 @@ from operations.jobs import Job
 from operations.registry import register
 
 TEST_JOB = "test.job"
+# The same job, declared CPU-heavy: routed to ``HINDSIGHT_API_WORKER_CPU_QUEUE`` when one is set.
+TEST_CPU_JOB = "test.cpu_job"
 
 _DDL = """
 CREATE TABLE IF NOT EXISTS test_job_log (
@@ -133,4 +135,10 @@ class TestJobHandler:
             connection.close()
 
 
+class TestCpuJobHandler(TestJobHandler):
+    operation_type = TEST_CPU_JOB
+    cpu_heavy = True
+
+
 register(TestJobHandler)
+register(TestCpuJobHandler)

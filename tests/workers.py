@@ -69,6 +69,7 @@ _ENV_NAMES = {
     "task_time_limit_seconds": "HINDSIGHT_API_WORKER_TASK_TIME_LIMIT",
     "broker_visibility_timeout_seconds": "HINDSIGHT_API_BROKER_VISIBILITY_TIMEOUT",
     "publish_retries": "HINDSIGHT_API_WORKER_PUBLISH_RETRIES",
+    "cpu_queue": "HINDSIGHT_API_WORKER_CPU_QUEUE",
 }
 
 TEST_TIMINGS: dict[str, Any] = {
@@ -115,6 +116,9 @@ PRIVATE_WORKER_TESTS: dict[str, str] = {
     "tests/operations/test_threads_pool.py::"
     "test_a_killed_threads_worker_is_recovered_by_its_peer_within_seconds":
         "SIGKILLs a whole threads-pool worker and times its peer's recovery",
+    "tests/operations/test_threads_pool.py::"
+    "test_a_killed_cpu_queue_worker_is_recovered_by_the_other_and_its_retry_routed_back":
+        "SIGKILLs the CPU queue's worker; its peer consumes another queue",
     "tests/operations/test_broker_restart.py":
         "its worker talks to a broker the test kills and restarts",
     "tests/mentalmodels/test_awaiting_llm.py::"
@@ -139,13 +143,17 @@ _PRIORITY_SUFFIXES = ("", "\x06\x163", "\x06\x166", "\x06\x169")
 
 
 def start_worker(
-    *, name: str, queue: str, env: dict[str, str], concurrency: int, log_dir: Path
+    *, name: str, queue: str, env: dict[str, str], concurrency: int, log_dir: Path,
+    task_queue: str | None = None,
 ) -> WorkerProcess:
     """A worker of the stack's (``hindsight.devstack.stack``) on ``queue``, the pool named in
-    ``env`` (``-P prefork`` is "no choice" when it names one)."""
+    ``env`` (``-P prefork`` is "no choice" when it names one). Its settings' task queue is
+    ``queue`` too unless ``task_queue`` is given (a CPU queue's worker keeps the task queue's
+    peers)."""
     return spawn(name, worker_command(queue=queue, concurrency=concurrency, pool="prefork",
                                       name=name),
-                 env={**env, QUEUE_VARIABLE: queue}, log_path=log_dir / f"{name}.log")
+                 env={**env, QUEUE_VARIABLE: task_queue or queue},
+                 log_path=log_dir / f"{name}.log")
 
 
 class SharedWorker:
@@ -323,16 +331,21 @@ class WorkerFactory:
         wait: bool = True,
         name: str | None = None,
         pool: str = "prefork",
+        queue: str | None = None,
     ) -> WorkerProcess | SharedWorker:
         """A worker of this configuration (the current settings, ``env``, ``concurrency``).
 
         Shared: the n-th call of a test gets the n-th worker of that configuration, ready
         (``wait`` and ``name`` apply to private workers only). ``pool``: the Celery pool, named
         in the environment — Celery reads an explicit ``-P prefork`` as "no choice" when
-        settings name a pool (``CELERY_WORKER_POOL``)."""
+        settings name a pool (``CELERY_WORKER_POOL``). ``queue``: a private worker consumes this
+        queue instead of the task queue (a CPU queue's worker)."""
         full_env = self.env({"HINDSIGHT_API_WORKER_POOL": pool, **(env or {})})
         if self.pool is None:
-            return self._start_private(full_env, concurrency, wait, name)
+            return self._start_private(full_env, concurrency, wait, name, queue)
+        if queue is not None:
+            raise RuntimeError("a worker on a queue of its choosing is private: list the test in "
+                               "tests.workers.PRIVATE_WORKER_TESTS")
         if self.redis_url != self.pool.redis_url:
             raise RuntimeError("a worker on another broker is private: list the test in "
                                "tests.workers.PRIVATE_WORKER_TESTS")
@@ -351,10 +364,12 @@ class WorkerFactory:
         return worker
 
     def _start_private(
-        self, env: dict[str, str], concurrency: int, wait: bool, name: str | None
+        self, env: dict[str, str], concurrency: int, wait: bool, name: str | None,
+        queue: str | None = None,
     ) -> WorkerProcess:
         name = name or f"w{len(self.workers) + 1}-{uuid.uuid4().hex[:4]}"
-        worker = start_worker(name=name, queue=self.settings.HINDSIGHT.task_queue, env=env,
+        worker = start_worker(name=name, queue=queue or self.settings.HINDSIGHT.task_queue,
+                              task_queue=self.settings.HINDSIGHT.task_queue, env=env,
                               concurrency=concurrency, log_dir=self.tmp_path)
         self.workers.append(worker)
         self._private.append(worker)

@@ -9,11 +9,13 @@ for slots that wait on the LLM, and the database connections of the slots bounde
 
 from __future__ import annotations
 
+import dataclasses
 import time
 
 import pytest
 from django.db import connection
 
+from hindsight.banks.services import bank_ensure
 from operations.leases import lease_bump
 from operations.liveness import BEACON_STALE_SECONDS
 from operations.models import CANCELLED, COMPLETED, PROCESSING, Operation
@@ -129,6 +131,42 @@ def test_a_killed_threads_worker_is_recovered_by_its_peer_within_seconds(
     assert len(effects([op.id])) == 1
     assert peer.alive()
     print(f"\nkill -> recovered claim by the peer: {elapsed:.2f}s")
+
+
+def test_a_killed_cpu_queue_worker_is_recovered_by_the_other_and_its_retry_routed_back(
+    scripted_llm, worker_factory, settings
+) -> None:
+    # make run's two workers: one on the task queue, one on the CPU queue. Their watch over peers
+    # is keyed by the task queue, which both have: the refresh worker recovers the killed CPU
+    # worker's job, and the retry goes to the CPU queue again, never to the refresh worker.
+    from operations.queue import operation_submit
+    from operations.testing_handlers import TEST_CPU_JOB
+
+    apply_test_settings(settings, recovery_threshold_seconds=600.0,
+                        redispatch_after_seconds=600.0, lock_ttl_seconds=20.0)
+    cpu_queue = f"{settings.HINDSIGHT.task_queue}.cpu"
+    settings.HINDSIGHT = dataclasses.replace(settings.HINDSIGHT, cpu_queue=cpu_queue)
+    held, hold = Reply.hold(Reply.text("first answer"))
+    scripted_llm.script(held, Reply.text("second answer"))
+    refresh_worker = worker_factory(concurrency=4, pool=THREADS, env=scripted_llm.env)
+    doomed = worker_factory(concurrency=4, pool=THREADS, env=scripted_llm.env, queue=cpu_queue)
+    bank_ensure(bank_id="ops-bank")
+    op = operation_submit(bank_id="ops-bank", operation_type=TEST_CPU_JOB, dedupe_key="cpu-crash",
+                          payload={"llm": "think", "effect": True}).operation
+    assert hold.wait_received(timeout=30), "the job never reached the held LLM request"
+    [first] = job_log([op.id])
+    assert first["pid"] == doomed.pid
+    doomed.kill()
+    hold.release()
+    wait_until(lambda: Operation.objects.get(id=op.id).retry_count == 1,
+               timeout=BEACON_STALE_SECONDS + 5.0, message="the refresh worker's recovery")
+    time.sleep(1.0)
+    assert len(job_log([op.id])) == 1, "the retry reached the refresh worker's queue"
+    again = worker_factory(concurrency=4, pool=THREADS, env=scripted_llm.env, queue=cpu_queue)
+    wait_until(_all([op.id]), timeout=30, message="completion on the CPU queue's new worker")
+    [second] = [r for r in job_log([op.id]) if r["attempt"] == 2]
+    assert second["pid"] == again.pid and second["fence"] > first["fence"]
+    assert len(effects([op.id])) == 1 and refresh_worker.alive()
 
 
 def test_fencing_refuses_the_write_of_a_slot_superseded_while_it_waited_on_the_llm(
