@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import dataclasses
 import threading
-import time
 from typing import Any
 
 import pytest
@@ -20,35 +19,12 @@ from hindsight.config import read_config
 from hindsight.llm import collect_llm_calls
 from hindsight.llm.context import llm_context
 from hindsight.llm.models import LLMRequest
+from tests.fakes.extraction import InFlight
 from tests.fakes.fixtures import Reply
 
 pytestmark = pytest.mark.django_db
 
 BASE = "/v1/default/banks"
-
-
-class InFlight:
-    """A responder that answers each extraction with the item's own text after ``seconds``,
-    recording how many calls were in flight at once."""
-
-    def __init__(self, seconds: float) -> None:
-        self.seconds = seconds
-        self.now = 0
-        self.peak = 0
-        self._lock = threading.Lock()
-
-    def __call__(self, body: dict[str, Any]) -> Reply:
-        with self._lock:
-            self.now += 1
-            self.peak = max(self.peak, self.now)
-        try:
-            time.sleep(self.seconds)
-        finally:
-            with self._lock:
-                self.now -= 1
-        text = body["messages"][-1]["content"]
-        return Reply.json({"facts": [{"text": f"fact of {text}", "fact_type": "world",
-                                      "occurred_start": None, "occurred_end": None}]})
 
 
 def _items(n: int) -> list[dict[str, Any]]:

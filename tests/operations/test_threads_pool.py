@@ -19,6 +19,7 @@ from hindsight.banks.services import bank_ensure
 from operations.leases import lease_bump
 from operations.liveness import BEACON_STALE_SECONDS
 from operations.models import CANCELLED, COMPLETED, PROCESSING, Operation
+from tests.fakes.extraction import InFlight
 from tests.fakes.fixtures import Reply
 from tests.operations.helpers import effects, job_log, statuses, submit_job
 from tests.workers import apply_test_settings, wait_until
@@ -229,18 +230,8 @@ def test_async_retains_extracting_in_threads_share_the_slots_pool_without_starvi
     from hindsight.banks.retaintypes import RetainItem
     from hindsight.banks.services import retain_submit_async
 
-    in_flight = {"now": 0, "peak": 0}
-
-    def extract(body):
-        in_flight["now"] += 1
-        in_flight["peak"] = max(in_flight["peak"], in_flight["now"])
-        time.sleep(0.3)
-        in_flight["now"] -= 1
-        return Reply.json({"facts": [{"text": f"fact of {body['messages'][-1]['content']}",
-                                      "fact_type": "world", "occurred_start": None,
-                                      "occurred_end": None}]})
-
-    scripted_llm.respond_with(extract)
+    answer = InFlight(0.3)
+    scripted_llm.respond_with(answer)
     worker_factory(concurrency=4, pool=THREADS, env={
         **scripted_llm.env, "HINDSIGHT_API_WORKER_DB_POOL_SIZE": "2",
         "HINDSIGHT_API_RETAIN_EXTRACTION_CONCURRENCY": "3"})
@@ -249,4 +240,4 @@ def test_async_retains_extracting_in_threads_share_the_slots_pool_without_starvi
         RetainItem(content=f"retain {r} item {i}") for i in range(6)]) for r in range(3)]
     wait_until(_all(ops), timeout=30, message="every retain completed before the pool's timeout")
     assert {Operation.objects.get(id=o).retry_count for o in ops} == {0}
-    assert in_flight["peak"] > 3, "the retains' extraction threads never ran side by side"
+    assert answer.peak > 3, "the retains' extraction threads never ran side by side"
