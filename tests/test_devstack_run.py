@@ -183,8 +183,11 @@ def test_run_starts_embedded_servers_api_worker_and_beat_and_stops_on_ctrl_c(tmp
         # Not the current app: later tests in this process publish through current_app.
         probe = Celery(broker=servers["redis_url"], set_as_current=False)
         # Two workers: the LLM-bound one and the CPU queue's (retain, consolidation).
-        replies = _wait(lambda: [r for r in [probe.control.ping(timeout=1.0)] if len(r) == 2],
-                        90, "both workers to answer ping")[0]
+        def both_answer() -> list[dict[str, Any]] | None:
+            replies = probe.control.ping(timeout=1.0)
+            return replies if len(replies) == 2 else None
+
+        replies = _wait(both_answer, 90, "both workers to answer ping")
         assert {node.split("@")[0] for reply in replies for node in reply} == {"celery", "cpu"}
         _retained_on_the_cpu_worker(base_url, probe)
         _wait(lambda: b"beat: Starting" in log_path.read_bytes(), 60, "celery-beat")

@@ -22,11 +22,10 @@ from pathlib import Path
 from hindsight.config import read_config
 from hindsight.devstack import state
 from hindsight.devstack.servers import free_port
-from hindsight.devstack.stack import Stack
+from hindsight.devstack.stack import CPU_QUEUE_VARIABLE, Stack
 
 PREFERRED_PG_PORT = 54329
 PREFERRED_VALKEY_PORT = 63799
-CPU_QUEUE_VARIABLE = "HINDSIGHT_API_WORKER_CPU_QUEUE"
 
 
 def _log(message: str) -> None:

@@ -45,6 +45,7 @@ ALONE = ("--without-gossip", "--without-mingle", "--without-heartbeat")
 READY = " ready."  # the line a Celery worker logs (at INFO) once it consumes
 POOL_VARIABLE = "HINDSIGHT_API_WORKER_POOL"
 QUEUE_VARIABLE = "HINDSIGHT_API_TASK_QUEUE"
+CPU_QUEUE_VARIABLE = "HINDSIGHT_API_WORKER_CPU_QUEUE"
 
 
 @dataclass

@@ -12,10 +12,12 @@ from operations.queue import operation_submit
 from operations.testing_handlers import TEST_JOB
 
 
-def submit_job(bank_id: str = "ops-bank", *, key: str | None = None, **payload: Any) -> Operation:
+def submit_job(bank_id: str = "ops-bank", *, key: str | None = None,
+               operation_type: str = TEST_JOB, **payload: Any) -> Operation:
+    """A ``test.job`` (or ``operation_type``, another testing handler's) with ``payload``."""
     bank_ensure(bank_id=bank_id)  # the engine's callers ensure the bank; here the test is one
     return operation_submit(
-        bank_id=bank_id, operation_type=TEST_JOB, dedupe_key=key, payload=payload
+        bank_id=bank_id, operation_type=operation_type, dedupe_key=key, payload=payload
     ).operation
 
 

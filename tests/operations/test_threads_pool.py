@@ -15,7 +15,6 @@ import time
 import pytest
 from django.db import connection
 
-from hindsight.banks.services import bank_ensure
 from operations.leases import lease_bump
 from operations.liveness import BEACON_STALE_SECONDS
 from operations.models import CANCELLED, COMPLETED, PROCESSING, Operation
@@ -140,7 +139,6 @@ def test_a_killed_cpu_queue_worker_is_recovered_by_the_other_and_its_retry_route
     # make run's two workers: one on the task queue, one on the CPU queue. Their watch over peers
     # is keyed by the task queue, which both have: the refresh worker recovers the killed CPU
     # worker's job, and the retry goes to the CPU queue again, never to the refresh worker.
-    from operations.queue import operation_submit
     from operations.testing_handlers import TEST_CPU_JOB
 
     apply_test_settings(settings, recovery_threshold_seconds=600.0,
@@ -151,9 +149,7 @@ def test_a_killed_cpu_queue_worker_is_recovered_by_the_other_and_its_retry_route
     scripted_llm.script(held, Reply.text("second answer"))
     refresh_worker = worker_factory(concurrency=4, pool=THREADS, env=scripted_llm.env)
     doomed = worker_factory(concurrency=4, pool=THREADS, env=scripted_llm.env, queue=cpu_queue)
-    bank_ensure(bank_id="ops-bank")
-    op = operation_submit(bank_id="ops-bank", operation_type=TEST_CPU_JOB, dedupe_key="cpu-crash",
-                          payload={"llm": "think", "effect": True}).operation
+    op = submit_job(key="cpu-crash", operation_type=TEST_CPU_JOB, llm="think", effect=True)
     assert hold.wait_received(timeout=30), "the job never reached the held LLM request"
     [first] = job_log([op.id])
     assert first["pid"] == doomed.pid
