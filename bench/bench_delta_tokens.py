@@ -98,7 +98,7 @@ def main() -> None:
     llm.respond_with(responder)
     # No broker: the refreshes run in this process.
     stack = Stack(Path(tempfile.mkdtemp(prefix="bench-delta-")), valkey=False, env={
-        "DJANGO_SETTINGS_MODULE": "hindsight.settings",
+        "DJANGO_SETTINGS_MODULE": "hindsight.project.settings",
         **openai_compatible_env(llm.base_url, api_key="bench"),
         "HINDSIGHT_API_LLM_MAX_RETRIES": "0",
     })

@@ -68,7 +68,7 @@ def _costs(bank_id: str) -> dict[str, dict[str, int]]:
     """Requests and tokens of the bank's log, by what they were for."""
     from django.db.models import Count, Sum
 
-    from hindsight.llm.models import LLMRequest
+    from hindsight.infra.llm.models import LLMRequest
     from operations.models import Operation
 
     model_of = dict(Operation.objects.filter(bank_id=bank_id, mental_model_id__isnull=False)
@@ -154,7 +154,7 @@ def budgeted(base: str, llm: Any, *, budget: int, retains: int, workers: int) ->
     """The all-in-scope bank under a token budget; True when the total is within the bound."""
     from django.db.models import F, Sum
 
-    from hindsight.llm.models import LLMRequest
+    from hindsight.infra.llm.models import LLMRequest
     from operations.models import Operation
 
     bank_id = f"bench-eco-budget-{uuid.uuid4().hex[:4]}"
@@ -211,7 +211,7 @@ def main() -> None:
     ConsolidatingLLM(llm, usage=None)  # tokens estimated from the words each request sends
     queue = f"bench-eco-{uuid.uuid4().hex[:6]}"
     stack = Stack(Path(tempfile.mkdtemp(prefix="bench-eco-")), env={
-        "DJANGO_SETTINGS_MODULE": "hindsight.settings",
+        "DJANGO_SETTINGS_MODULE": "hindsight.project.settings",
         "HINDSIGHT_API_TASK_QUEUE": queue,
         **openai_compatible_env(llm.base_url, api_key="bench"),
         "HINDSIGHT_API_LLM_MAX_RETRIES": "0",

@@ -191,7 +191,7 @@ def _token_counter(conn: Any) -> Any:
         return None
     from tokenizers import Tokenizer
 
-    from hindsight.embeddings.local import tokenizer_path
+    from hindsight.infra.embeddings.local import tokenizer_path
 
     tokenizer = Tokenizer.from_file(str(tokenizer_path()))
     tokenizer.no_truncation()
@@ -209,7 +209,7 @@ def _run(cmd: list[str], *, cwd: Path, env: dict[str, str]) -> str:
 def _side_env(database_url: str, redis_url: str, llm_url: str, queue: str) -> dict[str, str]:
     return {
         **os.environ,
-        "DJANGO_SETTINGS_MODULE": "hindsight.settings",
+        "DJANGO_SETTINGS_MODULE": "hindsight.project.settings",
         # A throw-away deployment: one random key shared by the side's processes.
         "HINDSIGHT_API_SECRET_KEY": os.environ.get("HINDSIGHT_API_SECRET_KEY") or BENCH_SECRET,
         "HINDSIGHT_API_DATABASE_URL": database_url,

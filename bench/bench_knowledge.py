@@ -299,7 +299,7 @@ def main() -> None:
     # No broker: the tree publishes nothing.
     stack = Stack(Path(tempfile.mkdtemp(prefix="bench-kb-")), database_url=args.database_url,
                   redis_url="redis://127.0.0.1:1/0",
-                  env={"DJANGO_SETTINGS_MODULE": "hindsight.settings"})
+                  env={"DJANGO_SETTINGS_MODULE": "hindsight.project.settings"})
     try:
         stack.start_measured()
         args.database_url = stack.database_url

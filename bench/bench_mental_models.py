@@ -216,7 +216,7 @@ def main() -> None:
     queue = f"bench-mm-{uuid.uuid4().hex[:6]}"
     stack = Stack(Path(tempfile.mkdtemp(prefix="bench-mm-")), database_url=args.database_url,
                   redis_url=args.redis_url, env={
-                      "DJANGO_SETTINGS_MODULE": "hindsight.settings",
+                      "DJANGO_SETTINGS_MODULE": "hindsight.project.settings",
                       "HINDSIGHT_API_TASK_QUEUE": queue,
                       # The scripted server's pseudo-embeddings: the local model would cost
                       # minutes to load and warm on every process and is not what this measures.

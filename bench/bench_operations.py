@@ -117,7 +117,7 @@ def main() -> None:
 
     stack = Stack(Path(tempfile.mkdtemp(prefix="bench-ops-")), database_url=args.database_url,
                   redis_url=args.redis_url, env={
-                      "DJANGO_SETTINGS_MODULE": "hindsight.settings",
+                      "DJANGO_SETTINGS_MODULE": "hindsight.project.settings",
                       "HINDSIGHT_API_TASK_QUEUE": f"bench-ops-{uuid.uuid4().hex[:6]}",
                       "HINDSIGHT_API_EXTRA_HANDLER_MODULES": "operations.testing_handlers",
                   })

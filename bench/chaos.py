@@ -20,7 +20,7 @@ exit code 1. What each count means:
 - stuck: an operation not final once the drain timeout passed;
 - torn: a model whose ``content`` is not one whole answer the LLM gave for it (full mode), or
   ``content != render(document)`` when a structured document is stored and
-  ``mentalmodels.document`` exists (delta mode, once it is built);
+  ``mentalmodels.document.structure`` exists (delta mode, once it is built);
 - overlapping refreshes: two chat requests for one model in flight at once at the scripted
   LLM, both clients alive (see ``ScriptedLLMServer.track_concurrency``);
 - lost edits: a PATCH sent during a refresh (while one of its LLM requests is held, so it
@@ -287,7 +287,7 @@ class Stack(devstack.Stack):
         # off, the test servers' setting) PostgreSQL itself may drop commits it acknowledged.
         # The broker never is: a restart loses its queue and locks.
         super().__init__(scratch, durable=durable, durable_broker=False, env={
-            "DJANGO_SETTINGS_MODULE": "hindsight.settings",
+            "DJANGO_SETTINGS_MODULE": "hindsight.project.settings",
             "HINDSIGHT_API_TASK_QUEUE": f"chaos-{uuid.uuid4().hex[:6]}",
             **openai_compatible_env(llm.server.base_url, api_key="chaos"),
             "PYTHONUNBUFFERED": "1",
@@ -793,7 +793,7 @@ class Chaos:
         rows = self.db_rows(f"SELECT {columns}{', document' if has_document else ''} "
                             "FROM mentalmodels_mentalmodel WHERE bank_id = ANY(%s)", [self.banks])
         try:  # delta mode's document module, where it exists (the product may not have it yet)
-            document_module: Any = importlib.import_module("mentalmodels.document")
+            document_module: Any = importlib.import_module("mentalmodels.document.structure")
         except ImportError:
             document_module = None
         kinds = {(b, m): k for b, m, k in self.models}

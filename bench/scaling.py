@@ -95,7 +95,7 @@ def throughput(stack: Stack, llm: ChaosLLM, *, models: int, banks: int, slots: i
 
 def claim_latency(database_url: str, sizes: list[int], claims: int) -> list[dict[str, Any]]:
     os.environ["HINDSIGHT_API_DATABASE_URL"] = database_url
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "hindsight.settings")
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "hindsight.project.settings")
     import django
 
     django.setup()

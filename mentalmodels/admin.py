@@ -30,12 +30,12 @@ from django.urls import path, reverse
 from django.utils.html import format_html
 from django.utils.safestring import SafeString, mark_safe
 
-from hindsight.errors import DomainError
+from hindsight.infra.errors import DomainError
 from mentalmodels import services
 from mentalmodels.admin_forms import MentalModelAddForm, MentalModelChangeForm
 from mentalmodels.models import PAUSED, HistoryKind, MentalModel, MentalModelHistory
 from mentalmodels.refresh.pipeline import refresh_dry_run
-from mentalmodels.refresh_types import Preview
+from mentalmodels.refresh.records import Preview
 from mentalmodels.selectors import ModelSpend, mental_models_spend
 from mentalmodels.staleness import stale_flags
 

@@ -18,7 +18,7 @@ from typing import Any
 from django import forms
 
 from hindsight.banks.models import Bank
-from hindsight.errors import FieldErrors
+from hindsight.infra.errors import FieldErrors
 from mentalmodels.api.serializers import (
     CreateMentalModelRequestSerializer,
     UpdateMentalModelRequestSerializer,

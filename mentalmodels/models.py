@@ -19,7 +19,7 @@ from django.db.models import Q
 from pgvector.django import VectorField
 
 from hindsight.banks.models import Bank
-from hindsight.db import ClockTimestamp
+from hindsight.infra.db import ClockTimestamp
 
 
 class HistoryKind(models.TextChoices):
@@ -62,12 +62,12 @@ class MentalModel(models.Model):
     last_refresh_failed_at = models.DateTimeField(null=True, blank=True)
     last_refresh_failure_transient = models.BooleanField(default=False)
     # Transient final failures in a row since the last success, and until when automatic
-    # refreshes wait because of them (mentalmodels.failure_class).
+    # refreshes wait because of them (mentalmodels.refresh.failure_class).
     refresh_failure_streak = models.PositiveIntegerField(default=0)
     auto_refresh_not_before = models.DateTimeField(null=True, blank=True)
     last_full_refreshed_at = models.DateTimeField(null=True, blank=True)
     # Set when a refresh failed only because no LLM is configured (not a pause): the first
-    # process with an LLM queues the refresh it was owed (mentalmodels.awaiting_llm).
+    # process with an LLM queues the refresh it was owed (mentalmodels.refresh.awaiting_llm).
     awaiting_llm_since = models.DateTimeField(null=True, blank=True)
     # The cron tick has handled every refresh_cron / full_refresh_cron fire up to this instant
     # (queued, parked, or skipped as fresh or paused), so a fire is acted on once, at its time,

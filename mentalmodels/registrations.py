@@ -15,10 +15,10 @@ from mentalmodels.api.operation_details import (
     RefreshMentalModelOperationDetailsSerializer,
     refresh_details_render,
 )
-from mentalmodels.awaiting_llm import refresh_awaiting_llm_at_worker_start
-from mentalmodels.handlers import RefreshMentalModelHandler
 from mentalmodels.models import MentalModel
-from mentalmodels.refresh_types import MentalModelOperationType
+from mentalmodels.refresh.awaiting_llm import refresh_awaiting_llm_at_worker_start
+from mentalmodels.refresh.handler import RefreshMentalModelHandler
+from mentalmodels.refresh.records import MentalModelOperationType
 from mentalmodels.triggers_auto import on_consolidation_completed
 from operations.api.details import details_register
 from operations.registry import register

@@ -19,7 +19,7 @@ from psycopg.types.string import TextLoader
 
 from hindsight.banks.models import Bank
 from hindsight.banks.selectors import bank_last_memory_write_subquery
-from hindsight.errors import NotFound
+from hindsight.infra.errors import NotFound
 from mentalmodels.models import MentalModel, MentalModelHistory
 from mentalmodels.services import refresh_dedupe_key
 

@@ -22,11 +22,15 @@ from django.utils import timezone
 
 from hindsight.banks.budget import bank_budget_require
 from hindsight.banks.services import bank_ensure
-from hindsight.db import ClockTimestamp
-from hindsight.errors import Conflict, FieldError, NotFound
-from mentalmodels.failure_class import PARKED_BY_FAILURE_BACKOFF, FailureClass, failure_backoff_seconds
+from hindsight.infra.db import ClockTimestamp
+from hindsight.infra.errors import Conflict, FieldError, NotFound
 from mentalmodels.models import HistoryKind, MentalModel, MentalModelHistory
-from mentalmodels.refresh_types import MentalModelOperationType, RefreshOutcome
+from mentalmodels.refresh.failure_class import (
+    PARKED_BY_FAILURE_BACKOFF,
+    FailureClass,
+    failure_backoff_seconds,
+)
+from mentalmodels.refresh.records import MentalModelOperationType, RefreshOutcome
 from mentalmodels.triggers import trigger_normalize
 from operations.actions import operation_cancel
 from operations.leases import lease_bump
@@ -396,7 +400,7 @@ def mental_model_record_failure(
     """A failed attempt's bookkeeping, in one transaction (the engine's failure transaction,
     when called from the refresh handler): a failure entry, the trace (keep_trace), and on the
     last attempt ``last_refresh_failed_at`` and what the failure's class calls for
-    (``mentalmodels.failure_class``):
+    (``mentalmodels.refresh.failure_class``):
 
     - permanent (the default): the pause — the model's automatic refreshes are cancelled (OP-7),
       so an operation never ends ``failed`` with its model left unpaused;

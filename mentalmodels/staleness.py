@@ -2,7 +2,7 @@
 
 A model is stale when a memory in its resolved scope has ``updated_at`` later than its
 ``last_memory_seen_at`` (a null watermark is earlier than everything). The scope comes from
-``model_scope`` and the check from ``hindsight.tagscope.any_newer_batch`` (its staleness
+``model_scope`` and the check from ``hindsight.infra.tagscope.any_newer_batch`` (its staleness
 variant: untagged memories never count under ``any``/``all``). GET, list, reflect, the
 automatic triggers and the refresh's own start check all call ``stale_flags``.
 
@@ -11,7 +11,7 @@ automatic triggers and the refresh's own start check all call ``stale_flags``.
 the banks' last writes already, as the list does with its page) and one batched scope query for
 the models the bank-watermark shortcut cannot settle (a watermark at or after the bank's last
 write is fresh without looking at its scope; a bank asked for many distinct scopes adds one
-statement counting the range it reads: ``hindsight.tagscope``). It takes model instances or
+statement counting the range it reads: ``hindsight.infra.tagscope``). It takes model instances or
 any rows with their attributes (``Watermarked``: the list's ``ListedModel``).
 """
 
@@ -22,7 +22,7 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from hindsight.banks.selectors import bank_last_memory_write_at_many
-from hindsight.tagscope import TagScope, any_newer_batch, parse_tag_groups
+from hindsight.infra.tagscope import TagScope, any_newer_batch, parse_tag_groups
 
 
 class Watermarked(Protocol):

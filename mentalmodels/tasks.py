@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from celery import shared_task
 
-from mentalmodels.awaiting_llm import mental_models_refresh_awaiting_llm
+from mentalmodels.refresh.awaiting_llm import mental_models_refresh_awaiting_llm
 from mentalmodels.triggers_auto import mental_models_cron_tick
 
 

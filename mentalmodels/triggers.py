@@ -17,8 +17,8 @@ from typing import Any
 import jsonschema
 from croniter import croniter
 
-from hindsight.errors import FieldError, FieldErrors
-from hindsight.tagscope import parse_tag_groups, parse_tags_match
+from hindsight.infra.errors import FieldError, FieldErrors
+from hindsight.infra.tagscope import parse_tag_groups, parse_tags_match
 
 FACT_TYPES = ("world", "experience", "observation")
 # Integer keys stay within a 32-bit range: a larger interval or token budget means nothing, and

@@ -7,7 +7,7 @@ OP-7 (a paused model gets no automatic refresh):
 - ``mental_models_refresh_auto`` (and ``mental_model_refresh_auto`` for one model) is the only way
   an automatic trigger queues a refresh: paused → nothing; not stale → nothing and no LLM request
   (unless the trigger is a periodic full rebuild); inside the rate floor, or inside the backoff
-  after transient failures (``auto_refresh_not_before``, ``mentalmodels.failure_class``) → the
+  after transient failures (``auto_refresh_not_before``, ``mentalmodels.refresh.failure_class``) → the
   refresh is queued *parked* until the later of the two ends (later triggers fold into it);
   otherwise queued now.
   Staleness is answered for all the models together (``stale_flags``), bank floors in one query.
@@ -42,7 +42,7 @@ from django.utils import timezone
 
 from hindsight.banks.hooks import ConsolidationCompleted
 from hindsight.banks.models import Bank
-from hindsight.tagscope import matches
+from hindsight.infra.tagscope import matches
 from mentalmodels.models import PAUSED, MentalModel
 from mentalmodels.services import mental_model_refresh_submit
 from mentalmodels.staleness import model_scope, stale_flags

@@ -10,8 +10,8 @@ from typing import Any
 
 from django.db import IntegrityError, transaction
 
-from hindsight.db import ClockTimestamp
-from hindsight.errors import Conflict, NotFound
+from hindsight.infra.db import ClockTimestamp
+from hindsight.infra.errors import Conflict, NotFound
 from operations import dispatch
 from operations.models import (
     CANCELLED,

@@ -20,8 +20,8 @@ from django.http import HttpRequest
 from django.utils.html import format_html
 from django.utils.safestring import mark_safe
 
-from hindsight.db import ClockTimestamp
-from hindsight.errors import DomainError
+from hindsight.infra.db import ClockTimestamp
+from hindsight.infra.errors import DomainError
 from operations.actions import operation_cancel, operation_retry
 from operations.models import PENDING, Lease, Operation
 from operations.queue import operation_release

@@ -15,7 +15,7 @@ from celery import current_app
 from django.conf import settings
 from django.db import connection, transaction
 
-from hindsight.db import ClockTimestamp, execute_without_flush_wait
+from hindsight.infra.db import ClockTimestamp, execute_without_flush_wait
 from operations.models import PENDING, Operation
 from operations.registry import get_handler
 

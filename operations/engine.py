@@ -37,8 +37,8 @@ from django.conf import settings
 from django.db import connection
 from redis.exceptions import LockError
 
-from hindsight import metrics
-from hindsight.db import connection_release_to_pool
+from hindsight.infra import metrics
+from hindsight.infra.db import connection_release_to_pool
 from operations import dispatch, registry
 from operations.errors import (
     AttemptInterrupted,

@@ -23,8 +23,8 @@ from typing import Any
 
 from django.db import connection, transaction
 
-from hindsight.db import ClockTimestamp
-from hindsight.llm.context import LLMTally, llm_context
+from hindsight.infra.db import ClockTimestamp
+from hindsight.infra.llm.context import LLMTally, llm_context
 from operations import walltimeout
 from operations.errors import FenceLost, OperationFailure
 from operations.models import COMPLETED, PROCESSING, Lease, Operation, is_own_key

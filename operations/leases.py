@@ -39,7 +39,7 @@ from django.db import IntegrityError, connection, transaction
 from django.db.models import DateTimeField, ExpressionWrapper, QuerySet, Value
 from django.db.models.functions import Coalesce, Greatest
 
-from hindsight.db import ClockTimestamp
+from hindsight.infra.db import ClockTimestamp
 from operations import dispatch, registry
 from operations.errors import OperationFailure, requested_wait_seconds
 from operations.hooks import call_hook_in_transaction

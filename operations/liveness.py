@@ -26,7 +26,7 @@ import redis
 from django.conf import settings
 from django.db import connection
 
-from hindsight.db import connection_release_to_pool
+from hindsight.infra.db import connection_release_to_pool
 from operations.locks import redis_client
 from operations.models import PROCESSING, Lease, Operation, lease_key_for
 

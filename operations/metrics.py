@@ -1,4 +1,4 @@
-"""``/metrics``: the service's counters (``hindsight.metrics``, summed over every process that
+"""``/metrics``: the service's counters (``hindsight.infra.metrics``, summed over every process that
 wrote them) and the queue's gauges, read from the operations table at scrape time.
 
 The gauges are not kept by the processes that change the queue: a counter of "pending" kept in
@@ -20,7 +20,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.multiprocess import MultiProcessCollector
 
-from hindsight import metrics
+from hindsight.infra import metrics
 from operations.models import PENDING, PROCESSING
 from operations.registry import registered_types
 from operations.selectors import operations_queue_gauges

@@ -15,7 +15,7 @@ from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
-from hindsight.db import ClockTimestamp
+from hindsight.infra.db import ClockTimestamp
 
 
 class OperationStatus(models.TextChoices):

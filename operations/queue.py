@@ -21,8 +21,8 @@ from typing import Any
 from django.conf import settings
 from django.db import connection, transaction
 
-from hindsight.db import ClockTimestamp
-from hindsight.errors import Conflict
+from hindsight.infra.db import ClockTimestamp
+from hindsight.infra.errors import Conflict
 from operations import dispatch
 from operations.hooks import call_on_cancelled
 from operations.models import CANCELLED, PARKED_BY, PENDING, PROCESSING, Operation

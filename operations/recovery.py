@@ -14,7 +14,7 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import DateTimeField, ExpressionWrapper, Value
 
-from hindsight.db import ClockTimestamp
+from hindsight.infra.db import ClockTimestamp
 from operations import dispatch
 from operations.errors import WorkerLost
 from operations.leases import FailureRecord, operation_lease_key, operation_record_attempt

@@ -18,7 +18,7 @@ SCHEDULES = {
     "operations.recover": "recovery_interval_seconds",
     # OP-5: the mental-model cron tick (mentalmodels.tasks).
     "mentalmodels.cron_tick": "mental_model_refresh_tick_seconds",
-    # The LLM request log's retention purge (hindsight.llm.tasks).
+    # The LLM request log's retention purge (hindsight.infra.llm.tasks).
     "llm.purge_requests": "llm_request_log_purge_interval_seconds",
 }
 

@@ -11,7 +11,7 @@ Payload keys (all optional):
   timeout interrupts it in any pool);
 - ``fail``: ``"always"`` or an int n — fail attempts 1..n;
 - ``retryable``: false makes the failure final at once;
-- ``llm``: a prompt sent through ``hindsight.llm.get_llm().chat`` (the scripted server can hold
+- ``llm``: a prompt sent through ``hindsight.infra.llm.get_llm().chat`` (the scripted server can hold
   it: a fixed point inside the job);
 - ``wall``: the wall timeout of this job, in seconds;
 - ``finish_sleep``: seconds to wait inside ``job.finishing()`` (past the wall timeout: the
@@ -28,7 +28,7 @@ import time
 
 from django.db import connection
 
-from hindsight.llm import get_llm
+from hindsight.infra.llm import get_llm
 from operations import walltimeout
 from operations.errors import FenceLost, OperationFailure
 from operations.jobs import Job

@@ -21,7 +21,7 @@ reaches a main thread only, one timer per process). When a slot's time is up the
 3. sets the slot's event: code that waits on purpose waits through ``slot_wait`` (an
    interruptible sleep that raises ``WallTimeout``), not ``time.sleep``.
 
-No LLM request outlives the clock: the block runs under ``hindsight.llm.slot_deadline``, which
+No LLM request outlives the clock: the block runs under ``hindsight.infra.llm.slot_deadline``, which
 caps every request's timeout at the slot's remaining time, and a request ended by that cap raises
 the slot's ``WallTimeout`` too (whichever notices first, the attempt fails the same way). The
 hard backstop for a call that never returns: ``grace_seconds`` after firing, a slot still armed
@@ -49,7 +49,7 @@ from typing import Any
 
 from django.db import DEFAULT_DB_ALIAS, connections
 
-from hindsight.llm import Deadline, slot_deadline
+from hindsight.infra.llm import Deadline, slot_deadline
 from operations.errors import WallTimeout
 
 log = logging.getLogger(__name__)

@@ -15,7 +15,7 @@ from django.db import transaction
 
 from hindsight.banks.models import Bank, MemoryUnit
 from hindsight.banks.writeclock import hold_bank_write_lock, take_cutoff
-from hindsight.embeddings import get_embedder
+from hindsight.infra.embeddings import get_embedder
 from mentalmodels.models import MentalModel
 from mentalmodels.triggers import trigger_normalize
 from operations.models import Operation

@@ -1,4 +1,4 @@
-"""``hindsight.celery``: a pool process keeps its database connection from one task to the next,
+"""``hindsight.project.celery``: a pool process keeps its database connection from one task to the next,
 drops it when broken, and replaces one the server closed while it sat idle."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from django.db import connection
 
-from hindsight.celery import worker_db_connections_keep, worker_db_connections_tidy
+from hindsight.project.celery import worker_db_connections_keep, worker_db_connections_tidy
 from operations.models import COMPLETED
 from tests.operations.helpers import job_log, statuses, submit_job
 from tests.workers import wait_until

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import yaml
 
-from hindsight.config import read_config
+from hindsight.infra.config import read_config
 
 ROOT = Path(__file__).resolve().parent.parent
 

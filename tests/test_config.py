@@ -9,7 +9,7 @@ import sys
 import pytest
 from django.core.checks import run_checks
 
-from hindsight.config import INVALID_VALUE, ConfigProblem, read_config
+from hindsight.infra.config import INVALID_VALUE, ConfigProblem, read_config
 
 
 def test_defaults_listen_on_loopback_without_an_llm() -> None:
@@ -95,7 +95,7 @@ def test_a_worker_with_invalid_configuration_stops_at_start_up_naming_the_variab
 
 
 def test_a_missing_secret_key_stops_start_up_with_a_stable_id_and_a_hint(settings) -> None:
-    from hindsight.checks import SECRET_KEY_CHECK_ID, secret_key_check
+    from hindsight.infra.checks import SECRET_KEY_CHECK_ID, secret_key_check
 
     settings.HINDSIGHT = dataclasses.replace(settings.HINDSIGHT, secret_key="")
     [error] = secret_key_check()

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from hindsight.config import read_config
+from hindsight.infra.config import read_config
 
 
 @pytest.mark.parametrize("value", ["inf", "-inf", "nan", "Infinity"])

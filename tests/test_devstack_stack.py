@@ -48,7 +48,7 @@ def test_the_api_runs_under_gunicorn_conf_with_its_control_socket_in_the_stack_d
     tmp_path: Path,
 ) -> None:
     command = api_command(bind="127.0.0.1:1", workers=2, control_socket=tmp_path / "g.ctl")
-    assert command[command.index("--config") + 1] == "python:hindsight.gunicorn_conf"
+    assert command[command.index("--config") + 1] == "python:hindsight.project.gunicorn_conf"
     assert command[command.index("--workers") + 1] == "2"
     assert command[-2:] == ["--control-socket", str(tmp_path / "g.ctl")]
     # A path sockaddr_un cannot hold: no socket rather than the shared ~/.gunicorn default.

@@ -1,5 +1,5 @@
-"""The one edge idiom (``hindsight.api.serializers``), seen from the wire: every endpoint answers
-the same kind of mistake with the same message (the table of ``hindsight.api.problems``), and
+"""The one edge idiom (``hindsight.infra.edge.serializers``), seen from the wire: every endpoint answers
+the same kind of mistake with the same message (the table of ``hindsight.infra.edge.problems``), and
 no JSON value in any body field is a server error — a 422 names the field it is about.
 
 The body fields are read from the request serializers the views parse with (the same
@@ -16,8 +16,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from rest_framework.test import APIClient
 
-from hindsight.api.problems import problem_message, problem_type
 from hindsight.banks import serializers as banks
+from hindsight.infra.edge.problems import problem_message, problem_type
 from mentalmodels.api import serializers as mm
 from mentalmodels.knowledge.api import serializers as kb
 from mentalmodels.knowledge.models import KnowledgeNode, NodeKind

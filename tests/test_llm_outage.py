@@ -6,7 +6,7 @@
 - Nothing is lost: every operation ends ``failed`` (visibly, with a failure history entry per
   attempt), the content is untouched. A 503 is transient: the model is *not* paused
   (``last_refresh_failed_at`` is set, ``paused`` is not), and its automatic refreshes back off
-  (``mentalmodels.failure_class``).
+  (``mentalmodels.refresh.failure_class``).
 - The backoff costs nothing: ten triggers — a memory in scope written and a cron tick each,
   automatic triggers fired directly — inside the backoff make 0 requests; they fold into one
   parked refresh per model, due when the backoff ends.

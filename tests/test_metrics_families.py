@@ -18,7 +18,7 @@ from django.db import connection
 from prometheus_client import Counter, Histogram
 from prometheus_client.parser import text_string_to_metric_families
 
-from hindsight import metrics
+from hindsight.infra import metrics
 from operations.registry import registered_types
 
 ROOT = Path(__file__).resolve().parent.parent

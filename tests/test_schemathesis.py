@@ -35,7 +35,7 @@ from schemathesis.specs.openapi.checks import (
 )
 
 from hindsight.banks.models import Bank, MemoryUnit
-from hindsight.wsgi import application
+from hindsight.project.wsgi import application
 from mentalmodels.models import MentalModel
 
 BANK = "st-bank"
@@ -84,7 +84,7 @@ _seeded: dict[str, str] = {}
 def _seed() -> dict[str, str]:
     """The bank, memory, mental model, operation, folder and page the path ids point at (re-made
     if deleted)."""
-    from hindsight.embeddings import get_embedder
+    from hindsight.infra.embeddings import get_embedder
     from mentalmodels.knowledge.models import KnowledgeNode
     from mentalmodels.knowledge.services import knowledge_folder_create, knowledge_page_create
     from mentalmodels.services import mental_model_create

@@ -17,8 +17,8 @@ from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
 from hindsight.banks.models import Bank, MemoryUnit
-from hindsight.errors import FieldError
-from hindsight.tagscope import (
+from hindsight.infra.errors import FieldError
+from hindsight.infra.tagscope import (
     TAGS_MATCH_MODES,
     TagScope,
     any_newer_batch,

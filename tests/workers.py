@@ -276,7 +276,7 @@ def stop_together(processes: list[WorkerProcess], timeout: float = 5.0) -> None:
 def _drain(redis_url: str, queue: str, workers: list[WorkerProcess], timeout: float) -> bool:
     """True once ``queue`` is empty and no worker has a task active or reserved, twice in a row
     (a finishing job may publish its key's next operation)."""
-    from hindsight.celery import app
+    from hindsight.project.celery import app
 
     nodes = [f"{w.name}@{socket.gethostname()}" for w in workers]
     deadline = time.monotonic() + timeout
@@ -311,7 +311,7 @@ class WorkerFactory:
         cfg = self.settings.HINDSIGHT
         env = {**os.environ}
         env.update({
-            "DJANGO_SETTINGS_MODULE": "hindsight.settings",
+            "DJANGO_SETTINGS_MODULE": "hindsight.project.settings",
             "HINDSIGHT_API_DATABASE_URL": _database_url(),
             "HINDSIGHT_API_REDIS_URL": self.redis_url,
             "HINDSIGHT_API_TASK_QUEUE": cfg.task_queue,
@@ -539,7 +539,7 @@ def use_broker(settings: Any, redis_url: str) -> Iterator[None]:
     """Send this process's messages (and take its locks) through another Redis."""
     from kombu import pools as kombu_pools
 
-    from hindsight.celery import app
+    from hindsight.project.celery import app
 
     previous_url = app.conf.broker_url
     previous_cfg = settings.HINDSIGHT

@@ -18,7 +18,7 @@ from django.http import HttpRequest
 from hindsight.banks.budget import bank_token_budget, bank_tokens_last_24h_subquery
 from hindsight.banks.models import FACT_TYPES, Bank, MemoryUnit
 from hindsight.banks.services import bank_delete
-from hindsight.errors import NotFound
+from hindsight.infra.errors import NotFound
 
 
 @admin.register(Bank)

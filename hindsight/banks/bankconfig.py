@@ -17,7 +17,7 @@ from typing import Any
 
 from django.conf import settings
 
-from hindsight.errors import FieldError, FieldErrors
+from hindsight.infra.errors import FieldError, FieldErrors
 
 Loc = tuple[str | int, ...]
 

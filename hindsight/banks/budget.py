@@ -2,7 +2,7 @@
 
 The budget is the bank's config key ``llm_token_budget_per_day`` (an integer ≥ 0), else the
 deployment's ``HINDSIGHT_API_LLM_TOKEN_BUDGET_PER_DAY``, else none (unlimited). What a bank
-spent is read from the LLM request log (``hindsight.llm.models.LLMRequest``): the input and
+spent is read from the LLM request log (``hindsight.infra.llm.models.LLMRequest``): the input and
 output tokens of every HTTP request the gateway sent under the bank's ``llm_context`` whose
 ``started_at`` lies in the last 24 hours — retries, failed requests (0 tokens) and dry runs
 included. The log is the one record of spend; nothing here keeps a counter of its own.
@@ -48,9 +48,9 @@ from django.db.models import BigIntegerField, F, OuterRef, Subquery, Sum
 from prometheus_client.core import GaugeMetricFamily, Metric
 
 from hindsight.banks.models import Bank
-from hindsight.db import ClockTimestamp
-from hindsight.errors import TooManyRequests
-from hindsight.llm.models import LLMRequest
+from hindsight.infra.db import ClockTimestamp
+from hindsight.infra.errors import TooManyRequests
+from hindsight.infra.llm.models import LLMRequest
 from operations.queue import operations_release_parked
 from operations.registry import Hold, Pending
 

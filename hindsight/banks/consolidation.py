@@ -42,9 +42,9 @@ from hindsight.banks.hooks import ConsolidationCompleted, consolidation_complete
 from hindsight.banks.models import MemoryUnit
 from hindsight.banks.operation_types import BankOperationType
 from hindsight.banks.writeclock import hold_bank_write_lock
-from hindsight.db import ClockTimestamp
-from hindsight.embeddings import get_embedder
-from hindsight.llm import get_llm
+from hindsight.infra.db import ClockTimestamp
+from hindsight.infra.embeddings import get_embedder
+from hindsight.infra.llm import get_llm
 from operations.jobs import Job
 from operations.queue import SubmitResult, operation_fold_automatic, operation_submit
 

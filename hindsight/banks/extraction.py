@@ -23,8 +23,8 @@ from django.db import connections
 
 from hindsight.banks.retaintypes import RetainItem, Usage
 from hindsight.banks.serializers import parse_datetime_value
-from hindsight.db import connection_release_to_pool
-from hindsight.llm import Deadline, get_llm
+from hindsight.infra.db import connection_release_to_pool
+from hindsight.infra.llm import Deadline, get_llm
 
 FACT_SCHEMA: dict[str, Any] = {
     "type": "object",

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 from django.db import transaction
 
-from hindsight import metrics
 from hindsight.banks.budget import budget_hold
 from hindsight.banks.consolidation import Touched, consolidation_run
 from hindsight.banks.extraction import uses_llm
@@ -24,7 +23,8 @@ from hindsight.banks.hooks import ConsolidationCompleted, consolidation_complete
 from hindsight.banks.operation_types import BankOperationType
 from hindsight.banks.retaintypes import RetainItem
 from hindsight.banks.services import memories_retain
-from hindsight.errors import DomainError, LLMNotConfigured, Unavailable, UpstreamFailed
+from hindsight.infra import metrics
+from hindsight.infra.errors import DomainError, LLMNotConfigured, Unavailable, UpstreamFailed
 from operations.errors import OperationFailure
 from operations.jobs import Job
 from operations.models import FAILED, Operation

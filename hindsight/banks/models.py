@@ -18,7 +18,7 @@ from django.db import models
 from django.db.models.functions import Left
 from pgvector.django import HnswIndex, VectorField
 
-from hindsight.db import ClockTimestamp
+from hindsight.infra.db import ClockTimestamp
 
 FACT_TYPES = ("world", "experience", "observation", "opinion")
 # Characters of text and context that go into the full-text vector. PostgreSQL refuses a

@@ -2,7 +2,7 @@
 
 Semantic (pgvector cosine: every row of a small scope, else the HNSW index) and lexical
 (PostgreSQL full text) arms, plus a temporal arm when a window is given, fused by reciprocal
-rank (k = 60), filtered by a ``TagScope`` (``hindsight.tagscope`` compiles it) and cut to a
+rank (k = 60), filtered by a ``TagScope`` (``hindsight.infra.tagscope`` compiles it) and cut to a
 token budget counted offline.
 """
 
@@ -17,9 +17,9 @@ from typing import Any, NamedTuple
 from django.db import connection
 
 from hindsight.banks.tokens import count_tokens_batch
-from hindsight.db import vector_literal
-from hindsight.embeddings import get_embedder
-from hindsight.tagscope import TagScope, filters_tags, scope_sql
+from hindsight.infra.db import vector_literal
+from hindsight.infra.embeddings import get_embedder
+from hindsight.infra.tagscope import TagScope, filters_tags, scope_sql
 
 RRF_K = 60
 # Candidates each arm contributes before fusion, per recall budget.

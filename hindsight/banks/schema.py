@@ -1,6 +1,6 @@
 """The banks API's responses (upstream's component names) and the document of its own fields.
 
-Responses: each response serializer is ``Rendered`` (``hindsight.api.serializers``): its declared
+Responses: each response serializer is ``Rendered`` (``hindsight.infra.edge.serializers``): its declared
 fields are both its OpenAPI shape and its renderer, in the declared order, compiled once per
 class (a page renders up to 1,000 rows). The extensions tell drf-spectacular what the banks' own
 request fields of ``hindsight.banks.serializers`` accept. Importing this module registers the
@@ -16,11 +16,11 @@ from typing import Any
 from drf_spectacular.extensions import OpenApiSerializerFieldExtension
 from rest_framework import serializers
 
-from hindsight.api.serializers import Rendered, computed, const, page_fields
 from hindsight.banks import selectors
 from hindsight.banks.models import Bank
 from hindsight.banks.retaintypes import RetainResult
 from hindsight.banks.serializers import MEMORY_FACT_TYPES, OBSERVATION_SCOPE_MODES
+from hindsight.infra.edge.serializers import Rendered, computed, const, page_fields
 
 # --- request fields the serializers define by hand --------------------------------------------
 
@@ -35,7 +35,7 @@ _TAG_GROUP = {
 class AnyJSONFieldExtension(OpenApiSerializerFieldExtension):
     """``tag_groups`` (recall) and config ``updates`` values: any JSON, checked by the service."""
 
-    target_class = "hindsight.api.serializers.AnyJSON"
+    target_class = "hindsight.infra.edge.serializers.AnyJSON"
 
     def map_serializer_field(self, auto_schema: Any, direction: str) -> dict[str, Any]:
         if self.target.field_name == "tag_groups":

@@ -16,8 +16,8 @@ from hindsight.banks import bankconfig
 from hindsight.banks.budget import bank_spend
 from hindsight.banks.models import Bank, MemoryUnit
 from hindsight.banks.operation_types import BankOperationType
-from hindsight.errors import NotFound
-from hindsight.tagscope import TagScope, scope_sql
+from hindsight.infra.errors import NotFound
+from hindsight.infra.tagscope import TagScope, scope_sql
 from operations.models import COMPLETED, FAILED, PENDING, PROCESSING, Operation
 from operations.selectors import operation_counts
 

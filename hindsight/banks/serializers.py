@@ -1,7 +1,7 @@
 """The banks API's request parts (upstream's v1 wire format) in the edge idiom of
-``hindsight.api.serializers``: bodies (banks, config, retain, recall, consolidate) and query
+``hindsight.infra.edge.serializers``: bodies (banks, config, retain, recall, consolidate) and query
 strings (the bank, memory, tag and LLM-request lists, stats). Unknown body fields and wrong
-types are a 422 naming the field, worded from ``hindsight.api.problems``; the fields here are
+types are a 422 naming the field, worded from ``hindsight.infra.edge.problems``; the fields here are
 only the banks' own (content blocks, event timestamps, observation scopes).
 """
 
@@ -11,7 +11,9 @@ from typing import Any
 
 from rest_framework.exceptions import ValidationError
 
-from hindsight.api.serializers import (
+from hindsight.banks.retaintypes import RetainItem
+from hindsight.banks.selectors import CONSOLIDATION_STATES, MEMORY_STATES, TIME_FIELDS
+from hindsight.infra.edge.serializers import (
     UUID,
     AnyJSON,
     Body,
@@ -33,9 +35,7 @@ from hindsight.api.serializers import (
     tags_match_field,
     timestamp_field,
 )
-from hindsight.banks.retaintypes import RetainItem
-from hindsight.banks.selectors import CONSOLIDATION_STATES, MEMORY_STATES, TIME_FIELDS
-from hindsight.llm.selectors import PERIODS
+from hindsight.infra.llm.selectors import PERIODS
 
 __all__ = ["parse_datetime_value"]  # the services read event times with the edge's one parser
 

@@ -31,9 +31,9 @@ from hindsight.banks.selectors import bank_disposition, bank_mission
 from hindsight.banks.serializers import parse_datetime_value
 from hindsight.banks.tokens import count_tokens_to_store
 from hindsight.banks.writeclock import WRITE_LOCK_CLASS
-from hindsight.db import ClockTimestamp, vector_literal
-from hindsight.embeddings import EmbeddingError, get_embedder
-from hindsight.errors import (
+from hindsight.infra.db import ClockTimestamp, vector_literal
+from hindsight.infra.embeddings import EmbeddingError, get_embedder
+from hindsight.infra.errors import (
     DomainError,
     FieldError,
     LLMNotConfigured,
@@ -41,7 +41,7 @@ from hindsight.errors import (
     Unavailable,
     UpstreamFailed,
 )
-from hindsight.llm import Deadline, LLMTimeout
+from hindsight.infra.llm import Deadline, LLMTimeout
 from operations.leases import lease_bump
 from operations.models import CANCELLED, PENDING, PROCESSING, Operation
 from operations.queue import operation_submit
@@ -354,7 +354,7 @@ def memories_retain(
 
 
 def _vector_value(vector: list[float]) -> Cast:
-    """The embedding as a ``vector`` literal (``hindsight.db.vector_literal``): pgvector would
+    """The embedding as a ``vector`` literal (``hindsight.infra.db.vector_literal``): pgvector would
     write each component with ``str(float)``, ~0.3 ms a vector in Python."""
     field = MemoryUnit._meta.get_field("embedding")
     return Cast(Value(vector_literal(vector)), output_field=field)

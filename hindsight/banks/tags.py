@@ -10,7 +10,7 @@ from django.db import connection
 
 from hindsight.banks.models import MemoryUnit
 from hindsight.banks.selectors import bank_get
-from hindsight.errors import FieldError
+from hindsight.infra.errors import FieldError
 
 TagSource = Callable[..., tuple[list[tuple[str, int]], int]]
 _tag_sources: dict[str, TagSource] = {}

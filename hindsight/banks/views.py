@@ -11,9 +11,6 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from hindsight.api.schema import errors as api_errors
-from hindsight.api.schema import query_parameters
-from hindsight.api.serializers import body_of
 from hindsight.banks import schema, selectors, services
 from hindsight.banks.recall import RecallFloors, RecallHit, memory_recall
 from hindsight.banks.serializers import (
@@ -31,15 +28,18 @@ from hindsight.banks.serializers import (
     TagListQuery,
 )
 from hindsight.banks.tags import tags_list
-from hindsight.embeddings import EmbeddingError
-from hindsight.llm.context import llm_context
-from hindsight.llm.models import LLMRequest
-from hindsight.llm.selectors import (
+from hindsight.infra.edge.schema import errors as api_errors
+from hindsight.infra.edge.schema import query_parameters
+from hindsight.infra.edge.serializers import body_of
+from hindsight.infra.embeddings import EmbeddingError
+from hindsight.infra.llm.context import llm_context
+from hindsight.infra.llm.models import LLMRequest
+from hindsight.infra.llm.selectors import (
     LLMRequestFilters,
     llm_requests_list,
     llm_requests_stats,
 )
-from hindsight.tagscope import TagScope
+from hindsight.infra.tagscope import TagScope
 
 
 def _doc(operation_id: str, *, response: Any, request: Any = None, query: Any = None,

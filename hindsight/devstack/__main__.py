@@ -19,10 +19,10 @@ import signal
 import time
 from pathlib import Path
 
-from hindsight.config import read_config
 from hindsight.devstack import state
 from hindsight.devstack.servers import free_port
 from hindsight.devstack.stack import CPU_QUEUE_VARIABLE, Stack
+from hindsight.infra.config import read_config
 
 PREFERRED_PG_PORT = 54329
 PREFERRED_VALKEY_PORT = 63799
@@ -69,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
             "api_url": stack.base_url,
             "pid": os.getpid(),
         })
-        # The API's and the workers' metric files (hindsight.metrics). Ours start from 0 at each
+        # The API's and the workers' metric files (hindsight.infra.metrics). Ours start from 0 at each
         # run; a directory the caller chose is theirs to manage.
         if not stack.env.get("PROMETHEUS_MULTIPROC_DIR"):
             metrics_dir = data_dir / "metrics"
@@ -77,7 +77,7 @@ def run(args: argparse.Namespace) -> int:
             metrics_dir.mkdir(parents=True)
             stack.env["PROMETHEUS_MULTIPROC_DIR"] = str(metrics_dir)
         stack.migrate(collectstatic=True)
-        # One API process of 16 threads (hindsight.gunicorn_conf: they share a pool of
+        # One API process of 16 threads (hindsight.project.gunicorn_conf: they share a pool of
         # connections); the worker's pool and slots from settings (HINDSIGHT_API_WORKER_POOL /
         # _CONCURRENCY) unless --worker-concurrency says otherwise.
         stack.start_api(workers=args.web_workers)

@@ -1,9 +1,9 @@
 """The whole service on one machine, started one way for ``make run``, ``bench/`` and the tests.
 
 ``Stack`` owns the embedded PostgreSQL (pgvector) and Valkey (unless URLs are given), the
-migrations, the API under gunicorn with ``hindsight.gunicorn_conf``, any number of Celery
+migrations, the API under gunicorn with ``hindsight.project.gunicorn_conf``, any number of Celery
 workers (pool, slots, queue and environment each) and celery-beat (with
-``hindsight.settings_beat``, as ``make run`` and the compose file run it). Every process runs in
+``hindsight.project.settings_beat``, as ``make run`` and the compose file run it). Every process runs in
 a session of its own (a signal to the caller's terminal does not reach it) and is a ``Process``:
 a handle to kill, stop or restart it, read its log and find its pool children, which the chaos
 run needs. ``stop()`` (or leaving ``with Stack(...)``) stops the processes, then the servers.
@@ -191,11 +191,11 @@ def beat_command(*, log_level: str = "INFO", max_interval: float | None = None) 
 def api_command(*, bind: str, workers: int = 1, threads: int = 16, timeout: int = 600,
                 access_log: str | None = "-", access_format: str | None = None,
                 log_level: str | None = None, control_socket: Path | None = None) -> list[str]:
-    """gunicorn with ``hindsight.gunicorn_conf`` (its request threads share a pool of database
+    """gunicorn with ``hindsight.project.gunicorn_conf`` (its request threads share a pool of database
     connections). Its control socket goes where asked, not to the shared default
     ``~/.gunicorn/gunicorn.ctl`` two stacks would fight over (none when the path is too long)."""
-    command = [sys.executable, "-m", "gunicorn", "hindsight.wsgi:application", "--bind", bind,
-               "--config", "python:hindsight.gunicorn_conf",
+    command = [sys.executable, "-m", "gunicorn", "hindsight.project.wsgi:application", "--bind", bind,
+               "--config", "python:hindsight.project.gunicorn_conf",
                "--workers", str(workers), "--threads", str(threads), "--timeout", str(timeout)]
     if access_log:
         command += ["--access-logfile", access_log]
@@ -307,7 +307,7 @@ class Stack:
     def use_here(self) -> None:
         """Point this process's Django at the stack (its env) and set Django up."""
         os.environ.update(self.env)
-        os.environ.setdefault("DJANGO_SETTINGS_MODULE", "hindsight.settings")
+        os.environ.setdefault("DJANGO_SETTINGS_MODULE", "hindsight.project.settings")
         import django  # noqa: PLC0415 - after the environment names the servers
 
         django.setup()
@@ -360,10 +360,10 @@ class Stack:
         return worker
 
     def start_beat(self, *, max_interval: float | None = None,
-                   settings: str = "hindsight.settings_beat",
+                   settings: str = "hindsight.project.settings_beat",
                    env: Mapping[str, str] | None = None) -> Process:
         """celery-beat: it only publishes its schedule, so its settings load
-        django-celery-beat alone (``hindsight.settings_beat``), not the service."""
+        django-celery-beat alone (``hindsight.project.settings_beat``), not the service."""
         self.beat = self._spawn("beat", beat_command(max_interval=max_interval),
                                 {**(env or {}), "DJANGO_SETTINGS_MODULE": settings})
         return self.beat

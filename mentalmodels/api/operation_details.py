@@ -8,7 +8,7 @@ from typing import Any
 
 from rest_framework import serializers
 
-from mentalmodels.refresh_types import (
+from mentalmodels.refresh.records import (
     MentalModelOperationType,
     RefreshFailureReason,
     RefreshOutcome,

@@ -1,9 +1,9 @@
 """The dry run's wire shape (``POST …/mental-models/{id}/dry-run-refresh``): the result
-serializer is ``Rendered`` (``hindsight.api.serializers``): its declared fields document it and
+serializer is ``Rendered`` (``hindsight.infra.edge.serializers``): its declared fields document it and
 render it from the run's ``Preview``; the scope, window and fact counts are nested ``Rendered``
 parts.
 
-The ``trace`` is the refresh's own record (``mentalmodels.trace.build_trace``, the same one a
+The ``trace`` is the refresh's own record (``mentalmodels.refresh.trace.build_trace``, the same one a
 real refresh keeps on the model); ``MentalModelRefreshTraceSerializer`` documents it, and a test
 holds what ``build_trace`` records to the declared fields, in order.
 
@@ -18,13 +18,13 @@ from typing import Any
 
 from rest_framework import serializers
 
-from hindsight.api.serializers import Rendered, computed, const
 from hindsight.banks.schema import TokenUsageSerializer
-from hindsight.tagscope import TAGS_MATCH_MODES
+from hindsight.infra.edge.serializers import Rendered, computed, const
+from hindsight.infra.tagscope import TAGS_MATCH_MODES
 from mentalmodels.api.operation_details import REFRESH_OUTCOMES
 from mentalmodels.api.serializers import REFRESH_MODES, TagGroupsField
-from mentalmodels.refresh_types import ModeFallbackReason, Preview, RefreshMode
-from mentalmodels.trace import iso_z
+from mentalmodels.refresh.records import ModeFallbackReason, Preview, RefreshMode
+from mentalmodels.refresh.trace import iso_z
 
 MODE_FALLBACK_REASONS = tuple(r.value for r in ModeFallbackReason)
 # A dry run never reaches the failure outcomes of a persisted refresh (structured output, error).

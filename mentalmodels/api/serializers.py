@@ -1,8 +1,8 @@
 """The mental-models API's wire format (upstream's): one serializer per request part and
-response, in the edge idiom of ``hindsight.api.serializers``.
+response, in the edge idiom of ``hindsight.infra.edge.serializers``.
 
 Requests: a ``Body`` refuses what is not an object, unknown fields and wrong types, each kind of
-mistake worded once (``hindsight.api.problems``), every problem of a request in one 422. The
+mistake worded once (``hindsight.infra.edge.problems``), every problem of a request in one 422. The
 domain's rules (``mental_model_id_problem``, ``trigger_normalize`` and the trigger rules of
 ``mentalmodels.triggers``) run after the declared types have been checked, their problems
 located under the field they concern. The same classes document the requests and are what the
@@ -20,7 +20,7 @@ from typing import Any, ClassVar
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from hindsight.api.serializers import (
+from hindsight.infra.edge.serializers import (
     OMIT,
     AnyJSON,
     Body,
@@ -40,10 +40,10 @@ from hindsight.api.serializers import (
     tags_field,
     tags_match_field,
 )
-from hindsight.errors import FieldErrors
-from hindsight.tagscope import TAGS_MATCH_MODES
+from hindsight.infra.errors import FieldErrors
+from hindsight.infra.tagscope import TAGS_MATCH_MODES
 from mentalmodels.models import HISTORY_KINDS, HistoryKind, MentalModel, MentalModelHistory
-from mentalmodels.refresh_types import RefreshMode
+from mentalmodels.refresh.records import RefreshMode
 from mentalmodels.selectors import LIST_TAGS_MATCH, ListedModel
 from mentalmodels.services import mental_model_id_problem
 from mentalmodels.triggers import BUDGETS, FACT_TYPES, INT_MAX, trigger_fill, trigger_normalize

@@ -10,8 +10,8 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from hindsight.api.schema import errors, query_parameters
-from hindsight.api.serializers import body_of
+from hindsight.infra.edge.schema import errors, query_parameters
+from hindsight.infra.edge.serializers import body_of
 from mentalmodels import selectors, services
 from mentalmodels.api import serializers as s
 from mentalmodels.api.preview import MentalModelDryRunRefreshResultSerializer

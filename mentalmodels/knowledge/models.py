@@ -28,7 +28,7 @@ from django.db.models import Q, Value
 from django.db.models.functions import Coalesce, Lower
 
 from hindsight.banks.models import Bank
-from hindsight.db import ClockTimestamp
+from hindsight.infra.db import ClockTimestamp
 from mentalmodels.models import MentalModel
 
 # First key of the tree's two-int advisory lock ("HSK"), beside the write clock's "HSM".

@@ -37,10 +37,10 @@ from hindsight.banks.models import Bank
 from hindsight.banks.recall import RRF_K
 from hindsight.banks.selectors import bank_last_memory_write_subquery
 from hindsight.banks.writeclock import quiet_cutoff_sql
-from hindsight.db import values_rows
-from hindsight.embeddings import EmbeddingError
-from hindsight.errors import NotFound
-from hindsight.tagscope import Group, TagScope, matches
+from hindsight.infra.db import values_rows
+from hindsight.infra.embeddings import EmbeddingError
+from hindsight.infra.errors import NotFound
+from hindsight.infra.tagscope import Group, TagScope, matches
 from mentalmodels.knowledge.models import (
     KnowledgeMemoryForget,
     KnowledgeNode,

@@ -25,8 +25,8 @@ from django.db import IntegrityError, connection, transaction
 
 from hindsight.banks.models import Bank
 from hindsight.banks.services import bank_ensure
-from hindsight.db import ClockTimestamp
-from hindsight.errors import BadRequest, Conflict, FieldErrors, NotFound
+from hindsight.infra.db import ClockTimestamp
+from hindsight.infra.errors import BadRequest, Conflict, FieldErrors, NotFound
 from mentalmodels.knowledge.models import MAX_DEPTH, TREE_LOCK_CLASS, KnowledgeNode, NodeKind
 from mentalmodels.services import (
     mental_model_create,

@@ -3,7 +3,7 @@
 import django.contrib.postgres.fields
 import django.contrib.postgres.indexes
 import django.db.models.deletion
-import hindsight.db
+import hindsight.infra.db
 import pgvector.django.vector
 from django.db import migrations, models
 
@@ -34,8 +34,8 @@ class Migration(migrations.Migration):
                 ('last_refresh_failed_at', models.DateTimeField(blank=True, null=True)),
                 ('last_full_refreshed_at', models.DateTimeField(blank=True, null=True)),
                 ('last_refresh_source_query', models.TextField(blank=True, null=True)),
-                ('created_at', models.DateTimeField(db_default=hindsight.db.ClockTimestamp())),
-                ('updated_at', models.DateTimeField(db_default=hindsight.db.ClockTimestamp())),
+                ('created_at', models.DateTimeField(db_default=hindsight.infra.db.ClockTimestamp())),
+                ('updated_at', models.DateTimeField(db_default=hindsight.infra.db.ClockTimestamp())),
                 ('reflect_response', models.JSONField(blank=True, null=True)),
                 ('embedding', pgvector.django.vector.VectorField(blank=True, dimensions=384, null=True)),
                 ('embedding_model', models.CharField(blank=True, default='', max_length=255)),
@@ -49,7 +49,7 @@ class Migration(migrations.Migration):
             fields=[
                 ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
                 ('kind', models.CharField(choices=[('version', 'version'), ('failure', 'failure')], max_length=16)),
-                ('changed_at', models.DateTimeField(db_default=hindsight.db.ClockTimestamp())),
+                ('changed_at', models.DateTimeField(db_default=hindsight.infra.db.ClockTimestamp())),
                 ('previous_content', models.TextField(blank=True, null=True)),
                 ('previous_reflect_response', models.JSONField(blank=True, null=True)),
                 ('reason', models.TextField(blank=True, null=True)),

@@ -27,8 +27,8 @@ from typing import Any
 
 from django.db import DatabaseError
 
-from hindsight.llm import Deadline, LLMError, get_llm
-from hindsight.tagscope import TagScope
+from hindsight.infra.llm import Deadline, LLMError, get_llm
+from hindsight.infra.tagscope import TagScope
 from mentalmodels.reflect import prompts
 from mentalmodels.reflect.mm_search import visible_models
 from mentalmodels.reflect.result import ReflectResult, RetrievalError, empty_based_on

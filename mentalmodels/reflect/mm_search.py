@@ -30,8 +30,8 @@ import numpy as np
 from django.db.models import QuerySet
 from django.db.models.expressions import RawSQL
 
-from hindsight.embeddings import EmbeddingError, get_embedder
-from hindsight.tagscope import TagScope, matches
+from hindsight.infra.embeddings import EmbeddingError, get_embedder
+from hindsight.infra.tagscope import TagScope, matches
 from mentalmodels.models import MentalModel
 
 DEFAULT_LIMIT = 5

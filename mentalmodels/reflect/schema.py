@@ -1,6 +1,6 @@
 """The reflect endpoint's answer: upstream's ``ReflectResponse`` and its parts.
 
-Each response serializer is ``Rendered`` (``hindsight.api.serializers``): its declared fields are
+Each response serializer is ``Rendered`` (``hindsight.infra.edge.serializers``): its declared fields are
 its OpenAPI shape and its renderer; ``tests/mentalmodels/reflect/test_response_shapes.py``
 checks every ``include`` variant.
 ``mentalmodels.reflect.serializers`` validates the request.
@@ -12,9 +12,9 @@ from typing import Any
 
 from rest_framework import serializers
 
-from hindsight.api.serializers import OMIT, Rendered, computed
 from hindsight.banks.retaintypes import Usage
 from hindsight.banks.schema import TokenUsageSerializer
+from hindsight.infra.edge.serializers import OMIT, Rendered, computed
 from mentalmodels.reflect.result import ReflectResult
 
 # The based_on buckets that are memories, in the order ``based_on.memories`` lists them.

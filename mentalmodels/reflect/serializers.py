@@ -1,5 +1,5 @@
 """The reflect endpoint's request: upstream's ReflectRequest, in the edge idiom of
-``hindsight.api.serializers`` (``mentalmodels.reflect.schema`` renders the ReflectResponse).
+``hindsight.infra.edge.serializers`` (``mentalmodels.reflect.schema`` renders the ReflectResponse).
 
 Every field upstream 1.1.0 accepts is accepted (the official client sends several of them as
 ``null``); a field it does not know is a 422 naming it (SPEC 0, deliberate difference).
@@ -14,7 +14,7 @@ from typing import Any
 
 from rest_framework import serializers
 
-from hindsight.api.serializers import (
+from hindsight.infra.edge.serializers import (
     AnyJSON,
     Body,
     Boolean,
@@ -27,8 +27,8 @@ from hindsight.api.serializers import (
     tags_field,
     tags_match_field,
 )
-from hindsight.errors import FieldErrors
-from hindsight.tagscope import TagScope
+from hindsight.infra.errors import FieldErrors
+from hindsight.infra.tagscope import TagScope
 from mentalmodels.triggers import response_schema_problems
 
 _OPT: dict[str, Any] = {"required": False, "allow_null": True, "default": None}

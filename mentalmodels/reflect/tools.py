@@ -20,8 +20,8 @@ from typing import Any
 
 from hindsight.banks.recall import memory_recall
 from hindsight.banks.tokens import count_tokens, count_tokens_batch
-from hindsight.embeddings import get_embedder
-from hindsight.tagscope import TagScope
+from hindsight.infra.embeddings import get_embedder
+from hindsight.infra.tagscope import TagScope
 from mentalmodels.reflect.mm_search import DEFAULT_LIMIT, MAX_LIMIT, mental_models_search
 from mentalmodels.reflect.result import MemoryRef, RetrievalError
 from mentalmodels.staleness import stale_flags

@@ -3,8 +3,8 @@
 A thin edge (STYLE 1): the request is validated by ``ReflectRequestSerializer``, the scope by the
 one tag-scope compiler, then ``reflect_run`` does the work under the reflect wall timeout. A
 failed lookup is a 503 (we could not look), an LLM failure a 502 (a timeout 504): neither is
-dressed up as an answer; each is a domain error of ``mentalmodels.errors``, which the one handler
-(``hindsight.api.errors``) maps by its class.
+dressed up as an answer; each is a domain error of ``mentalmodels.refresh.errors``, which the one handler
+(``hindsight.infra.edge.errors``) maps by its class.
 """
 
 from __future__ import annotations
@@ -15,17 +15,17 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from hindsight.api.schema import errors
-from hindsight.api.serializers import body_of
 from hindsight.banks.budget import bank_budget_require
 from hindsight.banks.selectors import bank_exists
-from hindsight.errors import NotFound
-from hindsight.llm import Deadline, LLMError, LLMTimeout
-from hindsight.llm.context import llm_context
-from mentalmodels.errors import ReflectLLMFailed, ReflectLLMTimedOut, ReflectRetrievalFailed
+from hindsight.infra.edge.schema import errors
+from hindsight.infra.edge.serializers import body_of
+from hindsight.infra.errors import NotFound
+from hindsight.infra.llm import Deadline, LLMError, LLMTimeout
+from hindsight.infra.llm.context import llm_context
 from mentalmodels.reflect import RetrievalError, reflect_run
 from mentalmodels.reflect.schema import ReflectResponseSerializer
 from mentalmodels.reflect.serializers import ReflectRequestSerializer
+from mentalmodels.refresh.errors import ReflectLLMFailed, ReflectLLMTimedOut, ReflectRetrievalFailed
 
 
 class ReflectView(APIView):

@@ -3,7 +3,7 @@
 its warnings — and ``record_on``, the one writer of that record onto the operation
 (``details`` and ``result_metadata``), however the attempt ends.
 
-The dry run keeps the same record and renders it instead (``mentalmodels.trace.build_trace``
+The dry run keeps the same record and renders it instead (``mentalmodels.refresh.trace.build_trace``
 bounds what a trace keeps of it).
 """
 
@@ -14,12 +14,12 @@ from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 
-from mentalmodels.refresh_types import refresh_details
-from mentalmodels.trace import bounded_ops
+from mentalmodels.refresh.records import refresh_details
+from mentalmodels.refresh.trace import bounded_ops
 
 if TYPE_CHECKING:
     from mentalmodels.models import MentalModel
-    from mentalmodels.refresh_types import Outcome, Plan
+    from mentalmodels.refresh.records import Outcome, Plan
     from operations.jobs import Job
 
 BASED_ON_KEYS = ("world", "experience", "opinion", "observation", "mental-models", "directives")

@@ -2,9 +2,9 @@
 (``mentalmodels.refresh.answer``), turned into edits of the current document.
 
 A second LLM call is shown the topic, the current document with its ids
-(``mentalmodels.document``) and the facts the answer cited — the facts themselves with their
+(``mentalmodels.document.structure``) and the facts the answer cited — the facts themselves with their
 dates, oldest first, never the loop's synthesis — and answers with operations
-(``mentalmodels.delta`` applies them). Every operation dropped, or an answer that cannot be
+(``mentalmodels.document.edits`` applies them). Every operation dropped, or an answer that cannot be
 read: asked once more with the wrong ids and the ids the document has (DL-4). What cannot be
 applied fails the attempt (retryable; content, document and window untouched). ``based_on``
 accumulates across delta refreshes (RF-8).
@@ -16,12 +16,12 @@ import json
 from dataclasses import replace
 from typing import Any
 
-from hindsight.llm import Deadline, LLMOutputError, get_llm
-from mentalmodels.delta import ANSWER_SCHEMA, DeltaResult, apply_operations
-from mentalmodels.document import Document, document_for, render
-from mentalmodels.errors import RefreshFailed
+from hindsight.infra.llm import Deadline, LLMOutputError, get_llm
+from mentalmodels.document.edits import ANSWER_SCHEMA, DeltaResult, apply_operations
+from mentalmodels.document.structure import Document, document_for, render
 from mentalmodels.refresh.answer import normalise_based_on
 from mentalmodels.refresh.attempt import BASED_ON_KEYS, RefreshAttempt
+from mentalmodels.refresh.errors import RefreshFailed
 from mentalmodels.refresh.failures import (
     DELTA_OPERATIONS,
     DELTA_UNTOUCHED,
@@ -29,7 +29,7 @@ from mentalmodels.refresh.failures import (
     llm_failure,
     refused,
 )
-from mentalmodels.refresh_types import Outcome, Plan, RefreshFailureReason, RefreshOutcome
+from mentalmodels.refresh.records import Outcome, Plan, RefreshFailureReason, RefreshOutcome
 
 DELTA_SYSTEM = """You maintain a long-lived markdown document by editing it, never by rewriting \
 it. You are given the document's topic, the document as sections of blocks (each with its id), \

@@ -9,10 +9,10 @@ import time
 
 import jsonschema
 
-from hindsight.llm import Deadline, get_llm
+from hindsight.infra.llm import Deadline, get_llm
 from mentalmodels.refresh.attempt import RefreshAttempt
 from mentalmodels.refresh.failures import LLM_FAILURES, STRUCTURED_OUTPUT, llm_failure, refused
-from mentalmodels.refresh_types import Outcome, Plan
+from mentalmodels.refresh.records import Outcome, Plan
 
 _EXTRACT_PROMPT = (
     "You extract structured data from a document. Read the document and answer with a JSON "

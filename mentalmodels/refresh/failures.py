@@ -9,7 +9,7 @@ failure reason, the message, whether a retry may help, whether the wall time ran
 - ``retrieval_guarded``: a database read that fails is ``retrieval_failed`` (RF-4);
 - ``FailureEntry.of``: what the failure entry (history, the trace kept with ``keep_trace``) of
   any failed attempt records — a refusal, an interrupted attempt, a lost worker — and its class
-  (``mentalmodels.failure_class``: transient or permanent, what the last failure does).
+  (``mentalmodels.refresh.failure_class``: transient or permanent, what the last failure does).
 """
 
 from __future__ import annotations
@@ -21,12 +21,12 @@ from typing import Any
 
 from django.db import DatabaseError
 
-from hindsight.errors import LLMNotConfigured
-from hindsight.llm import LLMError, LLMTimeout
-from mentalmodels.awaiting_llm import llm_missing_message, refresh_failed_for_missing_llm
-from mentalmodels.errors import RefreshFailed, RefreshInterrupted
-from mentalmodels.failure_class import FailureClass, failure_class
-from mentalmodels.refresh_types import RefreshFailureReason, RefreshOutcome
+from hindsight.infra.errors import LLMNotConfigured
+from hindsight.infra.llm import LLMError, LLMTimeout
+from mentalmodels.refresh.awaiting_llm import llm_missing_message, refresh_failed_for_missing_llm
+from mentalmodels.refresh.errors import RefreshFailed, RefreshInterrupted
+from mentalmodels.refresh.failure_class import FailureClass, failure_class
+from mentalmodels.refresh.records import RefreshFailureReason, RefreshOutcome
 
 # What a failed delta refresh left alone (every one of its refusals says so).
 DELTA_UNTOUCHED = "; the document, its structure and the window were left as they are"
@@ -108,7 +108,7 @@ class FailureEntry:
     trace: dict[str, Any] | None
     awaiting_llm: bool  # failed only for want of an LLM: recorded, not paused (awaiting_llm)
     # Transient (not paused, automatic refreshes back off) or permanent (paused after the last
-    # retry): mentalmodels.failure_class.
+    # retry): mentalmodels.refresh.failure_class.
     failure_class: FailureClass
 
     @classmethod

@@ -9,14 +9,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from hindsight.db import ClockTimestamp
-from hindsight.embeddings import get_embedder
-from mentalmodels.document import render_json, split
-from mentalmodels.failure_class import FAILURE_FIELDS, failure_record_clear
+from hindsight.infra.db import ClockTimestamp
+from hindsight.infra.embeddings import get_embedder
+from mentalmodels.document.structure import render_json, split
 from mentalmodels.models import MentalModel
 from mentalmodels.reflect.mm_search import content_hash, embedding_text
 from mentalmodels.refresh.answer import normalise_based_on
-from mentalmodels.refresh_types import Outcome, Plan, RefreshMode, RefreshOutcome
+from mentalmodels.refresh.failure_class import FAILURE_FIELDS, failure_record_clear
+from mentalmodels.refresh.records import Outcome, Plan, RefreshMode, RefreshOutcome
 from mentalmodels.services import history_record_version
 from operations.errors import FenceLost
 

@@ -12,7 +12,7 @@ is written on its job once (``RefreshAttempt.record_on``); a refusal raises ``Re
 (nothing of the model written), a refresh cut short from outside or by a bug
 ``RefreshInterrupted`` (with the trace so far), a model deleted or edited meanwhile
 ``FenceLost`` (superseded, not an attempt). The handler's hook records the failure entry and,
-after the last retry, the pause (``mentalmodels.handlers``).
+after the last retry, the pause (``mentalmodels.refresh.handler``).
 """
 
 from __future__ import annotations
@@ -21,19 +21,19 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from hindsight.banks.budget import bank_budget_require
-from hindsight.errors import LLMNotConfigured, NotFound
-from hindsight.llm.context import llm_context
-from mentalmodels.document import split
-from mentalmodels.errors import DryRunFailed, RefreshFailed, RefreshInterrupted
+from hindsight.infra.errors import LLMNotConfigured, NotFound
+from hindsight.infra.llm.context import llm_context
+from mentalmodels.document.structure import split
 from mentalmodels.models import MentalModel
 from mentalmodels.refresh.answer import NOTHING_CITED, decide, gather
 from mentalmodels.refresh.attempt import RefreshAttempt
 from mentalmodels.refresh.delta import delta_refresh
+from mentalmodels.refresh.errors import DryRunFailed, RefreshFailed, RefreshInterrupted
 from mentalmodels.refresh.extraction import extract_structured_output
 from mentalmodels.refresh.failures import retrieval_guarded
 from mentalmodels.refresh.persistence import refresh_persist
 from mentalmodels.refresh.plan import newest_in_scope, refresh_plan, sibling_in_reach
-from mentalmodels.refresh_types import (
+from mentalmodels.refresh.records import (
     Outcome,
     Plan,
     Preview,
@@ -42,8 +42,8 @@ from mentalmodels.refresh_types import (
     RefreshOutcome,
     Report,
 )
+from mentalmodels.refresh.trace import build_trace
 from mentalmodels.staleness import stale_flags
-from mentalmodels.trace import build_trace
 from operations.errors import FenceLost, OperationFailure
 
 if TYPE_CHECKING:

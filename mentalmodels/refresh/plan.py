@@ -15,10 +15,10 @@ from typing import Any
 from django.db import connection
 
 from hindsight.banks import writeclock
-from hindsight.tagscope import scope_sql
+from hindsight.infra.tagscope import scope_sql
 from mentalmodels.models import MentalModel
 from mentalmodels.reflect import mm_search
-from mentalmodels.refresh_types import ModeFallbackReason, Plan, RefreshMode
+from mentalmodels.refresh.records import ModeFallbackReason, Plan, RefreshMode
 from mentalmodels.staleness import model_scope
 
 

@@ -1,8 +1,8 @@
 """The operations API's wire format (upstream's ``OperationResponse``,
 ``OperationStatusResponse``, ``OperationsListResponse`` and the action answers): one serializer
-per response, ``Rendered`` (``hindsight.api.serializers``): its declared fields are its
+per response, ``Rendered`` (``hindsight.infra.edge.serializers``): its declared fields are its
 OpenAPI shape and its renderer. The query strings are parsed by the query serializers at the end, which also
-document them (``hindsight.api.schema.query_parameters``).
+document them (``hindsight.infra.edge.schema.query_parameters``).
 
 Rendered from an ``OperationReport``: who the operation is (id, type, model, payload, created)
 comes from its own row; where its work stands (status, error, retries, times, details, result)
@@ -20,7 +20,7 @@ from typing import Any
 from drf_spectacular.extensions import OpenApiSerializerFieldExtension
 from rest_framework import serializers
 
-from hindsight.api.serializers import (
+from hindsight.infra.edge.serializers import (
     Boolean,
     Choice,
     Query,

@@ -10,9 +10,9 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from hindsight.api.schema import errors as api_errors
-from hindsight.api.schema import query_parameters
-from hindsight.errors import BadRequest, NotFound
+from hindsight.infra.edge.schema import errors as api_errors
+from hindsight.infra.edge.schema import query_parameters
+from hindsight.infra.errors import BadRequest, NotFound
 from operations.actions import operation_cancel, operation_delete, operation_retry
 from operations.api.serializers import (
     OperationActionResponseSerializer,

@@ -14,8 +14,8 @@ from rest_framework.test import APIClient
 from hindsight.banks.budget import BUDGET_KEY, PARKED_BY_BUDGET, bank_spend
 from hindsight.banks.consolidation import consolidation_submit
 from hindsight.banks.models import MemoryUnit
-from hindsight.llm.log import llm_requests_purge
-from hindsight.llm.models import LLMRequest
+from hindsight.infra.llm.log import llm_requests_purge
+from hindsight.infra.llm.models import LLMRequest
 from mentalmodels.triggers_auto import mental_model_refresh_auto
 from operations.engine import operation_execute
 from operations.models import Operation

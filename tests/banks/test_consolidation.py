@@ -14,7 +14,6 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from hindsight import metrics
 from hindsight.banks.consolidation import (
     consolidation_submit,
     consolidation_submit_after_retain,
@@ -22,6 +21,7 @@ from hindsight.banks.consolidation import (
 from hindsight.banks.hooks import ConsolidationCompleted
 from hindsight.banks.models import Bank, MemoryUnit
 from hindsight.banks.selectors import bank_last_memory_write_at
+from hindsight.infra import metrics
 from mentalmodels.models import MentalModel
 from mentalmodels.triggers_auto import mental_models_cron_tick, on_consolidation_completed
 from operations.engine import operation_execute

@@ -9,7 +9,7 @@ import pytest
 from rest_framework.test import APIClient
 
 from hindsight.banks.models import MemoryUnit
-from hindsight.llm.models import LLMRequest
+from hindsight.infra.llm.models import LLMRequest
 from mentalmodels.models import MentalModel
 from operations.models import Operation
 from tests.banks.consolidation_llm import (

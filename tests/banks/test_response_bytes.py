@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from rest_framework.test import APIClient
 
-from hindsight.llm.models import LLMRequest
+from hindsight.infra.llm.models import LLMRequest
 from tests.factories import make_bank, make_memory, make_mental_model, make_operation
 from tests.wirebytes import DATETIME, DURATION_MS, check_cases, check_or_capture, j, send
 

@@ -11,7 +11,7 @@ from hindsight.banks import schema
 from hindsight.banks.models import Bank, MemoryUnit
 from hindsight.banks.recall import RecallHit
 from hindsight.banks.retaintypes import RetainResult, Usage
-from hindsight.llm.models import LLMRequest
+from hindsight.infra.llm.models import LLMRequest
 
 NOW = datetime(2025, 1, 1, tzinfo=UTC)
 

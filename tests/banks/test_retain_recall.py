@@ -15,8 +15,8 @@ from hindsight.banks import recall, services
 from hindsight.banks.models import Bank, MemoryUnit
 from hindsight.banks.retaintypes import RetainItem
 from hindsight.banks.tokens import count_tokens
-from hindsight.embeddings import get_embedder
-from hindsight.tagscope import TagScope
+from hindsight.infra.embeddings import get_embedder
+from hindsight.infra.tagscope import TagScope
 from operations.models import Operation
 
 pytestmark = pytest.mark.django_db

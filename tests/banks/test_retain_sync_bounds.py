@@ -15,10 +15,10 @@ from rest_framework.test import APIClient
 from hindsight.banks.models import MemoryUnit
 from hindsight.banks.retaintypes import RetainItem
 from hindsight.banks.services import memories_retain_sync
-from hindsight.config import read_config
-from hindsight.llm import collect_llm_calls
-from hindsight.llm.context import llm_context
-from hindsight.llm.models import LLMRequest
+from hindsight.infra.config import read_config
+from hindsight.infra.llm import collect_llm_calls
+from hindsight.infra.llm.context import llm_context
+from hindsight.infra.llm.models import LLMRequest
 from tests.fakes.extraction import InFlight
 from tests.fakes.fixtures import Reply
 

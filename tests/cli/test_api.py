@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from hindsight.cli.api import ApiError, error_message
+from hindsight.surfaces.cli.api import ApiError, error_message
 
 
 def test_field_errors_become_one_line_naming_each_field() -> None:

@@ -2,7 +2,7 @@
 commands with its flags, ``--wait`` exit codes, ``--output json`` parsed, errors as one line with
 exit code 1.
 
-The commands run in this process through Typer's ``CliRunner`` (``hindsight.cli.main``, the
+The commands run in this process through Typer's ``CliRunner`` (``hindsight.surfaces.cli.main``, the
 console script's entry point, with its arguments, environment and standard streams), still over
 HTTP to the live server; one test runs the installed console script as a subprocess.
 """
@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from hindsight.cli import main, render
+from hindsight.surfaces.cli import main, render
 from tests.live import LiveStack, fail_every_llm_call, write_documents
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.integration]

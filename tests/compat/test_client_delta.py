@@ -8,7 +8,7 @@ from hindsight_client import Hindsight
 from hindsight_client_api.models.mental_model_delta_operations import MentalModelDeltaOperations
 
 from hindsight.banks.models import MemoryUnit
-from mentalmodels.document import render_json
+from mentalmodels.document.structure import render_json
 from mentalmodels.models import MentalModel
 from tests.compat.test_client_mental_models import wait_operation
 from tests.mentalmodels.delta_llm import append_each_fact, delta_llm

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 from tokenizers import Tokenizer
 
-from hindsight.embeddings.local import MAX_SEQ_LENGTH, tokenizer_path
+from hindsight.infra.embeddings.local import MAX_SEQ_LENGTH, tokenizer_path
 
 SENTENCES = [
     "Alice prefers asynchronous communication.",

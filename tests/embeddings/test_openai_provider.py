@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from hindsight.embeddings import EmbeddingError, embed_one, get_embedder
+from hindsight.infra.embeddings import EmbeddingError, embed_one, get_embedder
 from tests.fakes.llm_server import pseudo_embedding
 
 

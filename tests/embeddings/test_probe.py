@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from hindsight.config import read_config
-from hindsight.embeddings.openai_provider import OpenAIEmbedder
-from hindsight.embeddings.probe import VARIABLE, embeddings_dimensions_probe
+from hindsight.infra.config import read_config
+from hindsight.infra.embeddings.openai_provider import OpenAIEmbedder
+from hindsight.infra.embeddings.probe import VARIABLE, embeddings_dimensions_probe
 from tests.fakes.llm_server import ScriptedLLMServer
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -88,7 +88,7 @@ def test_the_settings_probe_before_the_models_take_the_dimension(server) -> None
             "MemoryUnit._meta.get_field('embedding').dimensions)")
     result = subprocess.run(
         [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120,
-        env={"PATH": "/usr/bin:/bin", "DJANGO_SETTINGS_MODULE": "hindsight.settings",
+        env={"PATH": "/usr/bin:/bin", "DJANGO_SETTINGS_MODULE": "hindsight.project.settings",
              "HINDSIGHT_API_DATABASE_URL": "postgresql://postgres@127.0.0.1:1/unused",
              **_env(server)},
     )

@@ -9,10 +9,10 @@ from django.core.checks import Tags, run_checks
 from django.core.management import call_command
 from django.core.management.base import SystemCheckError
 
-from hindsight.embeddings import Profile
-from hindsight.embeddings.checks import EMBEDDING_PROFILE_CHECK_ID, embedding_profile_check
-from hindsight.embeddings.models import EmbeddingProfile
-from hindsight.embeddings.profile import ProfileMismatch, profile_ensure, profile_recorded
+from hindsight.infra.embeddings import Profile
+from hindsight.infra.embeddings.checks import EMBEDDING_PROFILE_CHECK_ID, embedding_profile_check
+from hindsight.infra.embeddings.models import EmbeddingProfile
+from hindsight.infra.embeddings.profile import ProfileMismatch, profile_ensure, profile_recorded
 
 pytestmark = pytest.mark.django_db
 

@@ -10,9 +10,9 @@ from django.core.management import CommandError, call_command
 from django.db import connection
 
 from hindsight.banks.models import Bank, MemoryUnit
-from hindsight.embeddings import Profile
-from hindsight.embeddings.models import EmbeddingProfile
-from hindsight.embeddings.profile import (
+from hindsight.infra.embeddings import Profile
+from hindsight.infra.embeddings.models import EmbeddingProfile
+from hindsight.infra.embeddings.profile import (
     ProfileMismatch,
     column_dimensions,
     profile_ensure,

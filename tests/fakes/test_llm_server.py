@@ -154,7 +154,7 @@ def test_env_mirrors_the_settings_for_worker_processes(
     assert env["HINDSIGHT_API_LLM_MODEL"] == "scripted"
     assert env["HINDSIGHT_API_LLM_MAX_RETRIES"] == "0"
     assert env["HINDSIGHT_API_EMBEDDINGS_OPENAI_DIMENSIONS"] == "384"
-    from hindsight.config import read_config
+    from hindsight.infra.config import read_config
 
     cfg = read_config(env)
     assert cfg.errors == ()

@@ -21,13 +21,13 @@ import time
 def main() -> None:
     mode, bank, mover, target = sys.argv[1:5]
     iterations, start_at = int(sys.argv[5]), float(sys.argv[6])
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "hindsight.settings")
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "hindsight.project.settings")
     import django
 
     django.setup()
     from django.db import IntegrityError, transaction
 
-    from hindsight.errors import BadRequest
+    from hindsight.infra.errors import BadRequest
     from mentalmodels.knowledge.models import KnowledgeNode
     from mentalmodels.knowledge.services import NodeUpdate, knowledge_node_update
 

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from hindsight.cli.app import app
+from hindsight.surfaces.cli.app import app
 from tests.factories import make_bank
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.integration]

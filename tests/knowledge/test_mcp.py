@@ -12,7 +12,7 @@ import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from hindsight.mcp_server.knowledge_tools import KNOWLEDGE_TOOL_NAMES
+from hindsight.surfaces.mcp_server.knowledge_tools import KNOWLEDGE_TOOL_NAMES
 from tests.factories import make_bank
 from tests.mcp_server.test_mcp import call
 from tests.mcp_server.test_mcp import call_error as refused

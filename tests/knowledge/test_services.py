@@ -7,7 +7,7 @@ import pytest
 from django.db import IntegrityError, connection, transaction
 from django.test.utils import CaptureQueriesContext
 
-from hindsight.errors import BadRequest, Conflict, FieldErrors, NotFound
+from hindsight.infra.errors import BadRequest, Conflict, FieldErrors, NotFound
 from mentalmodels.knowledge import selectors, services
 from mentalmodels.knowledge.models import MAX_DEPTH, KnowledgeNode, NodeKind
 from mentalmodels.knowledge.selectors import PageFilter

@@ -22,7 +22,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from rest_framework.test import APIClient
 
-from hindsight import tagscope
+from hindsight.infra import tagscope
 from mentalmodels.knowledge.models import KnowledgeNode, NodeKind
 from mentalmodels.knowledge.selectors import knowledge_tree
 from mentalmodels.models import MentalModel

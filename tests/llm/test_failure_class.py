@@ -8,7 +8,7 @@ from email.utils import format_datetime
 
 import pytest
 
-from hindsight.llm import LLMOutputError, LLMProviderError, LLMTimeout, get_llm
+from hindsight.infra.llm import LLMOutputError, LLMProviderError, LLMTimeout, get_llm
 from tests.fakes.llm_server import Reply
 
 

@@ -8,8 +8,8 @@ import time
 
 import pytest
 
-from hindsight.errors import LLMNotConfigured
-from hindsight.llm import (
+from hindsight.infra.errors import LLMNotConfigured
+from hindsight.infra.llm import (
     Deadline,
     LLMOutputError,
     LLMProviderError,

@@ -1,4 +1,4 @@
-"""``hindsight.llm.gateway._chat_completion``: the gateway's chat request goes on the wire byte
+"""``hindsight.infra.llm.gateway._chat_completion``: the gateway's chat request goes on the wire byte
 for byte as the SDK's ``chat.completions.create()`` sends it (request line, headers, body), and
 its answer parses to the same object — for every shape of request the gateway sends."""
 
@@ -13,7 +13,7 @@ from typing import Any
 import openai
 import pytest
 
-from hindsight.llm.gateway import _chat_completion
+from hindsight.infra.llm.gateway import _chat_completion
 
 _ANSWER = json.dumps({
     "id": "c1", "object": "chat.completion", "created": 1, "model": "m",

@@ -10,11 +10,11 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from hindsight.config import read_config
-from hindsight.llm import LLMProviderError, get_llm
-from hindsight.llm.context import llm_context
-from hindsight.llm.log import llm_requests_purge
-from hindsight.llm.models import LLMRequest
+from hindsight.infra.config import read_config
+from hindsight.infra.llm import LLMProviderError, get_llm
+from hindsight.infra.llm.context import llm_context
+from hindsight.infra.llm.log import llm_requests_purge
+from hindsight.infra.llm.models import LLMRequest
 from tests.durability import synchronous_commit
 from tests.fakes.llm_server import Reply
 

@@ -21,9 +21,9 @@ from django.utils import timezone
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
-from hindsight.cli.api import HindsightApi
-from hindsight.config import MCP_ONE_BANK_EXCLUDED, MCP_TOOL_NAMES
-from hindsight.mcp_server.tools import ToolBackend, build_server, set_backend
+from hindsight.infra.config import MCP_ONE_BANK_EXCLUDED, MCP_TOOL_NAMES
+from hindsight.surfaces.cli.api import HindsightApi
+from hindsight.surfaces.mcp_server.tools import ToolBackend, build_server, set_backend
 from tests.live import LiveStack, write_documents
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.integration]

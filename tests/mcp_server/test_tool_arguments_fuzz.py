@@ -18,8 +18,8 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from mcp import Client
 
-from hindsight.cli.api import ApiError
-from hindsight.mcp_server.tools import ToolBackend, build_server, set_backend
+from hindsight.surfaces.cli.api import ApiError
+from hindsight.surfaces.mcp_server.tools import ToolBackend, build_server, set_backend
 from tests.strategies import any_json
 
 FORWARDED = "HTTP 422: forwarded"

@@ -16,9 +16,9 @@ import anyio
 import pytest
 from mcp import Client
 
-from hindsight.cli.api import HindsightApi
-from hindsight.config import MCP_ONE_BANK_EXCLUDED, MCP_TOOL_NAMES, read_config
-from hindsight.mcp_server.tools import ToolBackend, build_server, set_backend
+from hindsight.infra.config import MCP_ONE_BANK_EXCLUDED, MCP_TOOL_NAMES, read_config
+from hindsight.surfaces.cli.api import HindsightApi
+from hindsight.surfaces.mcp_server.tools import ToolBackend, build_server, set_backend
 from mentalmodels.models import MentalModel
 from tests.mcp_server.test_mcp import call as _call
 from tests.mcp_server.test_mcp import call_error as _refused
@@ -339,7 +339,7 @@ def test_every_upstream_tool_is_offered_or_named_as_not_backed() -> None:
     offered = set(_listed(one_bank=False))
     assert offered <= set(UPSTREAM)
     assert set(UPSTREAM) - offered - KNOWLEDGE == set(NOT_BACKED)
-    # In upstream's order, which hindsight.config lists.
+    # In upstream's order, which hindsight.infra.config lists.
     assert list(_listed(one_bank=False)) == [n for n in UPSTREAM if n in offered]
     assert list(_listed(one_bank=False)) == list(MCP_TOOL_NAMES)
 

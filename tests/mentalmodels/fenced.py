@@ -7,7 +7,7 @@ its job (``last_operation`` reads it), and the next call can claim the key."""
 from __future__ import annotations
 
 from mentalmodels.refresh import pipeline
-from mentalmodels.refresh_types import MentalModelOperationType, Report
+from mentalmodels.refresh.records import MentalModelOperationType, Report
 from mentalmodels.services import refresh_dedupe_key
 from operations.jobs import Job
 from operations.leases import operation_claim, operation_supersede

@@ -383,7 +383,7 @@ def test_non_final_failure_keeps_the_parked_refresh(bank):
 def test_cron_tick_is_a_beat_schedule_at_the_configured_interval(settings):
     from django_celery_beat.models import PeriodicTask
 
-    from hindsight.celery import app
+    from hindsight.project.celery import app
     from operations.schedules import ensure_beat_schedules
 
     settings.HINDSIGHT = dataclasses.replace(settings.HINDSIGHT, mental_model_refresh_tick_seconds=7)

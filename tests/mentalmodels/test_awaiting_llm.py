@@ -1,5 +1,5 @@
 """A refresh that fails only because no LLM is configured: recorded, not paused, and caught up
-by itself once a worker with an LLM runs (mentalmodels.awaiting_llm), with real workers."""
+by itself once a worker with an LLM runs (mentalmodels.refresh.awaiting_llm), with real workers."""
 
 from __future__ import annotations
 
@@ -9,15 +9,15 @@ import pytest
 from rest_framework.test import APIClient
 
 from hindsight.banks.models import Bank
-from hindsight.errors import LLMNotConfigured
-from mentalmodels.awaiting_llm import (
+from hindsight.infra.errors import LLMNotConfigured
+from mentalmodels.models import MentalModel, MentalModelHistory
+from mentalmodels.refresh.awaiting_llm import (
     LLM_NOT_CONFIGURED,
     mental_model_await_llm,
     mental_models_refresh_awaiting_llm,
     refresh_failed_for_missing_llm,
 )
-from mentalmodels.errors import RefreshFailed
-from mentalmodels.models import MentalModel, MentalModelHistory
+from mentalmodels.refresh.errors import RefreshFailed
 from operations.models import Operation
 from tests.factories import make_memory, make_mental_model
 from tests.mentalmodels.test_refresh_worker import answering, wait_status

@@ -14,7 +14,7 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from hindsight.banks.budget import BUDGET_KEY, PARKED_BY_BUDGET
-from hindsight.llm.models import LLMRequest
+from hindsight.infra.llm.models import LLMRequest
 from mentalmodels.models import MentalModel
 from mentalmodels.triggers_auto import mental_models_refresh_auto
 from operations.models import Operation

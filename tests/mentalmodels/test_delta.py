@@ -9,9 +9,9 @@ import pytest
 
 from hindsight.banks.models import MemoryUnit
 from mentalmodels.api.preview import MentalModelDryRunRefreshResultSerializer
-from mentalmodels.document import render_json, split
-from mentalmodels.errors import DryRunFailed, RefreshFailed
+from mentalmodels.document.structure import render_json, split
 from mentalmodels.models import MentalModel
+from mentalmodels.refresh.errors import DryRunFailed, RefreshFailed
 from mentalmodels.refresh.pipeline import refresh_dry_run
 from mentalmodels.services import mental_model_clear
 from tests.factories import make_memory, make_mental_model

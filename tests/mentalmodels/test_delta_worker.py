@@ -8,7 +8,7 @@ import threading
 import pytest
 from rest_framework.test import APIClient
 
-from mentalmodels.document import render_json, split
+from mentalmodels.document.structure import render_json, split
 from mentalmodels.models import MentalModel, MentalModelHistory
 from operations.models import Operation
 from tests.factories import make_memory, make_mental_model

@@ -11,8 +11,8 @@ from hypothesis import HealthCheck, given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
-from mentalmodels.delta import apply_operations, validate_operation
-from mentalmodels.document import (
+from mentalmodels.document.edits import apply_operations, validate_operation
+from mentalmodels.document.structure import (
     PREAMBLE_ID,
     Document,
     document_for,

@@ -9,9 +9,9 @@ import dataclasses
 import pytest
 from django.db import OperationalError
 
-from mentalmodels.errors import RefreshFailed
-from mentalmodels.handlers import RefreshMentalModelHandler
 from mentalmodels.models import MentalModel, MentalModelHistory
+from mentalmodels.refresh.errors import RefreshFailed
+from mentalmodels.refresh.handler import RefreshMentalModelHandler
 from mentalmodels.refresh.pipeline import refresh_dry_run
 from mentalmodels.services import mental_model_refresh_submit
 from operations.engine import operation_execute

@@ -12,9 +12,9 @@ from types import SimpleNamespace
 import pytest
 from django.utils import timezone
 
-from mentalmodels.errors import RefreshFailed
-from mentalmodels.handlers import RefreshMentalModelHandler
 from mentalmodels.models import MentalModel, MentalModelHistory
+from mentalmodels.refresh.errors import RefreshFailed
+from mentalmodels.refresh.handler import RefreshMentalModelHandler
 from mentalmodels.services import (
     history_record_failure,
     history_record_version,

@@ -11,8 +11,8 @@ from django.db import transaction
 from hindsight.banks.models import MemoryUnit
 from hindsight.banks.writeclock import hold_bank_write_lock
 from mentalmodels.api.preview import MentalModelDryRunRefreshResultSerializer
-from mentalmodels.errors import RefreshFailed
 from mentalmodels.models import MentalModel, MentalModelHistory
+from mentalmodels.refresh.errors import RefreshFailed
 from mentalmodels.refresh.pipeline import NOTHING_READABLE, refresh_dry_run
 from tests.factories import make_memory, make_mental_model
 from tests.fakes.llm_server import Reply

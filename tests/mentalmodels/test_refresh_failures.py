@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from hindsight.errors import LLMNotConfigured
-from hindsight.llm import LLMOutputError, LLMProviderError, LLMTimeout
-from mentalmodels.awaiting_llm import refresh_failed_for_missing_llm
+from hindsight.infra.errors import LLMNotConfigured
+from hindsight.infra.llm import LLMOutputError, LLMProviderError, LLMTimeout
+from mentalmodels.refresh.awaiting_llm import refresh_failed_for_missing_llm
 from mentalmodels.refresh.failures import (
     DELTA_OPERATIONS,
     GATHER,

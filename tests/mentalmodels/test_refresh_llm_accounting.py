@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from hindsight.banks.models import Bank
-from hindsight.llm.models import LLMRequest
+from hindsight.infra.llm.models import LLMRequest
 from mentalmodels.refresh.pipeline import refresh_dry_run
 from mentalmodels.services import mental_model_refresh_submit
 from operations.engine import operation_execute

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from hindsight.tagscope import TagScope
+from hindsight.infra.tagscope import TagScope
 from mentalmodels.api.preview import (
     LLMCallTraceSerializer,
     MentalModelDryRunRefreshResultSerializer,
@@ -29,8 +29,8 @@ from mentalmodels.api.serializers import (
 )
 from mentalmodels.models import MentalModel, MentalModelHistory
 from mentalmodels.refresh.attempt import RefreshAttempt
-from mentalmodels.refresh_types import Outcome, Plan, Preview
-from mentalmodels.trace import build_trace
+from mentalmodels.refresh.records import Outcome, Plan, Preview
+from mentalmodels.refresh.trace import build_trace
 
 NOW = datetime(2025, 1, 1, tzinfo=UTC)
 

@@ -67,7 +67,7 @@ class Writer(threading.Thread):
 
     def run(self) -> None:
         try:
-            from hindsight.embeddings import get_embedder
+            from hindsight.infra.embeddings import get_embedder
 
             [vector] = get_embedder().embed([self.text])
             with transaction.atomic():

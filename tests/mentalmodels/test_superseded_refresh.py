@@ -13,8 +13,8 @@ import dataclasses
 import pytest
 
 from mentalmodels import services
-from mentalmodels.handlers import RefreshMentalModelHandler
 from mentalmodels.models import MentalModel, MentalModelHistory
+from mentalmodels.refresh.handler import RefreshMentalModelHandler
 from mentalmodels.services import (
     mental_model_clear,
     mental_model_delete,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from hindsight.errors import FieldErrors
+from hindsight.infra.errors import FieldErrors
 from mentalmodels.triggers import (
     INT_MAX,
     SCHEMA_MAX_DEPTH,

@@ -9,16 +9,16 @@ from typing import Any
 from django.core.serializers.json import DjangoJSONEncoder
 from rest_framework.renderers import JSONRenderer
 
-from mentalmodels.errors import RefreshFailed
 from mentalmodels.models import HistoryKind
 from mentalmodels.refresh.attempt import RefreshAttempt
-from mentalmodels.refresh_types import (
+from mentalmodels.refresh.errors import RefreshFailed
+from mentalmodels.refresh.records import (
     ModeFallbackReason,
     RefreshFailureReason,
     RefreshMode,
     RefreshOutcome,
 )
-from mentalmodels.trace import build_trace
+from mentalmodels.refresh.trace import build_trace
 
 
 def _dumps(value: Any) -> list[bytes]:

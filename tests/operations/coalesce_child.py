@@ -18,7 +18,7 @@ def main() -> None:
     key, threads, per_thread, start_at = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), float(
         sys.argv[4]
     )
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "hindsight.settings")
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "hindsight.project.settings")
     import django
 
     django.setup()

@@ -1,4 +1,4 @@
-"""The API under gunicorn (``hindsight.gunicorn_conf``, as ``make run`` and the image start it):
+"""The API under gunicorn (``hindsight.project.gunicorn_conf``, as ``make run`` and the image start it):
 its request threads share a small pool of database connections instead of connecting — a
 PostgreSQL backend started and torn down — for every request."""
 

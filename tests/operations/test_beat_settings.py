@@ -1,5 +1,5 @@
 """What a Celery process loads before its first task. celery-beat's settings
-(``hindsight.settings_beat``): beat loads django-celery-beat alone — none of the service's apps,
+(``hindsight.project.settings_beat``): beat loads django-celery-beat alone — none of the service's apps,
 handlers, LLM SDK or embedder runtime — and still has the project's broker, queue and scheduler.
 (That a real beat with them publishes its schedule to a worker: tests/operations/test_workers.py
 and tests/test_devstack_run.py.) A worker, on the project's settings, loads no URL and no view.
@@ -17,12 +17,12 @@ REPO = Path(__file__).resolve().parents[2]
 
 # What beat does before its first tick, and a worker before its first task: Django set up,
 # Celery's task discovery (where Celery's Django fixup would run every system check, whose URL
-# check imports every view; hindsight.celery skips it).
+# check imports every view; hindsight.project.celery skips it).
 _PROBE = """
 import json, os, sys
 import django
 django.setup()
-from hindsight.celery import app
+from hindsight.project.celery import app
 app.loader.import_default_modules()
 from django.conf import settings
 print(json.dumps({
@@ -34,9 +34,9 @@ print(json.dumps({
 }))
 """
 
-URL_MODULES = ("hindsight.urls", "hindsight.mcp_server.http", "drf_spectacular.views")
+URL_MODULES = ("hindsight.project.urls", "hindsight.surfaces.mcp_server.http", "drf_spectacular.views")
 # The modules the probe reports as loaded.
-WATCHED = ("operations.engine", "hindsight.llm.gateway", "openai", "onnxruntime", "numpy",
+WATCHED = ("operations.engine", "hindsight.infra.llm.gateway", "openai", "onnxruntime", "numpy",
            "mentalmodels.models", "rest_framework", *URL_MODULES)
 
 
@@ -50,17 +50,17 @@ def _probe(settings_module: str) -> dict:
 
 
 def test_beat_settings_load_none_of_the_service() -> None:
-    beat = _probe("hindsight.settings_beat")
+    beat = _probe("hindsight.project.settings_beat")
     assert beat["loaded"] == []
     assert beat["apps"] == ["django.contrib.contenttypes", "django_celery_beat"]
     assert beat["scheduler"] == "django_celery_beat.schedulers:DatabaseScheduler"
     assert beat["queue"] == "beat-probe-queue"
     assert beat["broker"] == "redis://127.0.0.1:1/0"
     # The project's settings load all of it: what the narrowing saves.
-    full = _probe("hindsight.settings")
-    assert {"operations.engine", "hindsight.llm.gateway", "onnxruntime"} <= set(full["loaded"])
+    full = _probe("hindsight.project.settings")
+    assert {"operations.engine", "hindsight.infra.llm.gateway", "onnxruntime"} <= set(full["loaded"])
 
 
 def test_a_worker_starting_up_loads_no_url_and_no_view() -> None:
-    worker = _probe("hindsight.settings")
+    worker = _probe("hindsight.project.settings")
     assert not set(URL_MODULES) & set(worker["loaded"])

@@ -10,7 +10,7 @@ from django.test import Client
 from prometheus_client.parser import text_string_to_metric_families
 
 from hindsight.banks.models import Bank
-from hindsight.metrics import purpose_label
+from hindsight.infra.metrics import purpose_label
 from operations.models import Operation
 
 

@@ -12,7 +12,7 @@ from django.db import IntegrityError, connection, transaction
 from django.test.utils import CaptureQueriesContext
 
 from hindsight.banks.models import Bank
-from hindsight.errors import Conflict
+from hindsight.infra.errors import Conflict
 from operations.actions import operation_cancel, operation_delete, operation_retry
 from operations.leases import BUSY, backoff_seconds, operation_claim, operation_record_failure
 from operations.models import CANCELLED, FAILED, PENDING, PROCESSING, Lease, Operation
@@ -350,7 +350,7 @@ def test_delete_removes_only_finished_operations(bank, sent) -> None:
 
 
 def test_task_options_make_delivery_at_least_once(settings) -> None:
-    from hindsight.celery import app
+    from hindsight.project.celery import app
     from operations.tasks import recover, release_due, run_operation
 
     assert run_operation.name == "operations.run"

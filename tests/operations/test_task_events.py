@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from hindsight.celery import app
+from hindsight.project.celery import app
 from operations.models import Operation
 from tests.operations.helpers import submit_job
 from tests.workers import wait_until

@@ -10,7 +10,7 @@ import time
 import pytest
 from django.db import connection
 
-from hindsight.llm import get_llm
+from hindsight.infra.llm import get_llm
 from operations import walltimeout
 from operations.errors import WallTimeout
 from tests.fakes.fixtures import Reply

@@ -204,7 +204,7 @@ def test_real_celery_beat_releases_a_parked_job_through_the_declared_schedule(
     ensure_beat_schedules()  # the rows now carry this test's 0.5 s → 1 s interval
     worker_factory()
     # Beat with the settings `make run` and the compose file give it (django-celery-beat only).
-    worker_factory.start_beat({"DJANGO_SETTINGS_MODULE": "hindsight.settings_beat"})
+    worker_factory.start_beat({"DJANGO_SETTINGS_MODULE": "hindsight.project.settings_beat"})
     with connection.cursor() as cursor:
         cursor.execute("SELECT clock_timestamp()")
         now = cursor.fetchone()[0]

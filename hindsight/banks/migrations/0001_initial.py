@@ -4,7 +4,7 @@ import django.contrib.postgres.fields
 import django.contrib.postgres.indexes
 import django.contrib.postgres.search
 import django.db.models.deletion
-import hindsight.db
+import hindsight.infra.db
 import pgvector.django.indexes
 import pgvector.django.vector
 import uuid
@@ -30,8 +30,8 @@ class Migration(migrations.Migration):
                 ('mission', models.TextField(blank=True, default='')),
                 ('disposition', models.JSONField(blank=True, default=dict)),
                 ('config', models.JSONField(blank=True, default=dict)),
-                ('created_at', models.DateTimeField(db_default=hindsight.db.ClockTimestamp())),
-                ('updated_at', models.DateTimeField(db_default=hindsight.db.ClockTimestamp())),
+                ('created_at', models.DateTimeField(db_default=hindsight.infra.db.ClockTimestamp())),
+                ('updated_at', models.DateTimeField(db_default=hindsight.infra.db.ClockTimestamp())),
             ],
             options={
                 'ordering': ['id'],
@@ -44,7 +44,7 @@ class Migration(migrations.Migration):
                 ('provider', models.CharField(max_length=32)),
                 ('model', models.CharField(max_length=255)),
                 ('dimensions', models.PositiveIntegerField()),
-                ('recorded_at', models.DateTimeField(db_default=hindsight.db.ClockTimestamp())),
+                ('recorded_at', models.DateTimeField(db_default=hindsight.infra.db.ClockTimestamp())),
             ],
         ),
         migrations.CreateModel(
@@ -63,8 +63,8 @@ class Migration(migrations.Migration):
                 ('mentioned_at', models.DateTimeField(blank=True, null=True)),
                 ('source_memory_ids', django.contrib.postgres.fields.ArrayField(base_field=models.UUIDField(), blank=True, default=list, size=None)),
                 ('consolidated_at', models.DateTimeField(blank=True, null=True)),
-                ('created_at', models.DateTimeField(db_default=hindsight.db.ClockTimestamp())),
-                ('updated_at', models.DateTimeField(db_default=hindsight.db.ClockTimestamp())),
+                ('created_at', models.DateTimeField(db_default=hindsight.infra.db.ClockTimestamp())),
+                ('updated_at', models.DateTimeField(db_default=hindsight.infra.db.ClockTimestamp())),
                 ('embedding', pgvector.django.vector.VectorField(dimensions=settings.HINDSIGHT.embeddings_dimensions, null=True)),
                 ('search_vector', models.GeneratedField(db_persist=True, expression=django.contrib.postgres.search.SearchVector('text', 'context', config='english'), output_field=django.contrib.postgres.search.SearchVectorField())),
                 ('bank', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='memories', to='banks.bank')),

@@ -1,7 +1,7 @@
 """The knowledge-base API's wire format (upstream 1.1.0's): one serializer per request and
 response, in the mental-models API's idiom.
 
-Requests are ``Body`` and ``Query`` parts (``hindsight.api.serializers``): unknown fields are a
+Requests are ``Body`` and ``Query`` parts (``hindsight.infra.edge.serializers``): unknown fields are a
 422 naming them, and every problem of a request is reported in one answer naming its field and
 the rule, worded as on every endpoint. The page fields are the mental model's (text, tags, the
 token range, the trigger), so a page is validated as a mental model is. Deliberate differences
@@ -22,7 +22,7 @@ from typing import Any, ClassVar
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from hindsight.api.serializers import (
+from hindsight.infra.edge.serializers import (
     AnyJSON,
     Body,
     Integer,
@@ -35,7 +35,7 @@ from hindsight.api.serializers import (
     tags_field,
     tags_match_field,
 )
-from hindsight.tagscope import parse_tag_groups
+from hindsight.infra.tagscope import parse_tag_groups
 from mentalmodels.api.serializers import MAX_TOKENS_RANGE, MentalModelTriggerSerializer
 from mentalmodels.knowledge import markdown
 from mentalmodels.knowledge.models import KnowledgeNode, NodeKind

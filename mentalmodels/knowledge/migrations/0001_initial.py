@@ -3,7 +3,7 @@
 import django.db.models.deletion
 import django.db.models.functions.comparison
 import django.db.models.functions.text
-import hindsight.db
+import hindsight.infra.db
 from django.db import migrations, models
 
 # The tree's guarantee, whoever writes the rows (mentalmodels.knowledge.models): on every insert
@@ -73,8 +73,8 @@ class Migration(migrations.Migration):
                 ('id', models.CharField(max_length=64, primary_key=True, serialize=False)),
                 ('kind', models.CharField(choices=[('folder', 'folder'), ('page', 'page')], max_length=8)),
                 ('name', models.TextField()),
-                ('created_at', models.DateTimeField(db_default=hindsight.db.ClockTimestamp())),
-                ('updated_at', models.DateTimeField(db_default=hindsight.db.ClockTimestamp())),
+                ('created_at', models.DateTimeField(db_default=hindsight.infra.db.ClockTimestamp())),
+                ('updated_at', models.DateTimeField(db_default=hindsight.infra.db.ClockTimestamp())),
                 ('bank', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='knowledge_nodes', to='banks.bank')),
                 ('mental_model', models.OneToOneField(blank=True, null=True, on_delete=django.db.models.deletion.CASCADE, related_name='knowledge_node', to='mentalmodels.mentalmodel')),
                 ('parent', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.CASCADE, related_name='children', to='knowledge.knowledgenode')),

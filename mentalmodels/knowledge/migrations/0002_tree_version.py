@@ -1,4 +1,4 @@
-import hindsight.db
+import hindsight.infra.db
 from django.db import migrations, models
 
 # The tree's version keys (mentalmodels.knowledge.models), kept by the database whoever writes
@@ -155,7 +155,7 @@ class Migration(migrations.Migration):
             fields=[
                 ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
                 ('bank_id', models.CharField(max_length=255)),
-                ('forgotten_at', models.DateTimeField(db_default=hindsight.db.ClockTimestamp())),
+                ('forgotten_at', models.DateTimeField(db_default=hindsight.infra.db.ClockTimestamp())),
             ],
             options={
                 'indexes': [models.Index(fields=['bank_id', 'forgotten_at'], name='knowledge_forget_bank_idx')],

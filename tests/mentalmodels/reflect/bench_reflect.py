@@ -16,9 +16,9 @@ import time
 import pytest
 
 from hindsight.banks.models import Bank, MemoryUnit
-from hindsight.config import LOCAL_EMBEDDING_DIMENSIONS, LOCAL_EMBEDDING_MODEL
-from hindsight.embeddings import get_embedder
-from hindsight.tagscope import TagScope
+from hindsight.infra.config import LOCAL_EMBEDDING_DIMENSIONS, LOCAL_EMBEDDING_MODEL
+from hindsight.infra.embeddings import get_embedder
+from hindsight.infra.tagscope import TagScope
 from mentalmodels.models import MentalModel
 from mentalmodels.reflect import reflect_run
 from mentalmodels.reflect.mm_search import mental_models_search

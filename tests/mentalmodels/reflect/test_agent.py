@@ -9,8 +9,8 @@ import pytest
 
 from hindsight.banks.tokens import count_tokens
 from hindsight.banks.writeclock import take_cutoff
-from hindsight.errors import LLMNotConfigured
-from hindsight.tagscope import TagScope
+from hindsight.infra.errors import LLMNotConfigured
+from hindsight.infra.tagscope import TagScope
 from mentalmodels.reflect import ReflectResult, RetrievalError, reflect_run
 from mentalmodels.reflect.prompts import SYNTHESIS
 from tests.fakes.llm_server import Reply

@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from hindsight.tagscope import TagScope
+from hindsight.infra.tagscope import TagScope
 from mentalmodels.models import MentalModel
 from mentalmodels.reflect.mm_search import (
     content_hash,

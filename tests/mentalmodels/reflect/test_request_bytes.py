@@ -1,5 +1,5 @@
 """The reflect endpoint's answers to malformed requests, byte for byte, compared with the literal
-bodies reflect's own strict serializer answered before it moved onto ``hindsight.api``'s
+bodies reflect's own strict serializer answered before it moved onto ``hindsight.infra.edge``'s
 (captured once from that code).
 
 Each body is compared as the raw response text, so the order of errors and of keys counts.

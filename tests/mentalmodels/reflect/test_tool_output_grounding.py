@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from hindsight.tagscope import TagScope
+from hindsight.infra.tagscope import TagScope
 from mentalmodels.reflect import reflect_run
 from tests.fakes.llm_server import Reply
 from tests.mentalmodels.reflect.conftest import add_memory

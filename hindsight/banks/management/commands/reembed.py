@@ -28,9 +28,9 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import connection, transaction
 
 from hindsight.banks.models import MemoryUnit
-from hindsight.db import vector_literal
-from hindsight.embeddings import EmbeddingError, configured_profile, get_embedder
-from hindsight.embeddings.profile import column_dimensions, profile_record, profile_recorded
+from hindsight.infra.db import vector_literal
+from hindsight.infra.embeddings import EmbeddingError, configured_profile, get_embedder
+from hindsight.infra.embeddings.profile import column_dimensions, profile_record, profile_recorded
 
 HNSW_INDEX_NAME = "memory_embedding_hnsw"
 VECTOR_COLUMNS = (

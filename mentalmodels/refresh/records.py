@@ -1,0 +1,134 @@
+"""The refresh pipeline's vocabulary and records: its operation type, modes, outcomes, failure
+reasons and mode fallback reasons (upstream 1.1.0's wire values; a test compares them with the
+upstream document), and what a refresh plans, what it decided, what it reports."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+from hindsight.infra.tagscope import TagScope
+from mentalmodels.models import MentalModel
+
+
+class MentalModelOperationType(StrEnum):
+    """The operation types the mental-models app owns (the engine knows them as strings)."""
+
+    REFRESH = "refresh_mental_model"
+
+
+class RefreshMode(StrEnum):
+    FULL = "full"
+    DELTA = "delta"
+
+
+class RefreshOutcome(StrEnum):
+    """``RefreshMentalModelOperationDetails.outcome``; the first five are a dry run's too."""
+
+    CONTENT_WRITTEN = "content_written"
+    CONTENT_UNCHANGED = "content_unchanged"
+    CONTENT_PRESERVED_NO_NEW_FACTS = "content_preserved_no_new_facts"
+    REFRESH_FAILED_EMPTY_CANDIDATE = "refresh_failed_empty_candidate"
+    REFRESH_FAILED_DELTA_NOT_APPLIED = "refresh_failed_delta_not_applied"
+    REFRESH_FAILED_STRUCTURED_OUTPUT = "refresh_failed_structured_output"
+    REFRESH_FAILED_ERROR = "refresh_failed_error"
+
+
+class RefreshFailureReason(StrEnum):
+    """``RefreshMentalModelOperationDetails.failure_reason`` (and a failure entry's reason)."""
+
+    EMPTY_CANDIDATE = "empty_candidate"
+    STRUCTURED_DOC_UNREADABLE = "structured_doc_unreadable"
+    DELTA_OPS_FAILED = "delta_ops_failed"
+    DELTA_OPS_ALL_SKIPPED = "delta_ops_all_skipped"
+    DELTA_NOT_APPLIED = "delta_not_applied"
+    STRUCTURED_OUTPUT_FAILED = "structured_output_failed"
+    RETRIEVAL_FAILED = "retrieval_failed"
+    NO_ANSWER = "no_answer"
+    UNEXPECTED_ERROR = "unexpected_error"
+
+
+class ModeFallbackReason(StrEnum):
+    """Why a delta refresh ran in full mode (``mode_fallback_reason``)."""
+
+    NO_BASELINE_CONTENT = "no_baseline_content"
+    SOURCE_QUERY_CHANGED = "source_query_changed"
+    STRUCTURED_DOC_UNREADABLE = "structured_doc_unreadable"
+    DELTA_OPS_FAILED = "delta_ops_failed"
+    DELTA_OPS_ALL_SKIPPED = "delta_ops_all_skipped"
+
+
+def refresh_details(*, outcome: str, failure_reason: str | None) -> dict[str, Any]:
+    """A refresh operation's ``details`` (upstream's ``RefreshMentalModelOperationDetails``)."""
+    return {"operation_type": MentalModelOperationType.REFRESH, "outcome": outcome,
+            "failure_reason": failure_reason}
+
+
+@dataclass
+class Plan:
+    model: MentalModel
+    requested_mode: str
+    effective_mode: str
+    mode_fallback_reason: str | None
+    scope: TagScope
+    cutoff: datetime
+    window_after: datetime | None
+    exclude_mental_models: bool
+    exclude_ids: list[str]
+    budget: str
+    response_schema: dict[str, Any] | None
+    keep_trace: bool
+
+
+@dataclass
+class Outcome:
+    outcome: str
+    content: str  # the document a real refresh stores (preview_content)
+    candidate: str  # the raw answer of the reflect loop
+    watermark: datetime | None
+    based_on: dict[str, list[dict[str, Any]]]
+    mental_models: list[dict[str, Any]]
+    structured_output: Any = None
+    structured_extracted: bool = False
+    reflected: bool = False  # False: the loop did not run (nothing in reach)
+    facts_retrieved: dict[str, int] = field(default_factory=dict)
+    facts_used: dict[str, int] = field(default_factory=dict)
+    # The structured document ``content`` renders (DL-1), as stored; None: leave the column.
+    document: dict[str, Any] | None = None
+    # Delta mode: {"applied": [...], "skipped": [...]} (None in full mode).
+    delta_operations: dict[str, list[dict[str, Any]]] | None = None
+
+
+@dataclass
+class Report:
+    """What one refresh did (the real run's return value; the dry run renders it)."""
+
+    plan: Plan
+    outcome: Outcome
+    trace: dict[str, Any]
+    usage: dict[str, int]
+    duration_ms: int
+    warnings: list[str]
+    tool_outputs: list[dict[str, Any]]
+
+
+@dataclass
+class Preview:
+    """What a dry run found: the refresh it would make, nothing written
+    (``mentalmodels.api.preview.MentalModelDryRunRefreshResultSerializer`` renders its wire
+    shape)."""
+
+    model: MentalModel
+    plan: Plan
+    outcome: Outcome
+    current_content: str
+    trace: dict[str, Any]
+    usage: dict[str, int]
+    duration_ms: int
+    warnings: list[str]
+
+    @property
+    def would_persist(self) -> bool:
+        return self.outcome.content != self.current_content
