@@ -7,11 +7,12 @@ Django system checks (``hindsight.infra.checks``), which stop start-up naming th
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 # The package version, as /version reports it.
 VERSION = "0.1.0"
@@ -49,107 +50,221 @@ MISSING_TOGETHER = "E002"  # a variable another setting requires
 OUT_OF_ORDER = "E003"  # timings that must be ordered are not
 
 
+# Every variable the service reads is this prefix and a name (upstream's names where it has one).
+ENV_PREFIX = "HINDSIGHT_API_"
+
+
 class ConfigProblem(NamedTuple):
     variable: str
     message: str
     rule: str
 
 
+def _env(variable: str | tuple[str, ...], doc: str, *, shown: str | None = None) -> dict[str, Any]:
+    """A field's documentation: the variable(s) it is read from (``HINDSIGHT_API_`` + the name),
+    what it means, and its default as docs/configuration.md shows it when the value alone would
+    mislead (``shown``). ``configuration_markdown`` writes the page from these."""
+    names = (variable,) if isinstance(variable, str) else variable
+    return {"variables": tuple(ENV_PREFIX + name for name in names), "doc": doc, "shown": shown}
+
+
 @dataclass(frozen=True)
 class Config:
-    host: str = "127.0.0.1"
-    port: int = 8888
-    database_url: str = ""
-    redis_url: str = ""
-    tenant_api_key: str = ""
-    secret_key: str = ""
-    debug: bool = False
-    max_request_bytes: int = 10 * 1024 * 1024
+    # The service.
+    host: str = field(default="127.0.0.1", metadata=_env(
+        "HOST", "The address `make run` serves the API on."))
+    port: int = field(default=8888, metadata=_env(
+        "PORT", "The port `make run` serves the API on."))
+    database_url: str = field(default="", metadata=_env(
+        "DATABASE_URL", "The PostgreSQL URL (`postgresql://…`). The database needs the `vector` "
+        "and `btree_gin` extensions: the migrations create them, so a role that does not own the "
+        "database needs them created beforehand.", shown="`make run`: its embedded server"))
+    redis_url: str = field(default="", metadata=_env(
+        "REDIS_URL", "The Redis URL (`redis://`, `rediss://`, `unix://`): the Celery broker and "
+        "the per-key locks.", shown="`make run`: its embedded Valkey"))
+    tenant_api_key: str = field(default="", metadata=_env(
+        "TENANT_API_KEY", "When set, every `/v1` and `/mcp` request needs "
+        "`Authorization: Bearer <key>`."))
+    secret_key: str = field(default="", metadata=_env(
+        "SECRET_KEY", "Django's secret key, the same in every process. Required outside "
+        "`make run` (system check `hindsight.E200`).", shown="`make run`: kept in `.devdata/secret_key`"))
+    debug: bool = field(default=False, metadata=_env(
+        "DEBUG", "Django's debug mode (never in production)."))
+    max_request_bytes: int = field(default=10 * 1024 * 1024, metadata=_env(
+        "MAX_REQUEST_BYTES", "A larger request body is refused with 413.", shown="10 MiB"))
 
-    llm_provider: str = "none"
-    llm_base_url: str = ""
-    llm_api_key: str = ""
-    llm_model: str = ""
-    llm_timeout_seconds: float = 120.0
-    llm_max_retries: int = 2
+    # The LLM.
+    llm_provider: str = field(default="none", metadata=_env(
+        "LLM_PROVIDER", "`openai` (any OpenAI-compatible server) or `none`. Without an LLM, "
+        "reflect and dry runs answer 400 naming these variables, retain stores items verbatim, "
+        "and refreshes wait for one."))
+    llm_base_url: str = field(default="", metadata=_env(
+        "LLM_BASE_URL", "The LLM server's base URL, `/v1` included "
+        "(`https://api.openai.com/v1`, `http://127.0.0.1:11434/v1`)."))
+    llm_api_key: str = field(default="", metadata=_env(
+        "LLM_API_KEY", "The LLM server's key (any non-empty value for a local server)."))
+    llm_model: str = field(default="", metadata=_env(
+        "LLM_MODEL", "The chat model; required with `LLM_PROVIDER=openai`."))
+    llm_timeout_seconds: float = field(default=120.0, metadata=_env(
+        "LLM_TIMEOUT", "Seconds one LLM request may take."))
+    llm_max_retries: int = field(default=2, metadata=_env(
+        "LLM_MAX_RETRIES", "Retries of one LLM request after a transient error (429, 5xx, no "
+        "answer), each at least the answer's `Retry-After` later; other errors are not retried."))
 
-    embeddings_provider: str = "local"
-    embeddings_base_url: str = ""
-    embeddings_api_key: str = ""
-    embeddings_model: str = LOCAL_EMBEDDING_MODEL
+    # Embeddings.
+    embeddings_provider: str = field(default="local", metadata=_env(
+        "EMBEDDINGS_PROVIDER", "`local` (all-MiniLM-L6-v2, 384 dimensions, offline) or `openai` "
+        "(any OpenAI-compatible embeddings server). A changed provider, model or dimension is "
+        "refused at `migrate` until `manage.py reembed` has rebuilt the vectors."))
+    embeddings_base_url: str = field(default="", metadata=_env(
+        "EMBEDDINGS_OPENAI_BASE_URL", "`openai` provider: the server's base URL, `/v1` included."))
+    embeddings_api_key: str = field(default="", metadata=_env(
+        "EMBEDDINGS_OPENAI_API_KEY", "`openai` provider: the server's key."))
+    embeddings_model: str = field(default=LOCAL_EMBEDDING_MODEL, metadata=_env(
+        ("EMBEDDINGS_LOCAL_MODEL", "EMBEDDINGS_OPENAI_MODEL"),
+        "The embedding model: `local` ships only all-MiniLM-L6-v2; `openai` requires one."))
     # 0 until probed when HINDSIGHT_API_EMBEDDINGS_OPENAI_DIMENSIONS is unset (openai provider).
-    embeddings_dimensions: int = LOCAL_EMBEDDING_DIMENSIONS
+    embeddings_dimensions: int = field(default=LOCAL_EMBEDDING_DIMENSIONS, metadata=_env(
+        "EMBEDDINGS_OPENAI_DIMENSIONS", "`openai` provider: the vectors' dimension (at most "
+        "2000), requested and checked against every answer; unset, probed at start by asking the "
+        "model once.", shown="384 (`local`); probed (`openai`)"))
     # True when the dimension came from asking the model rather than from the configuration:
     # requests then leave ``dimensions`` out, as upstream does when it is unset.
     embeddings_dimensions_probed: bool = False
-    embeddings_timeout_seconds: float = 60.0
-    embeddings_max_retries: int = 2
+    embeddings_timeout_seconds: float = field(default=60.0, metadata=_env(
+        "EMBEDDINGS_TIMEOUT", "`openai` provider: seconds one embeddings request may take."))
+    embeddings_max_retries: int = field(default=2, metadata=_env(
+        "EMBEDDINGS_MAX_RETRIES", "`openai` provider: retries of one embeddings request."))
 
-    # The worker's Celery pool and slots (jobs in flight per worker process), and, for a
-    # threads pool, the database connections its slots share (a slot waiting on the LLM holds
-    # none).
-    worker_pool: str = "threads"
-    worker_concurrency: int = 64
-    # Slots of the worker that `make run` (and compose) runs on ``cpu_queue``.
-    worker_cpu_concurrency: int = 8
-    worker_db_pool_size: int = 8
-    # The API process's database connections under gunicorn, shared by its request threads
-    # (hindsight.project.gunicorn_conf).
-    web_db_pool_size: int = 4
-    worker_max_retries: int = 3
-    worker_retry_backoff_seconds: float = 30.0
-    worker_retry_backoff_max_seconds: float = 600.0
-    lock_ttl_seconds: float = 30.0
-    heartbeat_seconds: float = 10.0
-    recovery_threshold_seconds: float = 60.0
-    redispatch_after_seconds: float = 120.0
-    recovery_interval_seconds: float = 30.0
-    release_interval_seconds: float = 5.0
-    recovery_batch_size: int = 100
-    reflect_wall_timeout_seconds: float = 300.0
-    task_soft_time_limit_seconds: float = 330.0
-    task_time_limit_seconds: float = 360.0
-    broker_visibility_timeout_seconds: float = 3600.0
+    # Workers and the job engine.
+    worker_pool: str = field(default="threads", metadata=_env(
+        "WORKER_POOL", "A worker's Celery pool when its command line names none: `threads` keeps "
+        "many LLM-bound jobs in flight in one process, `prefork` runs each in a child process."))
+    worker_concurrency: int = field(default=64, metadata=_env(
+        "WORKER_CONCURRENCY", "Slots per worker process: jobs in flight at once."))
+    worker_cpu_concurrency: int = field(default=8, metadata=_env(
+        "WORKER_CPU_CONCURRENCY", "Slots of the worker `make run` (and compose) runs on the CPU "
+        "queue; `0` under `make run`: no such worker, every job on the one worker."))
+    worker_db_pool_size: int = field(default=8, metadata=_env(
+        "WORKER_DB_POOL_SIZE", "A threads-pool worker's database connections, shared by its slots "
+        "(a slot waiting on the LLM holds none)."))
+    web_db_pool_size: int = field(default=4, metadata=_env(
+        "WEB_DB_POOL_SIZE", "Each API process's database connections under gunicorn "
+        "(`hindsight.project.gunicorn_conf`), shared by its request threads."))
+    worker_max_retries: int = field(default=3, metadata=_env(
+        "WORKER_MAX_RETRIES", "Attempts of a failed job after the first."))
+    worker_retry_backoff_seconds: float = field(default=30.0, metadata=_env(
+        "WORKER_TASK_RETRY_BACKOFF_SECONDS", "A job's retry backoff: doubled per attempt, jittered."))
+    worker_retry_backoff_max_seconds: float = field(default=600.0, metadata=_env(
+        "WORKER_TASK_RETRY_BACKOFF_MAX_SECONDS", "The retry backoff's cap."))
+    lock_ttl_seconds: float = field(default=30.0, metadata=_env(
+        "WORKER_LOCK_TTL_SECONDS", "The TTL of a job key's Redis lock, which the heartbeat extends."))
+    heartbeat_seconds: float = field(default=10.0, metadata=_env(
+        "WORKER_HEARTBEAT_SECONDS", "How often a running job extends its lock and lease; shorter "
+        "than the lock TTL."))
+    recovery_threshold_seconds: float = field(default=60.0, metadata=_env(
+        "WORKER_RECOVERY_THRESHOLD_SECONDS", "A running job silent this long is recovered by "
+        "beat's sweep (an attempt counted): the backstop for a lost machine, since a killed worker "
+        "process is recovered within seconds."))
+    redispatch_after_seconds: float = field(default=120.0, metadata=_env(
+        "WORKER_REDISPATCH_AFTER_SECONDS", "A pending job whose broker message was lost is sent "
+        "again after this."))
+    recovery_interval_seconds: float = field(default=30.0, metadata=_env(
+        "WORKER_RECOVERY_INTERVAL_SECONDS", "How often beat runs the recovery sweep."))
+    release_interval_seconds: float = field(default=5.0, metadata=_env(
+        "WORKER_RELEASE_INTERVAL_SECONDS", "How often beat sends the parked jobs that came due."))
+    recovery_batch_size: int = field(default=100, metadata=_env(
+        "WORKER_RECOVERY_BATCH_SIZE", "Jobs one sweep recovers at most."))
+    reflect_wall_timeout_seconds: float = field(default=300.0, metadata=_env(
+        "REFLECT_WALL_TIMEOUT", "Seconds a whole refresh attempt, or a reflect, may take; a "
+        "refresh that hits it is a failed attempt."))
+    task_soft_time_limit_seconds: float = field(default=330.0, metadata=_env(
+        "WORKER_TASK_SOFT_TIME_LIMIT", "Celery's soft time limit of a job (prefork pool only: in a "
+        "threads pool the wall timeout bounds a job)."))
+    task_time_limit_seconds: float = field(default=360.0, metadata=_env(
+        "WORKER_TASK_TIME_LIMIT", "Celery's hard time limit of a job (prefork pool only)."))
+    broker_visibility_timeout_seconds: float = field(default=3600.0, metadata=_env(
+        "BROKER_VISIBILITY_TIMEOUT", "Seconds before Redis redelivers an unacknowledged message."))
     # Celery queue the API publishes to and workers consume (tests use one per session).
-    task_queue: str = "hindsight"
+    task_queue: str = field(default="hindsight", metadata=_env(
+        "TASK_QUEUE", "The Celery queue the API, the workers and beat use; the same in every "
+        "process."))
     # Celery queue of the jobs whose work is CPU-heavy in the worker (retain: the extracted
     # facts embedded; consolidation: embedding and vector math), so that workers of their own
     # run them beside the LLM-bound refresh slots; empty: the task queue (one pool for all).
-    cpu_queue: str = ""
+    cpu_queue: str = field(default="", metadata=_env(
+        "WORKER_CPU_QUEUE", "The Celery queue of retains and consolidations (CPU-heavy in the "
+        "worker); unset, they share the task queue. The same in every process, and some worker "
+        "must consume it (`celery -A hindsight worker -Q …`).",
+        shown="unset; `make run`: `<task queue>.cpu`"))
     # Extra modules whose import registers operation handlers (test-only handlers, plugins).
-    extra_handler_modules: tuple[str, ...] = ()
-    # Short retry of one publish to the broker; a publish that still fails is re-sent by recovery.
-    publish_retries: int = 2
+    extra_handler_modules: tuple[str, ...] = field(default=(), metadata=_env(
+        "EXTRA_HANDLER_MODULES", "Comma-separated modules imported at start to register more "
+        "operation handlers (the tests' handlers)."))
+    publish_retries: int = field(default=2, metadata=_env(
+        "WORKER_PUBLISH_RETRIES", "Short retries of one publish to the broker; a publish that "
+        "still fails is sent again by recovery."))
 
-    # Retain: LLM extraction calls in flight at once per retain; a sync retain extracts at most
-    # this many items (more: a 422 pointing to ``async: true``) within this many seconds.
-    retain_extraction_concurrency: int = 8
-    retain_sync_max_llm_items: int = 100
-    retain_sync_timeout_seconds: float = 60.0
+    # Retain.
+    retain_extraction_concurrency: int = field(default=8, metadata=_env(
+        "RETAIN_EXTRACTION_CONCURRENCY", "A retain's LLM extraction calls in flight at once."))
+    retain_sync_max_llm_items: int = field(default=100, metadata=_env(
+        "RETAIN_SYNC_MAX_LLM_ITEMS", "A synchronous retain with more items for the LLM to extract "
+        "is refused at once (422 on `items`, pointing to `async: true`)."))
+    retain_sync_timeout_seconds: float = field(default=60.0, metadata=_env(
+        "RETAIN_SYNC_TIMEOUT", "Seconds a synchronous retain's extraction may take (then 504, "
+        "nothing stored)."))
 
-    mental_model_refresh_tick_seconds: float = 60.0
-    mental_model_min_refresh_interval_seconds: float = 0.0
-    mental_model_history_max_entries: int = 50
+    # Mental models.
+    mental_model_refresh_tick_seconds: float = field(default=60.0, metadata=_env(
+        "MENTAL_MODEL_REFRESH_TICK_SECONDS", "Beat's tick for `refresh_cron` and "
+        "`full_refresh_cron` (the schedule is rewritten at `migrate`)."))
+    mental_model_min_refresh_interval_seconds: float = field(default=0.0, metadata=_env(
+        "MENTAL_MODEL_MIN_REFRESH_INTERVAL_SECONDS", "The deployment's rate floor for a model's "
+        "automatic refreshes (a model's or a bank's own floor wins); a trigger inside it is "
+        "parked until it ends."))
+    mental_model_history_max_entries: int = field(default=50, metadata=_env(
+        "MENTAL_MODEL_HISTORY_MAX_ENTRIES", "History entries kept per model and kind (versions "
+        "and failures counted apart)."))
     # After a transient final failure (the LLM down), automatic refreshes of the model wait
     # min(max, base × 2^(n-1)) for the n-th in a row, or the provider's Retry-After if longer.
-    mental_model_failure_backoff_seconds: float = 60.0
-    mental_model_failure_backoff_max_seconds: float = 3600.0
-    enable_mental_model_history: bool = True
+    mental_model_failure_backoff_seconds: float = field(default=60.0, metadata=_env(
+        "MENTAL_MODEL_FAILURE_BACKOFF_SECONDS", "After the n-th transient refresh failure in a "
+        "row, the model's automatic refreshes wait min(max, this × 2^(n−1)), or the provider's "
+        "`Retry-After` if longer."))
+    mental_model_failure_backoff_max_seconds: float = field(default=3600.0, metadata=_env(
+        "MENTAL_MODEL_FAILURE_BACKOFF_MAX_SECONDS", "That backoff's cap."))
+    enable_mental_model_history: bool = field(default=True, metadata=_env(
+        "ENABLE_MENTAL_MODEL_HISTORY", "Keep the models' history (both kinds)."))
 
-    # The MCP endpoint at /mcp and which tools it (and `hindsight mcp`) offers; () = all.
-    mcp_enabled: bool = True
-    mcp_enabled_tools: tuple[str, ...] = ()
-    # Consolidation (hindsight.banks.consolidation): facts per round, rounds per operation.
-    consolidation_batch_size: int = 50
-    consolidation_max_rounds: int = 20
-    # The LLM request log (hindsight.infra.llm.models): how long rows are kept, how much of a prompt
-    # and a response each keeps, how often the purge runs.
-    llm_request_log_retention_hours: float = 24.0
-    llm_request_log_max_chars: int = 20_000
-    llm_request_log_purge_interval_seconds: float = 600.0
+    # MCP.
+    mcp_enabled: bool = field(default=True, metadata=_env(
+        "MCP_ENABLED", "Serve the MCP endpoint at `/mcp`."))
+    mcp_enabled_tools: tuple[str, ...] = field(default=(), metadata=_env(
+        "MCP_ENABLED_TOOLS", "Comma-separated allowlist of the MCP tools `/mcp` and "
+        "`hindsight mcp` offer; an unknown name stops start-up.", shown="all"))
+
+    # Consolidation (hindsight.banks.consolidation).
+    consolidation_batch_size: int = field(default=50, metadata=_env(
+        "CONSOLIDATION_BATCH_SIZE", "Facts per consolidation round."))
+    consolidation_max_rounds: int = field(default=20, metadata=_env(
+        "CONSOLIDATION_MAX_ROUNDS", "Rounds per consolidation operation; then it queues its "
+        "continuation."))
+
+    # The LLM request log (hindsight.infra.llm.models) and the spend it measures.
+    llm_request_log_retention_hours: float = field(default=24.0, metadata=_env(
+        "LLM_REQUEST_LOG_RETENTION_HOURS", "How long the LLM request log keeps a row (beat purges "
+        "older ones; a row of the last 24 hours only loses its prompt and response)."))
+    llm_request_log_max_chars: int = field(default=20_000, metadata=_env(
+        "LLM_REQUEST_LOG_MAX_CHARS", "Characters of a prompt and of a response the log keeps."))
+    llm_request_log_purge_interval_seconds: float = field(default=600.0, metadata=_env(
+        "LLM_REQUEST_LOG_PURGE_INTERVAL_SECONDS", "How often beat purges the log."))
     # Tokens a bank may spend on the LLM in a rolling 24 h (hindsight.banks.budget), when the
     # bank's config sets no ``llm_token_budget_per_day`` of its own; None = unlimited.
-    llm_token_budget_per_day: int | None = None
+    llm_token_budget_per_day: int | None = field(default=None, metadata=_env(
+        "LLM_TOKEN_BUDGET_PER_DAY", "Tokens a bank may spend on the LLM in a rolling 24 hours, "
+        "for banks whose config sets no `llm_token_budget_per_day`; a spent bank's calls answer "
+        "429 and its due work is parked.", shown="unset (unlimited)"))
 
     errors: tuple[ConfigProblem, ...] = field(default=())
 
@@ -229,7 +344,7 @@ class _Reader:
 def read_config(env: Mapping[str, str] | None = None) -> Config:
     """Read the whole configuration from ``env`` (the process environment by default)."""
     r = _Reader(os.environ if env is None else env)
-    p = "HINDSIGHT_API_"
+    p = ENV_PREFIX
 
     llm_provider = r.choice(p + "LLM_PROVIDER", LLM_PROVIDERS, "none")
     llm_base_url = r.text(p + "LLM_BASE_URL")
@@ -374,3 +489,86 @@ def read_config(env: Mapping[str, str] | None = None) -> Config:
         r.problem(OUT_OF_ORDER, p + "WORKER_HEARTBEAT_SECONDS",
                   "must be shorter than WORKER_LOCK_TTL_SECONDS")
     return Config(**{**cfg.__dict__, "errors": tuple(r.errors)})
+
+
+# docs/configuration.md: written from the fields' documentation above, never by hand.
+# (``-c``, not ``-m``: the package's __init__ imports this module first, and runpy warns.)
+PAGE_COMMAND = (".venv/bin/python -c 'from hindsight.infra.config import main; main()'"
+                " > docs/configuration.md")
+# The page's sections, each from its first field on, in the dataclass's order.
+_PAGE_SECTIONS = (
+    ("The service", "host"), ("The LLM", "llm_provider"), ("Embeddings", "embeddings_provider"),
+    ("Workers and the job engine", "worker_pool"), ("Retain", "retain_extraction_concurrency"),
+    ("Mental models", "mental_model_refresh_tick_seconds"), ("MCP", "mcp_enabled"),
+    ("Consolidation", "consolidation_batch_size"),
+    ("The LLM request log and the token budget", "llm_request_log_retention_hours"),
+)
+# Read by other modules, not part of ``Config``: the page lists them after it.
+_OTHER_VARIABLES = (
+    ("`HINDSIGHT_URL`, `HINDSIGHT_API_KEY`", "The `hindsight` CLI's (and `hindsight mcp`'s) "
+     "server, default `http://127.0.0.1:8888`, and the key it sends as `Authorization: Bearer`."),
+    ("`PROMETHEUS_MULTIPROC_DIR`", "The folder every process writes its metric files to, so a "
+     "scrape of any API process sums them all; `make run` uses `.devdata/metrics`, the image "
+     "`/var/lib/hindsight/metrics`."),
+    ("`DJANGO_SETTINGS_MODULE`", "`hindsight.project.settings` (the default); beat runs with "
+     "`hindsight.project.settings_beat`."),
+    ("`HINDSIGHT_DEVSTACK`", "Set to `1` by `make run` for the processes it starts (and by "
+     "`python -m hindsight.devstack env`)."),
+)
+
+
+def documented_fields() -> list[dataclasses.Field[Any]]:
+    """The fields of ``Config`` read from the environment, in their order."""
+    return [f for f in dataclasses.fields(Config) if "variables" in f.metadata]
+
+
+def _default_text(f: dataclasses.Field[Any]) -> str:
+    if f.metadata["shown"]:
+        return str(f.metadata["shown"])
+    value = f.default
+    if value in ("", (), None):
+        return "unset"
+    if isinstance(value, bool):
+        return f"`{str(value).lower()}`"
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    return f"`{value}`"
+
+
+def configuration_markdown() -> str:
+    """docs/configuration.md, from the documentation of ``Config``'s fields."""
+    starts = dict((first, title) for title, first in _PAGE_SECTIONS)
+    lines = [
+        "# Configuration",
+        "",
+        "This page is written from the `Config` dataclass of `hindsight/infra/config.py`: change a",
+        "field's documentation there, then run",
+        "",
+        "```sh",
+        PAGE_COMMAND,
+        "```",
+        "",
+        "Every setting is an environment variable, read once at start (names follow upstream",
+        "Hindsight's where it has one, so a deployment's environment carries over). An invalid value",
+        "stops start-up with a message naming the variable and its rule: the API and `manage.py`",
+        "through Django's system checks, a Celery worker through the same check at its start. The",
+        "timings must be ordered — `REFLECT_WALL_TIMEOUT` < `WORKER_TASK_SOFT_TIME_LIMIT` <",
+        "`WORKER_TASK_TIME_LIMIT` < `BROKER_VISIBILITY_TIMEOUT`, and `WORKER_HEARTBEAT_SECONDS` <",
+        "`WORKER_LOCK_TTL_SECONDS` — and start-up refuses a configuration whose timings are not.",
+        "Durations are in seconds unless the name says otherwise.",
+    ]
+    for f in documented_fields():
+        if f.name in starts:
+            lines += ["", f"## {starts[f.name]}", "", "| variable | default | meaning |",
+                      "|---|---|---|"]
+        names = " / ".join(f"`{name}`" for name in f.metadata["variables"])
+        doc = str(f.metadata["doc"]).replace("|", "\\|")
+        lines.append(f"| {names} | {_default_text(f)} | {doc} |")
+    lines += ["", "## Read elsewhere", "", "| variable | meaning |", "|---|---|"]
+    lines += [f"| {names} | {doc} |" for names, doc in _OTHER_VARIABLES]
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    """Print docs/configuration.md (``PAGE_COMMAND``)."""
+    print(configuration_markdown(), end="")
