@@ -65,9 +65,9 @@ sys.path.insert(0, str(REPO))
 
 from chaos import ChaosLLM  # noqa: E402  (a sibling script, after the path insert)
 
+from fakes.llm_server import Reply  # noqa: E402
 from hindsight.devstack.servers import free_port  # noqa: E402
 from hindsight.devstack.stack import Stack, openai_compatible_env  # noqa: E402
-from tests.fakes.llm_server import Reply  # noqa: E402
 
 # Upstream 1.1.0 on this machine, as issue 25's table gives it (ranges of its runs).
 UPSTREAM = {

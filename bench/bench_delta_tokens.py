@@ -62,8 +62,8 @@ def _cited(body: dict[str, Any]) -> list[str]:
 
 
 def responder(body: dict[str, Any]) -> Any:
-    from tests.fakes.llm_server import Reply
-    from tests.mentalmodels.delta_llm import is_delta_call, parse_delta_call
+    from fakes.delta_llm import is_delta_call, parse_delta_call
+    from fakes.llm_server import Reply
 
     if body.get("response_format") and is_delta_call(body):
         call = parse_delta_call(body)
@@ -91,8 +91,8 @@ def main() -> None:
     rng = random.Random(args.random_seed)
     sizes = [int(s) for s in args.sizes.split(",")]
 
+    from fakes.llm_server import ScriptedLLMServer
     from hindsight.devstack.stack import Stack, openai_compatible_env
-    from tests.fakes.llm_server import ScriptedLLMServer
 
     llm = ScriptedLLMServer().start()
     llm.respond_with(responder)

@@ -203,9 +203,9 @@ def main() -> None:
     args = parser.parse_args()
     within = True
 
+    from fakes.consolidation_llm import ConsolidatingLLM
+    from fakes.llm_server import ScriptedLLMServer
     from hindsight.devstack.stack import Stack, openai_compatible_env
-    from tests.banks.consolidation_llm import ConsolidatingLLM
-    from tests.fakes.llm_server import ScriptedLLMServer
 
     llm = ScriptedLLMServer().start()
     ConsolidatingLLM(llm, usage=None)  # tokens estimated from the words each request sends

@@ -227,7 +227,7 @@ def _side_env(database_url: str, redis_url: str, llm_url: str, queue: str) -> di
 def respond(body: dict[str, Any]) -> Any:
     """The scripted LLM: retain extraction gets one fact per item; a refresh's forced tool
     turns get a recall, its free turn ``done`` citing the first facts it saw."""
-    from tests.fakes.llm_server import Reply
+    from fakes.llm_server import Reply
 
     delay = 0.0
     if body.get("response_format"):
@@ -255,8 +255,8 @@ def respond(body: dict[str, Any]) -> Any:
 
 def orchestrate(args: argparse.Namespace) -> int:
     sys.path.insert(0, str(REPO))
+    from fakes.llm_server import ScriptedLLMServer
     from hindsight.devstack.stack import Stack
-    from tests.fakes.llm_server import ScriptedLLMServer
 
     sides = [("before", Path(args.compare).resolve())] if args.compare else []
     sides.append(("after", REPO))

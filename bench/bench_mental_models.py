@@ -140,7 +140,7 @@ def bench_list(base: str, bank_id: str, runs: int) -> None:
 
 
 def bench_refresh(base: str, bank_id: str, server: Any, delay_ms: int, n: int) -> None:
-    from tests.fakes.llm_server import Reply
+    from fakes.llm_server import Reply
 
     def respond(body: dict) -> Any:
         choice = body.get("tool_choice")
@@ -209,8 +209,8 @@ def main() -> None:
     args = parser.parse_args()
     rng = random.Random(args.random_seed)
 
+    from fakes.llm_server import ScriptedLLMServer
     from hindsight.devstack.stack import Stack, openai_compatible_env
-    from tests.fakes.llm_server import ScriptedLLMServer
 
     llm = ScriptedLLMServer().start()
     queue = f"bench-mm-{uuid.uuid4().hex[:6]}"

@@ -68,9 +68,9 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from fakes.llm_server import Reply, ScriptedLLMServer  # noqa: E402
 from hindsight.devstack import stack as devstack  # noqa: E402  (after the path insert)
 from hindsight.devstack.stack import openai_compatible_env  # noqa: E402
-from tests.fakes.llm_server import Reply, ScriptedLLMServer  # noqa: E402
 
 TAGS = ["team", "ops", "eng", "sales"]
 FINAL = ("completed", "failed", "cancelled")
@@ -473,9 +473,10 @@ class Chaos:
                 continue
             bank, mm_id, op_id = self.rng.choice(running)
             # Processing when read is not running when the PATCH arrives: the refresh may have
-            # finished in between (then the edit owes no refresh, MM-10, and the model keeps
-            # its last refresh's query). So the model's LLM requests are held, and the PATCH
-            # is sent only once one is: a refresh waiting on its LLM cannot finish meanwhile.
+            # finished in between (then the edit owes no refresh,
+            # docs/behaviour.md#edits-during-a-running-refresh, and the model keeps its last
+            # refresh's query). So the model's LLM requests are held, and the PATCH is sent only
+            # once one is: a refresh waiting on its LLM cannot finish meanwhile.
             held = self.llm.hold(mm_id)
             try:
                 if not self._wait_held(held, op_id):

@@ -2,7 +2,7 @@
 
 ``live_stack`` = pytest-django's ``live_server`` (the real Django app on a free port) + one real
 Celery worker (``tests.workers``) + the scripted OpenAI-compatible LLM and embeddings
-(``tests.fakes``). ``write_documents`` scripts the LLM so a refresh of a model whose source
+(``fakes.llm_server``). ``write_documents`` scripts the LLM so a refresh of a model whose source
 query contains a key writes that key's document, citing every memory its tools returned.
 The surfaces talk to ``live_stack.url`` over HTTP only, like a user's machine would.
 """
@@ -18,7 +18,7 @@ from typing import Any
 import httpx2
 import pytest
 
-from tests.fakes.llm_server import Reply, ScriptedLLMServer
+from fakes.llm_server import Reply, ScriptedLLMServer
 from tests.workers import WorkerFactory, wait_until
 
 

@@ -24,11 +24,11 @@ import pytest
 from django.utils import timezone
 from rest_framework.test import APIClient
 
+from fakes.llm_server import Reply
 from mentalmodels.models import MentalModel, MentalModelHistory
 from mentalmodels.triggers_auto import mental_models_cron_tick, mental_models_refresh_auto
 from operations.models import Operation
 from tests.factories import make_bank, make_memory, make_mental_model
-from tests.fakes.llm_server import Reply
 from tests.workers import TEST_TIMINGS, wait_until
 
 pytestmark = pytest.mark.integration

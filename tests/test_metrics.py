@@ -17,6 +17,7 @@ import pytest
 from django.test import Client
 from prometheus_client.parser import text_string_to_metric_families
 
+from fakes.llm_server import Reply
 from hindsight.banks.models import Bank
 from mentalmodels.models import MentalModel
 from mentalmodels.services import mental_model_refresh_request, refresh_dedupe_key
@@ -24,7 +25,6 @@ from mentalmodels.triggers import trigger_normalize
 from mentalmodels.triggers_auto import PARKED, mental_model_refresh_auto
 from operations.models import PENDING, Operation
 from tests.factories import make_memory
-from tests.fakes.llm_server import Reply
 from tests.workers import run_beat_once, wait_until
 
 pytestmark = pytest.mark.integration

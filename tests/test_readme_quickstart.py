@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from tests.fakes.llm_server import Reply
+from fakes.llm_server import Reply
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.integration]
 

@@ -11,6 +11,7 @@ import pytest
 from django.utils import timezone
 from rest_framework.test import APIClient
 
+from fakes.consolidation_llm import COMPLETION_TOKENS, PROMPT_TOKENS, ConsolidatingLLM
 from hindsight.banks.budget import BUDGET_KEY, PARKED_BY_BUDGET, bank_spend
 from hindsight.banks.consolidation import consolidation_submit
 from hindsight.banks.models import MemoryUnit
@@ -19,7 +20,6 @@ from hindsight.infra.llm.models import LLMRequest
 from mentalmodels.triggers_auto import mental_model_refresh_auto
 from operations.engine import operation_execute
 from operations.models import Operation
-from tests.banks.consolidation_llm import COMPLETION_TOKENS, PROMPT_TOKENS, ConsolidatingLLM
 from tests.factories import make_memory, make_mental_model
 
 BANK = "budget-bank"

@@ -14,6 +14,8 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 from rest_framework.test import APIClient
 
+from fakes.consolidation_llm import ConsolidatingLLM
+from fakes.llm_server import Reply
 from hindsight.banks.consolidation import (
     consolidation_submit,
     consolidation_submit_after_retain,
@@ -26,9 +28,7 @@ from mentalmodels.models import MentalModel
 from mentalmodels.triggers_auto import mental_models_cron_tick, on_consolidation_completed
 from operations.engine import operation_execute
 from operations.models import Operation
-from tests.banks.consolidation_llm import ConsolidatingLLM
 from tests.factories import make_memory, make_mental_model
-from tests.fakes.llm_server import Reply
 from tests.workers import run_beat_once
 
 # Every test commits (the consolidation and its listener run on their own connections).

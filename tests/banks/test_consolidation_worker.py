@@ -1,5 +1,5 @@
 """Consolidation and refresh_after_consolidation end to end: the API, real Celery workers and
-the scripted OpenAI-compatible LLM (tests/banks/consolidation_llm.py)."""
+the scripted OpenAI-compatible LLM (fakes/consolidation_llm.py)."""
 
 from __future__ import annotations
 
@@ -8,11 +8,7 @@ import time
 import pytest
 from rest_framework.test import APIClient
 
-from hindsight.banks.models import MemoryUnit
-from hindsight.infra.llm.models import LLMRequest
-from mentalmodels.models import MentalModel
-from operations.models import Operation
-from tests.banks.consolidation_llm import (
+from fakes.consolidation_llm import (
     COMPLETION_TOKENS,
     PROMPT_TOKENS,
     ConsolidatingLLM,
@@ -20,7 +16,11 @@ from tests.banks.consolidation_llm import (
     texts_read,
     tool_results,
 )
-from tests.fakes.llm_server import Reply
+from fakes.llm_server import Reply
+from hindsight.banks.models import MemoryUnit
+from hindsight.infra.llm.models import LLMRequest
+from mentalmodels.models import MentalModel
+from operations.models import Operation
 from tests.workers import wait_until
 
 pytestmark = pytest.mark.integration

@@ -10,6 +10,7 @@ import pytest
 from django.db import connection
 from rest_framework.test import APIClient
 
+from fakes.llm_server import Reply
 from hindsight.banks.models import Bank, MemoryUnit
 from hindsight.banks.services import bank_delete
 from mentalmodels.models import MentalModel
@@ -18,7 +19,6 @@ from operations.leases import operation_claim
 from operations.models import Operation
 from operations.queue import operation_submit
 from tests.factories import make_memory, make_mental_model
-from tests.fakes.llm_server import Reply
 from tests.mentalmodels.test_refresh_worker import answering, hold_first_request
 from tests.operations.test_lock_order import WAIT, Contender, _join, _no_errors, _settle
 from tests.workers import wait_until

@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 from rest_framework.test import APIClient
 
+from fakes.llm_server import Reply
 from hindsight.banks.models import MemoryUnit
-from tests.fakes.fixtures import Reply
 
 pytestmark = pytest.mark.django_db
 

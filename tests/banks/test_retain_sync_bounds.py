@@ -12,6 +12,8 @@ import pytest
 from django.db.backends.signals import connection_created
 from rest_framework.test import APIClient
 
+from fakes.extraction import InFlight
+from fakes.llm_server import Reply
 from hindsight.banks.models import MemoryUnit
 from hindsight.banks.retaintypes import RetainItem
 from hindsight.banks.services import memories_retain_sync
@@ -19,8 +21,6 @@ from hindsight.infra.config import read_config
 from hindsight.infra.llm import collect_llm_calls
 from hindsight.infra.llm.context import llm_context
 from hindsight.infra.llm.models import LLMRequest
-from tests.fakes.extraction import InFlight
-from tests.fakes.fixtures import Reply
 
 pytestmark = pytest.mark.django_db
 

@@ -13,12 +13,12 @@ from typing import Any
 
 import pytest
 
+from fakes.llm_server import Reply
 from mentalmodels.models import MentalModel, MentalModelHistory
 from mentalmodels.services import refresh_dedupe_key
 from mentalmodels.triggers import trigger_normalize
 from operations.models import CANCELLED, COMPLETED, PENDING, Operation
 from tests.factories import make_memory
-from tests.fakes.llm_server import Reply
 from tests.workers import wait_until
 
 pytestmark = pytest.mark.integration

@@ -1,6 +1,6 @@
 """The official hindsight-client 1.1.0 sees a retained fact reach a mental model by itself:
 retain → consolidation → refresh_after_consolidation, through the client's own calls only
-(live server, a real Celery worker, the scripted LLM of tests/banks/consolidation_llm.py)."""
+(live server, a real Celery worker, the scripted LLM of fakes/consolidation_llm.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 from hindsight_client import Hindsight
 from hindsight_client.hindsight_client import _run_async
 
-from tests.banks.consolidation_llm import ConsolidatingLLM
+from fakes.consolidation_llm import ConsolidatingLLM
 from tests.workers import wait_until
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.integration]

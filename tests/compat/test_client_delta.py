@@ -7,11 +7,11 @@ import pytest
 from hindsight_client import Hindsight
 from hindsight_client_api.models.mental_model_delta_operations import MentalModelDeltaOperations
 
+from fakes.delta_llm import append_each_fact, delta_llm
 from hindsight.banks.models import MemoryUnit
 from mentalmodels.document.structure import render_json
 from mentalmodels.models import MentalModel
 from tests.compat.test_client_mental_models import wait_operation
-from tests.mentalmodels.delta_llm import append_each_fact, delta_llm
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.integration]
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 from hindsight_client import Hindsight
 
+from fakes.llm_server import Reply
 from mentalmodels.models import MentalModel, MentalModelHistory
 from tests.compat.test_client_mental_models import wait_operation
-from tests.fakes.llm_server import Reply
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.integration]
 

@@ -13,8 +13,8 @@ from hindsight_client import Hindsight
 from hindsight_client.hindsight_client import _run_async
 from hindsight_client_api.exceptions import ApiException
 
+from fakes.llm_server import Reply
 from mentalmodels.models import MentalModel
-from tests.fakes.llm_server import Reply
 from tests.workers import wait_until
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.integration]

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from fakes.llm_server import Reply
 from hindsight.banks.models import Bank
-from tests.fakes.llm_server import Reply
 from tests.mentalmodels.reflect.conftest import add_memory, add_model
 
 pytestmark = pytest.mark.django_db(transaction=True)

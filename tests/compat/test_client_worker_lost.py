@@ -12,10 +12,10 @@ import pytest
 from hindsight_client import Hindsight
 from hindsight_client.hindsight_client import _run_async
 
+from fakes.llm_server import Reply
 from mentalmodels.models import MentalModel
 from operations.models import FAILED, Lease, Operation
 from tests.compat.test_client_mental_models import documents
-from tests.fakes.llm_server import Reply
 from tests.workers import apply_test_settings, wait_until
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.integration]

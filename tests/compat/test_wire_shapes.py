@@ -29,10 +29,10 @@ from hindsight_client_api.models import (
     RetryOperationResponse,
 )
 
+from fakes.llm_server import Reply
 from hindsight.banks.models import Bank
 from operations.engine import operation_execute
 from tests.factories import make_memory
-from tests.fakes.llm_server import Reply
 
 pytestmark = pytest.mark.django_db
 

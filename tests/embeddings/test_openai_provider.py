@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from fakes.llm_server import pseudo_embedding
 from hindsight.infra.embeddings import EmbeddingError, embed_one, get_embedder
-from tests.fakes.llm_server import pseudo_embedding
 
 
 def test_openai_provider_returns_the_servers_vectors_in_order(openai_embeddings) -> None:

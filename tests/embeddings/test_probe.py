@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from fakes.llm_server import ScriptedLLMServer
 from hindsight.infra.config import read_config
 from hindsight.infra.embeddings.openai_provider import OpenAIEmbedder
 from hindsight.infra.embeddings.probe import VARIABLE, embeddings_dimensions_probe
-from tests.fakes.llm_server import ScriptedLLMServer
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -9,6 +9,7 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.db import connection
 
+from fakes.llm_server import pseudo_embedding
 from hindsight.banks.models import Bank, MemoryUnit
 from hindsight.infra.embeddings import Profile
 from hindsight.infra.embeddings.models import EmbeddingProfile
@@ -19,7 +20,6 @@ from hindsight.infra.embeddings.profile import (
     profile_recorded,
 )
 from mentalmodels.models import MentalModel
-from tests.fakes.llm_server import pseudo_embedding
 
 pytestmark = pytest.mark.django_db
 

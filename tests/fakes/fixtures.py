@@ -1,4 +1,4 @@
-"""Fixtures for the scripted OpenAI-compatible server (tests/fakes/llm_server.py).
+"""Fixtures for the scripted OpenAI-compatible server (fakes/llm_server.py).
 
 - ``llm_server`` (session): the running server; use it directly only to read or script.
 - ``scripted_llm`` (function): resets the server and points ``settings.HINDSIGHT`` at it —
@@ -18,7 +18,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.fakes.llm_server import Reply, ScriptedLLMServer
+from fakes.llm_server import Reply, ScriptedLLMServer
 
 __all__ = ["Reply", "ScriptedLLMServer", "llm", "llm_server", "openai_embeddings", "scripted_llm"]
 

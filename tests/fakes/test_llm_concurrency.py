@@ -9,7 +9,7 @@ import threading
 import time
 from urllib.parse import urlparse
 
-from tests.fakes.llm_server import Reply, ScriptedLLMServer
+from fakes.llm_server import Reply, ScriptedLLMServer
 
 BODY = {"model": "scripted", "messages": [{"role": "user", "content": "Question: x [k:a]"}]}
 

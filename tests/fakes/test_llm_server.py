@@ -10,7 +10,7 @@ import numpy as np
 import openai
 import pytest
 
-from tests.fakes.llm_server import Reply, ScriptedLLMServer, pseudo_embedding
+from fakes.llm_server import Reply, ScriptedLLMServer, pseudo_embedding
 
 
 @pytest.fixture

@@ -8,8 +8,8 @@ from email.utils import format_datetime
 
 import pytest
 
+from fakes.llm_server import Reply
 from hindsight.infra.llm import LLMOutputError, LLMProviderError, LLMTimeout, get_llm
-from tests.fakes.llm_server import Reply
 
 
 @pytest.mark.parametrize(("status", "transient"), [

@@ -8,6 +8,7 @@ import time
 
 import pytest
 
+from fakes.llm_server import Reply
 from hindsight.infra.errors import LLMNotConfigured
 from hindsight.infra.llm import (
     Deadline,
@@ -19,7 +20,6 @@ from hindsight.infra.llm import (
     get_llm,
     slot_deadline,
 )
-from tests.fakes.llm_server import Reply
 
 USER = [{"role": "user", "content": "What does the team prefer?"}]
 TOOLS = [

@@ -10,13 +10,13 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from fakes.llm_server import Reply
 from hindsight.infra.config import read_config
 from hindsight.infra.llm import LLMProviderError, get_llm
 from hindsight.infra.llm.context import llm_context
 from hindsight.infra.llm.log import llm_requests_purge
 from hindsight.infra.llm.models import LLMRequest
 from tests.durability import synchronous_commit
-from tests.fakes.llm_server import Reply
 
 pytestmark = pytest.mark.django_db
 

@@ -201,7 +201,7 @@ def test_memory_tools_retain_recall_reflect(stack: LiveStack) -> None:
 
 
 def _reflect_reply(body: dict[str, Any]) -> Any:
-    from tests.fakes.llm_server import Reply
+    from fakes.llm_server import Reply
 
     choice = body.get("tool_choice")
     if isinstance(choice, dict):

@@ -12,6 +12,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
+from fakes.llm_server import Reply
 from hindsight.banks.models import Bank
 from mentalmodels.models import MentalModel
 from mentalmodels.services import mental_model_record_failure, mental_model_refresh_request
@@ -28,7 +29,6 @@ from mentalmodels.triggers_auto import (
 )
 from operations.models import CANCELLED, PENDING, Operation
 from tests.factories import make_memory, make_mental_model
-from tests.fakes.llm_server import Reply
 from tests.mentalmodels.fenced import refresh_run
 
 T0 = datetime(2026, 1, 1, 0, 0, tzinfo=UTC)  # a model "created" at midnight UTC

@@ -13,14 +13,14 @@ import pytest
 from django.utils import timezone
 from rest_framework.test import APIClient
 
+from fakes.consolidation_llm import ConsolidatingLLM, is_consolidation
+from fakes.llm_server import Reply
 from hindsight.banks.budget import BUDGET_KEY, PARKED_BY_BUDGET
 from hindsight.infra.llm.models import LLMRequest
 from mentalmodels.models import MentalModel
 from mentalmodels.triggers_auto import mental_models_refresh_auto
 from operations.models import Operation
-from tests.banks.consolidation_llm import ConsolidatingLLM, is_consolidation
 from tests.factories import make_bank, make_memory, make_mental_model
-from tests.fakes.llm_server import Reply
 from tests.workers import wait_until
 
 pytestmark = pytest.mark.integration

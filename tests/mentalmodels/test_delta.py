@@ -7,6 +7,8 @@ from datetime import UTC, datetime
 
 import pytest
 
+from fakes.delta_llm import append_each_fact, delta_llm
+from fakes.llm_server import Reply
 from hindsight.banks.models import MemoryUnit
 from mentalmodels.api.preview import MentalModelDryRunRefreshResultSerializer
 from mentalmodels.document.structure import render_json, split
@@ -15,8 +17,6 @@ from mentalmodels.refresh.errors import DryRunFailed, RefreshFailed
 from mentalmodels.refresh.pipeline import refresh_dry_run
 from mentalmodels.services import mental_model_clear
 from tests.factories import make_memory, make_mental_model
-from tests.fakes.llm_server import Reply
-from tests.mentalmodels.delta_llm import append_each_fact, delta_llm
 from tests.mentalmodels.fenced import last_operation, refresh_run
 
 pytestmark = pytest.mark.django_db

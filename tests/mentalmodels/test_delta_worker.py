@@ -8,11 +8,11 @@ import threading
 import pytest
 from rest_framework.test import APIClient
 
+from fakes.delta_llm import append_each_fact, delta_llm
 from mentalmodels.document.structure import render_json, split
 from mentalmodels.models import MentalModel, MentalModelHistory
 from operations.models import Operation
 from tests.factories import make_memory, make_mental_model
-from tests.mentalmodels.delta_llm import append_each_fact, delta_llm
 from tests.workers import wait_until
 
 pytestmark = pytest.mark.integration

@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 from rest_framework.test import APIClient
 
+from fakes.delta_llm import delta_llm
+from fakes.llm_server import ScriptedLLMServer
 from tests.factories import make_memory, make_mental_model
-from tests.fakes.llm_server import ScriptedLLMServer
-from tests.mentalmodels.delta_llm import delta_llm
 from tests.mentalmodels.test_delta import baseline
 from tests.mentalmodels.test_pipeline import answer_with
 from tests.wirebytes import DATETIME, DURATION_MS, check_or_capture

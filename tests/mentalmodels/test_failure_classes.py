@@ -14,12 +14,12 @@ from typing import Any
 import pytest
 from rest_framework.test import APIClient
 
+from fakes.consolidation_llm import ConsolidatingLLM
+from fakes.llm_server import Reply
 from mentalmodels.models import MentalModel, MentalModelHistory
 from mentalmodels.triggers_auto import mental_model_refresh_auto
 from operations.models import Operation
-from tests.banks.consolidation_llm import ConsolidatingLLM
 from tests.factories import make_bank, make_memory, make_mental_model
-from tests.fakes.llm_server import Reply
 from tests.workers import TEST_TIMINGS, wait_until
 
 pytestmark = pytest.mark.integration

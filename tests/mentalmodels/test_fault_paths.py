@@ -9,6 +9,7 @@ import dataclasses
 import pytest
 from django.db import OperationalError
 
+from fakes.llm_server import Reply
 from mentalmodels.models import MentalModel, MentalModelHistory
 from mentalmodels.refresh.errors import RefreshFailed
 from mentalmodels.refresh.handler import RefreshMentalModelHandler
@@ -17,7 +18,6 @@ from mentalmodels.services import mental_model_refresh_submit
 from operations.engine import operation_execute
 from operations.models import FAILED, PENDING, Operation
 from tests.factories import make_memory, make_mental_model
-from tests.fakes.llm_server import Reply
 from tests.mentalmodels.fenced import refresh_run
 
 pytestmark = pytest.mark.django_db

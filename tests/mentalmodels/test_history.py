@@ -12,6 +12,7 @@ from types import SimpleNamespace
 import pytest
 from django.utils import timezone
 
+from fakes.llm_server import Reply
 from mentalmodels.models import MentalModel, MentalModelHistory
 from mentalmodels.refresh.errors import RefreshFailed
 from mentalmodels.refresh.handler import RefreshMentalModelHandler
@@ -24,7 +25,6 @@ from mentalmodels.services import (
 )
 from operations.models import Operation
 from tests.factories import make_memory, make_mental_model
-from tests.fakes.llm_server import Reply
 from tests.mentalmodels.fenced import refresh_run
 
 pytestmark = pytest.mark.django_db

@@ -8,6 +8,7 @@ import json
 import pytest
 from django.db import transaction
 
+from fakes.llm_server import Reply
 from hindsight.banks.models import MemoryUnit
 from hindsight.banks.writeclock import hold_bank_write_lock
 from mentalmodels.api.preview import MentalModelDryRunRefreshResultSerializer
@@ -15,7 +16,6 @@ from mentalmodels.models import MentalModel, MentalModelHistory
 from mentalmodels.refresh.errors import RefreshFailed
 from mentalmodels.refresh.pipeline import NOTHING_READABLE, refresh_dry_run
 from tests.factories import make_memory, make_mental_model
-from tests.fakes.llm_server import Reply
 from tests.mentalmodels.fenced import refresh_run
 
 pytestmark = pytest.mark.django_db

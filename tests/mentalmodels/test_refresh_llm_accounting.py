@@ -5,15 +5,15 @@ from __future__ import annotations
 
 import pytest
 
+from fakes.consolidation_llm import COMPLETION_TOKENS, PROMPT_TOKENS, ConsolidatingLLM
+from fakes.llm_server import Reply
 from hindsight.banks.models import Bank
 from hindsight.infra.llm.models import LLMRequest
 from mentalmodels.refresh.pipeline import refresh_dry_run
 from mentalmodels.services import mental_model_refresh_submit
 from operations.engine import operation_execute
 from operations.models import Operation
-from tests.banks.consolidation_llm import COMPLETION_TOKENS, PROMPT_TOKENS, ConsolidatingLLM
 from tests.factories import make_memory, make_mental_model
-from tests.fakes.llm_server import Reply
 
 
 @pytest.fixture

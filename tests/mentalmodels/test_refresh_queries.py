@@ -10,12 +10,12 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
+from fakes.llm_server import Reply
 from hindsight.banks.models import Bank
 from mentalmodels.services import mental_model_refresh_submit
 from operations.engine import operation_execute
 from operations.models import Operation
 from tests.factories import make_memory, make_mental_model
-from tests.fakes.llm_server import Reply
 
 _TABLE = re.compile(r'(?:FROM|INTO|UPDATE|JOIN)\s+"?(\w+)"?', re.IGNORECASE)
 

@@ -8,10 +8,10 @@ import threading
 import pytest
 from rest_framework.test import APIClient
 
+from fakes.llm_server import Reply
 from mentalmodels.models import MentalModel, MentalModelHistory
 from operations.models import Operation
 from tests.factories import make_memory, make_mental_model
-from tests.fakes.llm_server import Reply
 from tests.workers import wait_until
 
 pytestmark = pytest.mark.integration

@@ -11,12 +11,12 @@ import time
 import pytest
 from django.db import connection, transaction
 
+from fakes.llm_server import Reply
 from hindsight.banks.models import MemoryUnit
 from hindsight.banks.writeclock import hold_bank_write_lock
 from mentalmodels.models import MentalModel
 from mentalmodels.staleness import stale_flags
 from tests.factories import make_memory, make_mental_model
-from tests.fakes.llm_server import Reply
 from tests.mentalmodels.fenced import refresh_run
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -12,6 +12,7 @@ import dataclasses
 
 import pytest
 
+from fakes.llm_server import Reply
 from mentalmodels import services
 from mentalmodels.models import MentalModel, MentalModelHistory
 from mentalmodels.refresh.handler import RefreshMentalModelHandler
@@ -27,7 +28,6 @@ from operations.jobs import Job
 from operations.leases import operation_claim
 from operations.models import CANCELLED, PENDING, Operation
 from tests.factories import make_memory, make_mental_model
-from tests.fakes.llm_server import Reply
 
 pytestmark = pytest.mark.django_db
 

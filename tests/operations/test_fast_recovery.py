@@ -12,9 +12,9 @@ import time
 
 import pytest
 
+from fakes.llm_server import Reply
 from operations.models import COMPLETED, PROCESSING, Operation
 from operations.selectors import operation_report
-from tests.fakes.fixtures import Reply
 from tests.operations.helpers import effects, job_log, submit_job
 from tests.workers import apply_test_settings, wait_until
 

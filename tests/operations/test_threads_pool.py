@@ -15,11 +15,11 @@ import time
 import pytest
 from django.db import connection
 
+from fakes.extraction import InFlight
+from fakes.llm_server import Reply
 from operations.leases import lease_bump
 from operations.liveness import BEACON_STALE_SECONDS
 from operations.models import CANCELLED, COMPLETED, PROCESSING, Operation
-from tests.fakes.extraction import InFlight
-from tests.fakes.fixtures import Reply
 from tests.operations.helpers import effects, job_log, statuses, submit_job
 from tests.workers import apply_test_settings, wait_until
 

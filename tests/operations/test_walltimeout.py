@@ -10,10 +10,10 @@ import time
 import pytest
 from django.db import connection
 
+from fakes.llm_server import Reply
 from hindsight.infra.llm import get_llm
 from operations import walltimeout
 from operations.errors import WallTimeout
-from tests.fakes.fixtures import Reply
 
 
 def _in_a_thread(body) -> dict:

@@ -167,7 +167,7 @@ def test_parked_job_runs_after_its_time_and_a_released_one_at_once(
 def test_killed_worker_job_is_recovered_and_its_effect_written_exactly_once(
     scripted_llm, worker_factory, beat
 ) -> None:
-    from tests.fakes.fixtures import Reply
+    from fakes.llm_server import Reply
     from tests.operations.helpers import effects
 
     held, hold = Reply.hold(Reply.text("first answer"))

@@ -15,6 +15,7 @@ import time
 
 import pytest
 
+from fakes.llm_server import Reply
 from hindsight.banks.models import Bank, MemoryUnit
 from hindsight.infra.config import LOCAL_EMBEDDING_DIMENSIONS, LOCAL_EMBEDDING_MODEL
 from hindsight.infra.embeddings import get_embedder
@@ -22,7 +23,6 @@ from hindsight.infra.tagscope import TagScope
 from mentalmodels.models import MentalModel
 from mentalmodels.reflect import reflect_run
 from mentalmodels.reflect.mm_search import mental_models_search
-from tests.fakes.llm_server import Reply
 
 pytestmark = pytest.mark.django_db
 

@@ -7,13 +7,13 @@ import uuid
 
 import pytest
 
+from fakes.llm_server import Reply
 from hindsight.banks.tokens import count_tokens
 from hindsight.banks.writeclock import take_cutoff
 from hindsight.infra.errors import LLMNotConfigured
 from hindsight.infra.tagscope import TagScope
 from mentalmodels.reflect import ReflectResult, RetrievalError, reflect_run
 from mentalmodels.reflect.prompts import SYNTHESIS
-from tests.fakes.llm_server import Reply
 from tests.mentalmodels.reflect.conftest import add_memory, add_model, tool_choices, tool_names
 
 pytestmark = pytest.mark.django_db

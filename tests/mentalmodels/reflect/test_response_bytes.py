@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from rest_framework.test import APIClient
 
-from tests.fakes.llm_server import Reply
+from fakes.llm_server import Reply
 from tests.mentalmodels.reflect.conftest import add_memory, add_model
 from tests.wirebytes import DATETIME, DURATION_MS, check_cases, check_or_capture
 

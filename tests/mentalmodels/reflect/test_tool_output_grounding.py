@@ -7,9 +7,9 @@ import json
 
 import pytest
 
+from fakes.llm_server import Reply
 from hindsight.infra.tagscope import TagScope
 from mentalmodels.reflect import reflect_run
-from tests.fakes.llm_server import Reply
 from tests.mentalmodels.reflect.conftest import add_memory
 
 pytestmark = pytest.mark.django_db

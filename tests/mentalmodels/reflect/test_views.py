@@ -7,8 +7,8 @@ import dataclasses
 import pytest
 from rest_framework.test import APIClient
 
+from fakes.llm_server import Reply
 from hindsight.banks.models import Bank
-from tests.fakes.llm_server import Reply
 from tests.mentalmodels.reflect.conftest import add_memory, add_model
 
 pytestmark = pytest.mark.django_db

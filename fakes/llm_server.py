@@ -1,4 +1,5 @@
-"""A scripted OpenAI-compatible HTTP server for tests: each test says what the "model" answers.
+"""A scripted OpenAI-compatible HTTP server for the tests and the benches: each caller says what
+the "model" answers.
 
 It is a real server on 127.0.0.1 (a ``ThreadingHTTPServer`` in a daemon thread), so the code under
 test talks to it through the openai SDK exactly as it would to a provider, from the test process
@@ -10,7 +11,7 @@ Endpoints
   ``POST /v1/embeddings``        deterministic pseudo-embeddings (see ``pseudo_embedding``).
   ``GET  /v1/models``            one model, ``scripted``.
 
-Test-facing API (see tests/fakes/fixtures.py for the fixtures)::
+Caller-facing API (the tests' fixtures are in tests/fakes/fixtures.py)::
 
     server.script(Reply.tool_calls([("recall", {"query": "x"})]), Reply.text("done"))
     server.script(Reply.json({"ok": True}), Reply.error(503, "overloaded"))
@@ -307,7 +308,8 @@ class ScriptedLLMServer:
     def env(self) -> dict[str, str]:
         """``HINDSIGHT_API_*`` variables pointing a worker subprocess at this server, mirroring
         the current ``settings.HINDSIGHT`` (so a test's overrides carry over)."""
-        from django.conf import settings
+        # Read when asked: a bench starts the server before Django is set up.
+        from django.conf import settings  # noqa: PLC0415
 
         cfg = settings.HINDSIGHT
         embeddings = cfg.embeddings_provider == "openai" and cfg.embeddings_base_url == self.base_url

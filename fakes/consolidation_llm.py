@@ -14,7 +14,7 @@ import re
 import threading
 from typing import Any
 
-from tests.fakes.llm_server import Reply, ScriptedLLMServer
+from fakes.llm_server import Reply, ScriptedLLMServer
 
 PROMPT_TOKENS = 11
 COMPLETION_TOKENS = 5

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from tests.fakes.llm_server import Reply
+from fakes.llm_server import Reply
 
 _OUTLINE = re.compile(r"Current document \(sections and blocks with their ids\):\n(.*?)\n\n"
                       r"(?:The document already reflects|New facts)", re.S)

@@ -6,7 +6,7 @@ import threading
 import time
 from typing import Any
 
-from tests.fakes.llm_server import Reply
+from fakes.llm_server import Reply
 
 
 class InFlight:
