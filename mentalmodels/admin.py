@@ -1,11 +1,12 @@
-"""Django admin for mental models (SPEC section 7): curation through the services.
+"""Django admin for mental models: curation through the services.
 
 - The list shows each model's trigger kind, mode, staleness (the one rule, ``stale_flags``,
   computed once for the page), clocks and the pause flag, with filters and search.
 - Create and edit go through ``mental_model_create`` / ``mental_model_update`` (the forms in
-  ``mentalmodels.admin_forms`` parse with the API's rules, so a bad cron is a field error);
-  delete goes through ``mental_model_delete``. An edit of ``source_query``, ``tags`` or
-  ``trigger`` therefore bumps a running refresh's fence and queues the follow-up (MM-10).
+  ``mentalmodels.admin_forms`` parse with the API's rules, so a bad cron is a field error); delete
+  goes through ``mental_model_delete``. An edit of ``source_query``, ``tags`` or ``trigger``
+  therefore bumps a running refresh's fence and queues the follow-up
+  (docs/behaviour.md#edits-during-a-running-refresh).
 - Actions: refresh, refresh in full, resume after failure (all manual refresh requests, which
   release a parked refresh), clear, and a dry run that renders the preview with a side-by-side
   diff and writes nothing.
@@ -362,7 +363,8 @@ class MentalModelAdmin(admin.ModelAdmin):
         skipped = queryset.count() - len(paused)
         if skipped:
             messages.warning(request, f"{skipped} selected model(s) are not paused; left alone.")
-        # A manual refresh runs even while paused (OP-7); its success clears the flag.
+        # A manual refresh runs even while paused (docs/behaviour.md#retries-and-the-pause); its
+        # success clears the flag.
         self._request_refreshes(request, paused, mode=None, verb="Resumed with")
 
     @admin.action(description="Clear the selected mental models")

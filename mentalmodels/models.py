@@ -1,12 +1,12 @@
 """Mental models and their history: the rows the API, the refresh pipeline and reflect share.
 
-``MentalModel`` holds one user-curated document per (bank, id): its configuration (name,
-source query, tags, trigger), the document itself (``content`` markdown and the structured
-``document`` delta mode edits), the two clocks of MM-9 (``last_refreshed_at`` wall clock,
+``MentalModel`` holds one user-curated document per (bank, id): its configuration (name, source
+query, tags, trigger), the document itself (``content`` markdown and the structured ``document``
+delta mode edits), the two clocks (docs/behaviour.md#two-clocks: ``last_refreshed_at`` wall clock,
 ``last_memory_seen_at`` watermark in the memories' ``updated_at`` clock), the failure flag that
-pauses automatic refreshes, the last ``reflect_response`` and the lazily computed embedding
-that reflect ranks models by. ``MentalModelHistory`` is the change log: a ``version`` entry per
-content change and a ``failure`` entry per failed refresh attempt (MM-7).
+pauses automatic refreshes, the last ``reflect_response`` and the lazily computed embedding that
+reflect ranks models by. ``MentalModelHistory`` is the change log: a ``version`` entry per content
+change and a ``failure`` entry per failed refresh attempt (docs/behaviour.md#history).
 """
 
 from __future__ import annotations
@@ -33,7 +33,8 @@ class HistoryKind(models.TextChoices):
 HISTORY_KINDS: tuple[str, ...] = tuple(HistoryKind.values)
 
 
-# The paused models (OP-7), as a filter: a final failure that was not transient.
+# The paused models (docs/behaviour.md#retries-and-the-pause), as a filter: a final failure that was
+# not transient.
 PAUSED = Q(last_refresh_failed_at__isnull=False, last_refresh_failure_transient=False)
 
 
@@ -117,7 +118,8 @@ class MentalModel(models.Model):
 
     @property
     def paused(self) -> bool:
-        """OP-7: the last refresh failed for good, permanently (``PAUSED`` in SQL)."""
+        """docs/behaviour.md#retries-and-the-pause: the last refresh failed for good, permanently
+        (``PAUSED`` in SQL)."""
         return self.last_refresh_failed_at is not None and not self.last_refresh_failure_transient
 
     @property

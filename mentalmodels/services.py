@@ -1,7 +1,8 @@
 """Writes to mental models: create, update, delete, clear, refresh requests, history entries.
 
-Owns the write side of MM-2 (create), MM-6 (clear), MM-7 (history entries and their per-kind
-retention), MM-10 (edits that invalidate a running refresh bump its fence and queue a new one)
+Owns the write side of create, clear, history (entries and their per-kind retention), and
+edits during a running refresh (docs/behaviour.md#mental-models: edits that invalidate a running
+refresh bump its fence and queue a new one)
 and the refresh submission (operation ``refresh_mental_model``, coalesced by the operations
 engine on the key ``mm:{bank_id}:{mental_model_id}``). The refresh itself lives in
 ``mentalmodels.refresh``.
@@ -40,7 +41,7 @@ from operations.queue import operation_submit, operations_cancel_parked, operati
 ID_PATTERN = r"^[a-z0-9][a-z0-9-]{0,63}$"
 _ID_RE = re.compile(ID_PATTERN)
 # The keys of a PATCH that change what a refresh reads or asks: editing one while a refresh
-# runs makes that refresh's result stale (MM-10).
+# runs makes that refresh's result stale (docs/behaviour.md#edits-during-a-running-refresh).
 SCOPE_FIELDS = ("source_query", "tags", "trigger")
 
 
@@ -150,10 +151,11 @@ def mental_model_update(
     max_tokens: int | None = None,
     trigger: dict[str, Any] | None = None,
 ) -> MentalModel:
-    """PATCH: ``None`` leaves a field unchanged; ``trigger`` merges key by key (MM-3).
+    """PATCH: ``None`` leaves a field unchanged; ``trigger`` merges key by key (docs/behaviour.md#triggers).
 
     Changing ``source_query``, ``tags`` or ``trigger`` while a refresh of the model runs bumps
-    its fence, so that refresh cannot write, and queues one more (MM-10).
+    its fence, so that refresh cannot write, and queues one more
+    (docs/behaviour.md#edits-during-a-running-refresh).
     """
     key = refresh_dedupe_key(bank_id=bank_id, mental_model_id=mental_model_id)
     current = MentalModel.objects.filter(bank_id=bank_id, mental_model_id=mental_model_id).first()
@@ -201,7 +203,8 @@ def mental_model_update(
 
 
 def mental_model_delete(*, bank_id: str, mental_model_id: str) -> None:
-    """Delete the model and its history; a running refresh may no longer write (MM-10)."""
+    """Delete the model and its history; a running refresh may no longer write
+    (docs/behaviour.md#edits-during-a-running-refresh)."""
     key = refresh_dedupe_key(bank_id=bank_id, mental_model_id=mental_model_id)
     _require_exists(bank_id=bank_id, mental_model_id=mental_model_id)
     with transaction.atomic():
@@ -221,7 +224,7 @@ def mental_model_delete(*, bank_id: str, mental_model_id: str) -> None:
 
 
 def mental_model_clear(*, bank_id: str, mental_model_id: str) -> MentalModel:
-    """MM-6: keep the content as a version, empty the document, reset the watermark.
+    """docs/behaviour.md#clear: keep the content as a version, empty the document, reset the watermark.
 
     ``reflect_response`` and the configuration stay. A refresh running meanwhile may no
     longer write (its fence is bumped) and one refresh is queued behind it, so the model ends
@@ -265,7 +268,7 @@ _REFRESH_SUBMIT_FIELDS = ("uid", "bank_id", "mental_model_id", "name")
 def mental_model_refresh_request(
     *, bank_id: str, mental_model_id: str, mode: str | None = None
 ) -> Any:
-    """A manual refresh (API, admin): returns the queued operation (coalesced, OP-1).
+    """A manual refresh (API, admin): returns the queued operation (coalesced, docs/behaviour.md#coalescing).
 
     A bank that spent its token budget answers ``BudgetSpent`` (429), nothing queued."""
     with transaction.atomic():
@@ -281,7 +284,7 @@ def mental_model_refresh_request(
 
 
 # ---------------------------------------------------------------------------------------------
-# History (MM-7)
+# History (docs/behaviour.md#history)
 
 
 def slim_reflect_response(reflect_response: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -402,7 +405,8 @@ def mental_model_record_failure(
     last attempt ``last_refresh_failed_at`` and what the failure's class calls for
     (``mentalmodels.refresh.failure_class``):
 
-    - permanent (the default): the pause — the model's automatic refreshes are cancelled (OP-7),
+    - permanent (the default): the pause — the model's automatic refreshes are cancelled
+    (docs/behaviour.md#retries-and-the-pause),
       so an operation never ends ``failed`` with its model left unpaused;
     - transient: no pause; one more failure in a row, automatic refreshes wait until
       ``auto_refresh_not_before`` (the backoff, or the provider's Retry-After), and an

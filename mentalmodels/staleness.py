@@ -1,4 +1,5 @@
-"""MM-8, the one staleness rule, and MM-5, the scope a mental model reads.
+"""The one staleness rule and the scope a mental model reads (docs/behaviour.md#staleness,
+docs/behaviour.md#scope).
 
 A model is stale when a memory in its resolved scope has ``updated_at`` later than its
 ``last_memory_seen_at`` (a null watermark is earlier than everything). The scope comes from
@@ -41,7 +42,7 @@ class Watermarked(Protocol):
 
 
 def resolve_scope(*, tags: Iterable[str], trigger: Mapping[str, Any]) -> TagScope:
-    """The memories a model with ``tags`` and ``trigger`` reads (MM-5).
+    """The memories a model with ``tags`` and ``trigger`` reads (docs/behaviour.md#scope).
 
     ``trigger.tag_groups`` replaces the flat tags; otherwise a tagged model matches
     ``all_strict`` unless ``trigger.tags_match`` says otherwise, and an untagged one reads the

@@ -1,7 +1,9 @@
 """The ``trigger`` object of a mental model: its keys, defaults, validation and PATCH merge.
 
-Owns MM-3 (trigger rules: croniter 5-field crons, the refresh_after_consolidation / refresh_cron
-exclusion, ``fact_types: []`` refused, unknown keys refused) and MM-4 (``response_schema``
+Owns docs/behaviour.md#triggers (trigger rules: croniter 5-field crons, the
+refresh_after_consolidation / refresh_cron
+exclusion, ``fact_types: []`` refused, unknown keys refused) and docs/behaviour.md#response-schema
+(``response_schema``
 checked at request time with jsonschema). Every problem raises ``FieldErrors`` whose ``loc``
 names the key, so the API answers 422 naming the field and the rule.
 
@@ -145,7 +147,8 @@ def _too_deep(value: Any, loc: Loc, limit: int) -> Loc | None:
 
 
 def response_schema_problems(schema: Any, loc: Loc) -> list[dict[str, object]]:
-    """MM-4: an object schema with a non-empty ``properties`` map of supported types."""
+    """docs/behaviour.md#response-schema: an object schema with a non-empty ``properties`` map of
+    supported types."""
     deep = _too_deep(schema, loc, SCHEMA_MAX_DEPTH)
     if deep is not None:
         return [_err(deep[: len(loc) + SCHEMA_MAX_DEPTH],

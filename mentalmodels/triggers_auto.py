@@ -1,8 +1,8 @@
 """Automatic refreshes of mental models: the one gate every automatic trigger passes, and the
 cron tick that drives ``refresh_cron`` / ``full_refresh_cron``.
 
-Owns OP-3 (staleness gating), OP-5 (the cron tick), OP-6 (the rate floor) and the trigger side of
-OP-7 (a paused model gets no automatic refresh):
+Owns staleness gating, the cron tick, the rate floor and the trigger side of the pause (a paused
+model gets no automatic refresh; docs/behaviour.md#scheduling):
 
 - ``mental_models_refresh_auto`` (and ``mental_model_refresh_auto`` for one model) is the only way
   an automatic trigger queues a refresh: paused → nothing; not stale → nothing and no LLM request
@@ -15,7 +15,8 @@ OP-7 (a paused model gets no automatic refresh):
   (and since the previous tick handled them: ``MentalModel.cron_checked_at``), claims those fires
   with one compare-and-set UPDATE (concurrent ticks cannot both act on a fire), and passes them
   through the gate. A tick with nothing due costs one query.
-- ``on_consolidation_completed(event)`` (OP-4), registered with ``hindsight.banks.hooks`` in
+- ``on_consolidation_completed(event)`` (docs/behaviour.md#after-consolidation), registered with
+``hindsight.banks.hooks`` in
   ``MentalModelsConfig.ready``: when a consolidation chain of a bank completes, one query reads
   the bank's unpaused models with ``refresh_after_consolidation``; those whose scope the chain
   touched (``tagscope.matches``, staleness variant: untagged writes never wake a strictly tagged
@@ -87,7 +88,7 @@ class AutoRefresh:
 
 
 # ---------------------------------------------------------------------------------------------
-# The rate floor (OP-6)
+# The rate floor (docs/behaviour.md#the-rate-floor)
 
 
 def refresh_floor_seconds(*, model: MentalModel, bank_config: dict[str, Any] | None) -> float:
@@ -215,7 +216,7 @@ def mental_model_refresh_auto(
 
 
 # ---------------------------------------------------------------------------------------------
-# The cron tick (OP-5)
+# The cron tick (docs/behaviour.md#the-cron-tick)
 
 
 class CronFires:
@@ -303,7 +304,8 @@ class CronTickReport:
 
 
 def mental_models_cron_tick(*, now: datetime | None = None) -> CronTickReport:
-    """One tick: queue an automatic refresh for every model whose cron came due (OP-5).
+    """One tick: queue an automatic refresh for every model whose cron came due
+    (docs/behaviour.md#the-cron-tick).
 
     ``refresh_cron`` due → through the gate (pause, staleness, floor). ``full_refresh_cron``
     due → a full rebuild through the gate regardless of staleness (pause and floor still
@@ -344,7 +346,7 @@ def mental_models_cron_tick(*, now: datetime | None = None) -> CronTickReport:
 
 
 # ---------------------------------------------------------------------------------------------
-# After consolidation (OP-4)
+# After consolidation (docs/behaviour.md#after-consolidation)
 
 
 def on_consolidation_completed(event: ConsolidationCompleted) -> list[AutoRefresh]:

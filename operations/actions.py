@@ -1,4 +1,5 @@
-"""The API's actions on an operation (OP-9), also the admin's: cancel a pending one, retry a
+"""The API's actions on an operation (docs/behaviour.md#the-operations-api), also the admin's:
+cancel a pending one, retry a
 failed or cancelled one (or release a parked one), delete a finished one. Each is a
 compare-and-set on the row's status in one short transaction.
 """

@@ -192,7 +192,8 @@ def _fail_locked(
     ``failed`` with a message naming the follower and ``result_metadata.superseded_by`` = the
     follower's id (reads resolve it: ``operations.selectors``). When it may run: if both are
     automatic, at the later of its own park (the rate floor) and the backoff; if either is
-    manual, after the backoff alone — a manual request ignores the rate floor (OP-6), so a manual job's retry
+    manual, after the backoff alone — a manual request ignores the rate floor
+    (docs/behaviour.md#the-rate-floor), so a manual job's retry
     landing on a parked automatic follower releases that park instead of inheriting it.
     """
     if details is not None:

@@ -16,7 +16,7 @@ SCHEDULES = {
     # name (also the task name): the config attribute holding its interval in seconds
     "operations.release_due": "release_interval_seconds",
     "operations.recover": "recovery_interval_seconds",
-    # OP-5: the mental-model cron tick (mentalmodels.tasks).
+    # docs/behaviour.md#the-cron-tick: the mental-model cron tick (mentalmodels.tasks).
     "mentalmodels.cron_tick": "mental_model_refresh_tick_seconds",
     # The LLM request log's retention purge (hindsight.infra.llm.tasks).
     "llm.purge_requests": "llm_request_log_purge_interval_seconds",

@@ -139,7 +139,7 @@ def test_another_banks_ids_are_unknown_and_untouched(route: Route,
         text = response.content.decode(errors="replace")
         assert "secret" not in text, (method, url, text[:300])
         if method == "get" and route.params[-1] == "operation_id":
-            # OP-9: upstream answers an unknown operation with 200 status "not_found".
+            # docs/behaviour.md#the-operations-api: upstream answers an unknown operation with 200 status "not_found".
             assert response.status_code in (200, 404), (method, url, text[:300])
             if response.status_code == 200:
                 assert response.json()["status"] == "not_found", text[:300]

@@ -1,4 +1,5 @@
-"""The write clock (RF-1): memory writes and refresh cutoffs, ordered by a per-bank advisory lock.
+"""The write clock (docs/behaviour.md#the-snapshot-cutoff): memory writes and refresh cutoffs,
+ordered by a per-bank advisory lock.
 
 ``now()`` in PostgreSQL is the transaction's start, so a memory stamped before a refresh's cutoff
 could commit after it and never be read. Every memory-writing transaction therefore holds the

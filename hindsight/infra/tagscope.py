@@ -11,7 +11,7 @@ here and nowhere else. This module owns:
   query, one probe per distinct scope (the staleness check of a whole list page), over a
   bank's memories grouped by (tags, fact type) when it is asked for many scopes.
 
-Semantics (SPEC section 1, "Tag matching"), for a memory with tag set ``M`` and requested ``T``:
+Semantics, for a memory with tag set ``M`` and requested ``T``:
 
 ==============  ======================  ==================
 mode            memory matches when     untagged memories

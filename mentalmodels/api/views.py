@@ -1,5 +1,5 @@
 """HTTP views of ``/v1/default/banks/{bank_id}/mental-models``: parse, call one service or
-selector, render (SPEC section 2) — each with the serializer that documents it."""
+selector, render — each with the serializer that documents it."""
 
 from __future__ import annotations
 

@@ -1,14 +1,14 @@
-"""Delta operations (DL-2..DL-4): id-addressed edits of a ``Document``, each with a JSON Schema.
+"""Delta operations (docs/behaviour.md#edits-by-id): id-addressed edits of a ``Document``, each with
+a JSON Schema.
 
-``apply_operations(doc, ops)`` applies a list of operations in order **on a copy** and returns
-the new document with what was applied and what was dropped (with the reason). An operation is
-dropped — never guessed at — when it does not match its schema, names a section or block the
-document does not have, names a block of another section, anchors on a block that is not there,
-or would break the document (a heading inside a block, an unclosed fence, a duplicate of a block
-already in the section), or would make the markdown read differently from the structure. Each
-operation applies to its own copy, so a dropped one leaves nothing half-done. Everything no
-applied operation touched is the same ``Block`` value, so it renders byte for byte as before
-(DL-3).
+``apply_operations(doc, ops)`` applies a list of operations in order **on a copy** and returns the
+new document with what was applied and what was dropped (with the reason). An operation is dropped —
+never guessed at — when it does not match its schema, names a section or block the document does not
+have, names a block of another section, anchors on a block that is not there, or would break the
+document (a heading inside a block, an unclosed fence, a duplicate of a block already in the
+section), or would make the markdown read differently from the structure. Each operation applies to
+its own copy, so a dropped one leaves nothing half-done. Everything no applied operation touched is
+the same ``Block`` value, so it renders byte for byte as before (docs/behaviour.md#edits-by-id).
 
 The operations (``section_id`` / ``block_id`` are ids from ``Document.outline``):
 
@@ -155,8 +155,9 @@ def apply_operations(doc: Document, ops: list[Any]) -> DeltaResult:
                 raise Dropped(reason)
             _APPLY[op["op"]](working, op)
             if not same_structure(split(render(working)), working):
-                # E.g. a block that opens a fence it never closes swallows what follows it:
-                # the stored structure would no longer be what the markdown reads as (DL-1).
+                # E.g. a block that opens a fence it never closes swallows what follows it: the
+                # stored structure would no longer be what the markdown reads as
+                # (docs/behaviour.md#the-document).
                 raise Dropped("the edit would change how the rest of the document reads "
                               "(a block before it leaves a code fence open)")
         except Dropped as dropped:

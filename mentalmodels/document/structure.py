@@ -1,4 +1,5 @@
-"""The structured document of a mental model (DL-1): sections of verbatim markdown blocks.
+"""The structured document of a mental model (docs/behaviour.md#the-document): sections of verbatim
+markdown blocks.
 
 A document is an ordered list of sections (``id``, ``heading`` line, ``level``, ``title``),
 each holding an ordered list of blocks (``id`` and ``text``: one markdown fragment — a
@@ -341,7 +342,8 @@ def same_structure(a: Document, b: Document) -> bool:
 
 
 def document_for(content: str, stored: Any) -> Document:
-    """The document to edit: the stored one when it renders to ``content`` (DL-1 holds), else
+    """The document to edit: the stored one when it renders to ``content``
+    (docs/behaviour.md#the-document holds), else
     ``content`` split afresh (a document written before this column was kept, or edited
     outside the pipeline), so an edit never lands on text the reader does not see."""
     if stored:

@@ -124,7 +124,7 @@ class _Run:
             return self._loop(started)
         except Exception as exc:
             # A failed run still has a story (the calls made so far): a refresh records it in
-            # its trace (RF-11). The exception itself propagates unchanged.
+            # its trace (docs/behaviour.md#the-trace). The exception itself propagates unchanged.
             self.result.warnings[:0] = self.box.warnings
             self.result.memories_read = self.box.memories_read()
             self.result.duration_ms = int((time.monotonic() - started) * 1000)

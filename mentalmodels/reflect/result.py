@@ -1,6 +1,7 @@
 """What a reflect run returns, and the one error that means "we could not look".
 
-``RetrievalError`` separates a failed lookup from an empty one (RF-4): the refresh maps it to
+``RetrievalError`` separates a failed lookup from an empty one
+(docs/behaviour.md#a-failed-lookup-is-a-failure): the refresh maps it to
 ``failure_reason: retrieval_failed`` and keeps the document, where an empty lookup is an answer.
 """
 

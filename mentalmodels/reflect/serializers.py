@@ -53,9 +53,10 @@ class IncludeSerializer(Body):
 
 
 def validate_response_schema(schema: dict[str, Any]) -> dict[str, Any]:
-    """The one MM-4 rule a mental model's ``trigger.response_schema`` follows too (an object
-    schema with typed properties, ``required`` naming them, nesting bounded so no check
-    recurses past Python's limit); a problem is located inside the schema."""
+    """The one response-schema rule (docs/behaviour.md#response-schema) a mental model's
+    ``trigger.response_schema`` follows too (an object schema with typed properties, ``required``
+    naming them, nesting bounded so no check recurses past Python's limit); a problem is located
+    inside the schema."""
     problems = response_schema_problems(schema, ())
     if problems:
         raise FieldErrors(problems)

@@ -5,7 +5,8 @@ excluded, observations if the fact types allow them, raw facts if any raw type i
 ``done`` always), executes a call against the memory substrate with the run's scope and cutoff,
 and remembers every memory and mental model a tool returned, because ``based_on`` may only cite
 those. Every output is cut to a token budget before the model sees it. A lookup that raises
-becomes ``RetrievalError``: a failed lookup must never pass for an empty one (RF-4).
+becomes ``RetrievalError``: a failed lookup must never pass for an empty one
+(docs/behaviour.md#a-failed-lookup-is-a-failure).
 """
 
 from __future__ import annotations

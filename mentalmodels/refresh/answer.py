@@ -1,10 +1,10 @@
 """The reflect loop's answer and the outcome it allows — all a full refresh is, and the first
 half of a delta refresh.
 
-``gather`` runs the reflect agent loop under the attempt's deadline (RF-9; in delta mode over
-the window ``(watermark, cutoff]`` only, mental models whatever their age); ``decide`` turns its
-answer into an outcome with the guards: an empty answer fails, one citing nothing never
-overwrites (RF-3/RF-5).
+``gather`` runs the reflect agent loop under the attempt's deadline
+(docs/behaviour.md#the-wall-timeout; in delta mode over the window ``(watermark, cutoff]`` only,
+mental models whatever their age); ``decide`` turns its answer into an outcome with the guards: an
+empty answer fails, one citing nothing never overwrites (docs/behaviour.md#never-lose-a-document).
 """
 
 from __future__ import annotations
@@ -84,7 +84,8 @@ def decide(plan: Plan, result: Any, watermark: datetime | None) -> Outcome:
             reason=RefreshFailureReason.EMPTY_CANDIDATE,
         )
     if not cited:
-        # RF-3: nothing relevant is an answer, but not one that may replace a document.
+        # docs/behaviour.md#never-lose-a-document: nothing relevant is an answer, but not one that
+        # may replace a document.
         return Outcome(
             outcome=RefreshOutcome.CONTENT_PRESERVED_NO_NEW_FACTS, content=current, candidate=candidate,
             watermark=watermark, based_on=based_on, mental_models=[],

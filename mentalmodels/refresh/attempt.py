@@ -1,7 +1,7 @@
-"""One refresh attempt's record: its deadline (RF-9), the plan it made, what it read and called
-(tool and LLM calls, their outputs), what it spent (usage), what it applied (delta operations),
-its warnings — and ``record_on``, the one writer of that record onto the operation
-(``details`` and ``result_metadata``), however the attempt ends.
+"""One refresh attempt's record: its deadline (docs/behaviour.md#the-wall-timeout), the plan it
+made, what it read and called (tool and LLM calls, their outputs), what it spent (usage), what it
+applied (delta operations), its warnings — and ``record_on``, the one writer of that record onto the
+operation (``details`` and ``result_metadata``), however the attempt ends.
 
 The dry run keeps the same record and renders it instead (``mentalmodels.refresh.trace.build_trace``
 bounds what a trace keeps of it).
@@ -39,10 +39,11 @@ class RefreshAttempt:
         self.tool_outputs: list[dict[str, Any]] = []
         self.warnings: list[str] = []
         self.plan: Plan | None = None
-        # A delta refresh's operations so far, {"applied": [...], "skipped": [...]} (RF-11).
+        # A delta refresh's operations so far, {"applied": [...], "skipped": [...]}
+        # (docs/behaviour.md#the-trace).
         self.delta_operations: dict[str, list[dict[str, Any]]] | None = None
 
-    # -- the deadline (RF-9) ----------------------------------------------------------------------
+    # -- the deadline (docs/behaviour.md#the-wall-timeout) ---------------------------------------
 
     def remaining(self) -> float:
         return self.limit - (time.monotonic() - self.started)

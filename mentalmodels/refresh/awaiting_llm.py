@@ -1,8 +1,8 @@
 """Refreshes that could not run because this server has no LLM yet, and their catch-up.
 
-A missing LLM is a configuration that is not there yet, not a refresh that cannot work: pausing
-the model (OP-7) would leave every model created before the LLM was connected empty until
-someone refreshed each by hand. So a refresh that fails only for that reason
+A missing LLM is a configuration that is not there yet, not a refresh that cannot work: pausing the
+model (docs/behaviour.md#retries-and-the-pause) would leave every model created before the LLM was
+connected empty until someone refreshed each by hand. So a refresh that fails only for that reason
 
 - is recorded: a ``failure`` history entry with reason ``llm_not_configured`` and a message
   naming the variables to set (the operation itself keeps upstream's ``unexpected_error``

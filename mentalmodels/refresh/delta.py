@@ -5,9 +5,10 @@ A second LLM call is shown the topic, the current document with its ids
 (``mentalmodels.document.structure``) and the facts the answer cited — the facts themselves with their
 dates, oldest first, never the loop's synthesis — and answers with operations
 (``mentalmodels.document.edits`` applies them). Every operation dropped, or an answer that cannot be
-read: asked once more with the wrong ids and the ids the document has (DL-4). What cannot be
+read: asked once more with the wrong ids and the ids the document has
+(docs/behaviour.md#dropped-edits-and-the-second-ask). What cannot be
 applied fails the attempt (retryable; content, document and window untouched). ``based_on``
-accumulates across delta refreshes (RF-8).
+accumulates across delta refreshes (docs/behaviour.md#cumulative-grounding).
 """
 
 from __future__ import annotations
@@ -151,7 +152,8 @@ def _delta_fail(message: str, reason: str) -> RefreshFailed:
 
 
 def delta_refresh(plan: Plan, decided: Outcome, attempt: RefreshAttempt) -> Outcome:
-    """DL-2..DL-6: turn the window's cited facts into operations on the current document."""
+    """docs/behaviour.md#edits-by-id: turn the window's cited facts into operations on the current
+    document."""
     model = plan.model
     doc = document_for(model.content or "", model.document)
     facts = _window_facts(decided.based_on)
@@ -181,7 +183,8 @@ def delta_refresh(plan: Plan, decided: Outcome, attempt: RefreshAttempt) -> Outc
                 f"every delta operation was dropped, twice (last: "
                 f"{'; '.join(d['reason'] for d in result.skipped[:5])})",
                 RefreshFailureReason.DELTA_OPS_ALL_SKIPPED)
-        # Ask once more (DL-4), showing the answer, what was wrong with it and the real ids.
+        # Ask once more (docs/behaviour.md#dropped-edits-and-the-second-ask), showing the answer,
+        # what was wrong with it and the real ids.
         if operations is None:
             answer_text, retry = "(unreadable)", _retry_message(doc=doc, result=None, error=error)
         else:
@@ -225,8 +228,9 @@ def _dedupe(entries: list[Any]) -> list[Any]:
 
 
 def _accumulate(previous: Any, new: dict[str, list[dict[str, Any]]]) -> dict[str, list[dict[str, Any]]]:
-    """RF-8: this refresh's citations merged into everything the document already rested on,
-    deduplicated by id (the newer entry of an id wins: an updated observation's text)."""
+    """docs/behaviour.md#cumulative-grounding: this refresh's citations merged into everything the
+    document already rested on, deduplicated by id (the newer entry of an id wins: an updated
+    observation's text)."""
     old = normalise_based_on(previous if isinstance(previous, dict) else None)
     merged = {}
     for key in BASED_ON_KEYS:

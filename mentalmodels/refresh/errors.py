@@ -42,9 +42,9 @@ class RefreshFailed(OperationFailure):
 
 
 class RefreshInterrupted(AttemptInterrupted):
-    """A refresh cut short by ``cause`` (the engine's wall-timeout backstop, the task's soft
-    time limit, a bug): no finer reason than ``unexpected_error``, and the trace of what the
-    attempt did so far (RF-11; None if it could not be built). The engine records it as it
+    """A refresh cut short by ``cause`` (the engine's wall-timeout backstop, the task's soft time
+    limit, a bug): no finer reason than ``unexpected_error``, and the trace of what the attempt did
+    so far (docs/behaviour.md#the-trace; None if it could not be built). The engine records it as it
     would ``cause``; the history entry names ``cause``."""
 
     def __init__(self, cause: Exception, *, trace: dict[str, Any] | None):

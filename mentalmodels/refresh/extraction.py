@@ -1,7 +1,7 @@
-"""Structured output (RF-7): when the trigger has a ``response_schema``, the final document is
-read once more by the LLM into a JSON object, validated with jsonschema. An answer that does not
-match, or none at all, fails the attempt (``structured_output_failed``); the document is not
-written without it."""
+"""Structured output (docs/behaviour.md#structured-output): when the trigger has a
+``response_schema``, the final document is read once more by the LLM into a JSON object, validated
+with jsonschema. An answer that does not match, or none at all, fails the attempt
+(``structured_output_failed``); the document is not written without it."""
 
 from __future__ import annotations
 

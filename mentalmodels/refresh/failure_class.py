@@ -12,11 +12,12 @@ refreshes after transient ones (the LLM down).
   uncited candidate, delta operations that cannot be applied, structured output that fails its
   schema), a bug.
 
-After the last retry a permanent failure pauses the model (OP-7, as before); a transient one
-does not. A refresh operation whose last attempt failed transiently does not pause its model: the next trigger
-(a retain in scope, a cron fire) may refresh it once the LLM answers again. So that an outage
-is not hammered, each such failure in a row (``MentalModel.refresh_failure_streak``, reset by a
-success) pushes the model's automatic refreshes back to ``auto_refresh_not_before``:
+After the last retry a permanent failure pauses the model (docs/behaviour.md#retries-and-the-pause,
+as before); a transient one does not. A refresh operation whose last attempt failed transiently does
+not pause its model: the next trigger (a retain in scope, a cron fire) may refresh it once the LLM
+answers again. So that an outage is not hammered, each such failure in a row
+(``MentalModel.refresh_failure_streak``, reset by a success) pushes the model's automatic refreshes
+back to ``auto_refresh_not_before``:
 
     wait(n) = max(min(MAX, BASE × 2^(n−1)), Retry-After)
 

@@ -6,7 +6,8 @@ failure reason, the message, whether a retry may help, whether the wall time ran
 - ``llm_failure``: the one mapping of what an LLM call raised (a provider error, the gateway's
   timeout, the attempt's own deadline, no LLM configured) to the refusal, per ``LLMStep`` —
   where in the refresh the LLM was asked decides what its failure means there;
-- ``retrieval_guarded``: a database read that fails is ``retrieval_failed`` (RF-4);
+- ``retrieval_guarded``: a database read that fails is ``retrieval_failed``
+(docs/behaviour.md#a-failed-lookup-is-a-failure);
 - ``FailureEntry.of``: what the failure entry (history, the trace kept with ``keep_trace``) of
   any failed attempt records — a refusal, an interrupted attempt, a lost worker — and its class
   (``mentalmodels.refresh.failure_class``: transient or permanent, what the last failure does).
@@ -48,7 +49,8 @@ class LLMStep:
     reason: str
     suffix: str = ""
     # What a timeout was waiting for; None: a timeout fails the step like a provider error
-    # (structured output: the document it would have come from is not the failure, RF-7).
+    # (structured output: the document it would have come from is not the failure,
+    # docs/behaviour.md#structured-output).
     waiting_for: str | None = None
 
 
@@ -89,7 +91,8 @@ def llm_failure(exc: Exception, *, step: LLMStep, limit: float) -> RefreshFailed
 
 @contextmanager
 def retrieval_guarded(step: str) -> Iterator[None]:
-    """RF-4: a database read of the snapshot or the precheck that raises is retrieval_failed."""
+    """docs/behaviour.md#a-failed-lookup-is-a-failure: a database read of the snapshot or the
+    precheck that raises is retrieval_failed."""
     try:
         yield
     except DatabaseError as exc:

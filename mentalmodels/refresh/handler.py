@@ -30,8 +30,8 @@ class RefreshMentalModelHandler:
 
     @property
     def wall_timeout_seconds(self) -> float:
-        # RF-9: the engine's alarm is the backstop; the attempt's own deadline (LLM calls)
-        # normally ends a slow refresh first, with a precise failure record.
+        # docs/behaviour.md#the-wall-timeout: the engine's alarm is the backstop; the attempt's own
+        # deadline (LLM calls) normally ends a slow refresh first, with a precise failure record.
         return settings.HINDSIGHT.reflect_wall_timeout_seconds + 1.0
 
     def hold(self, pending: Pending) -> Hold | None:

@@ -1,7 +1,7 @@
-"""The one write of a refresh's result: a single fenced transaction (``job.finishing()``: the
-fence check on the key's lease, the model row, the operation's completion) that stores the
-document and its structure (DL-1), the watermark, the timestamps, ``reflect_response`` and the
-version history. A job whose fence moved on (an edit, a newer claim) writes nothing
+"""The one write of a refresh's result: a single fenced transaction (``job.finishing()``: the fence
+check on the key's lease, the model row, the operation's completion) that stores the document and
+its structure (docs/behaviour.md#the-document), the watermark, the timestamps, ``reflect_response``
+and the version history. A job whose fence moved on (an edit, a newer claim) writes nothing
 (``FenceLost``); a model deleted meanwhile is the same. There is no unfenced path.
 """
 
@@ -61,9 +61,9 @@ def refresh_persist(plan: Plan, decided: Outcome, trace: dict[str, Any], job: Jo
                                RefreshOutcome.CONTENT_UNCHANGED) or not (
             model.content or ""
         ).strip():
-            # The query this document now answers (DL-5 compares against it). A refresh that
-            # kept the old document did not apply a changed query: the next one must still
-            # fall back to full for it.
+            # The query this document now answers (docs/behaviour.md#when-delta-falls-back-to-full
+            # compares against it). A refresh that kept the old document did not apply a changed
+            # query: the next one must still fall back to full for it.
             model.last_refresh_source_query = plan.model.source_query
         model.updated_at = ClockTimestamp()
         if plan.effective_mode == RefreshMode.FULL:
@@ -86,7 +86,7 @@ def refresh_persist(plan: Plan, decided: Outcome, trace: dict[str, Any], job: Jo
                 setattr(model, key, value)
             fields += list(embedding)
         if content_changes or (decided.document is not None and decided.document != model.document):
-            # DL-1: what is stored renders to what is read, on every write.
+            # docs/behaviour.md#the-document: what is stored renders to what is read, on every write.
             document = decided.document if decided.document is not None else (
                 split(model.content).as_json() if model.content else None)
             if render_json(document) != model.content:

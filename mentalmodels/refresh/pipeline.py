@@ -1,11 +1,11 @@
 """The steps of one refresh, in order, and their two callers.
 
 ``plan`` (mode, scope, snapshot cutoff, exclusions) → precheck (anything in reach? if not,
-complete without an LLM request, RF-2) → ``gather`` (the reflect agent loop under the wall
-timeout, RF-9) → ``decide`` (outcome and guards, RF-3/RF-5) → a delta refresh's edits
+complete without an LLM request) → ``gather`` (the reflect agent loop under the wall timeout) →
+``decide`` (outcome and guards: never lose a document) → a delta refresh's edits
 (``delta_refresh``; a full refresh stores the answer split into sections) → ``extract``
-(structured output, RF-7) → ``persist`` (one fenced transaction) — or, for the dry run, the
-preview instead of ``persist`` (SPEC section 5).
+(structured output) → ``persist`` (one fenced transaction) — or, for the dry run, the preview
+instead of ``persist``. Each step's rule is in docs/behaviour.md#a-refresh.
 
 ``refresh_run`` is one attempt of a refresh operation. However it ends, the attempt's record
 is written on its job once (``RefreshAttempt.record_on``); a refusal raises ``RefreshFailed``
@@ -81,16 +81,18 @@ def _steps(
         candidate="", watermark=watermark, based_on={}, mental_models=[],
     )
     # An automatic run that asks for mode full is a due full_refresh_cron: a periodic rebuild
-    # runs regardless of staleness (OP-5); every other automatic run re-checks it (OP-1).
+    # runs regardless of staleness (docs/behaviour.md#the-cron-tick); every other automatic run
+    # re-checks it (docs/behaviour.md#coalescing).
     if automatic and mode != RefreshMode.FULL:
         with retrieval_guarded("re-checking staleness"):
             stale = stale_flags([model])[model.uid]
         if not stale:
-            # OP-1: the previous refresh already read everything this trigger was about.
+            # docs/behaviour.md#coalescing: the previous refresh already read everything this
+            # trigger was about.
             attempt.warnings.append("The model was not stale when the automatic refresh started.")
             # Nothing was read, so the watermark stays where the last read left it: under
             # any/all the scope can hold untagged memories staleness ignores, and moving past
-            # them would drop them from a later delta window (RF-1).
+            # them would drop them from a later delta window (docs/behaviour.md#the-snapshot-cutoff).
             return plan, replace(preserved, watermark=model.last_memory_seen_at)
     if in_window is None:
         with retrieval_guarded("looking for sibling mental models in reach"):
@@ -144,7 +146,7 @@ def refresh_run(*, job: Job) -> Report:
     except Exception as exc:
         # Cut short from outside (the engine's wall-timeout backstop, the task's soft limit) or
         # a bug: no finer reason than unexpected_error, but what the attempt did so far is still
-        # its record (RF-11), carried to the handler on a RefreshInterrupted.
+        # its record (docs/behaviour.md#the-trace), carried to the handler on a RefreshInterrupted.
         error = f"{type(exc).__name__}: {exc}"
         attempt.warnings.append(error)
         outcome, reason = RefreshOutcome.REFRESH_FAILED_ERROR, RefreshFailureReason.UNEXPECTED_ERROR
@@ -169,7 +171,8 @@ _ANSWERED_REFUSALS = (RefreshFailureReason.DELTA_OPS_ALL_SKIPPED,
 
 
 def refresh_dry_run(*, bank_id: str, mental_model_id: str) -> Preview:
-    """SPEC section 5: the same steps, with ``persist`` replaced by the preview."""
+    """The dry run (docs/behaviour.md#the-dry-run): the same steps, with ``persist`` replaced by the
+    preview."""
     model = _load(bank_id=bank_id, mental_model_id=mental_model_id)
     if model is None:
         raise NotFound(f"Mental model {mental_model_id} not found")

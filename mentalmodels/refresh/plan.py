@@ -1,10 +1,11 @@
-"""What a refresh will read: the plan (mode, scope, snapshot cutoff, exclusions, RF-1, DL-5)
-and the precheck's reads (the newest memory in scope, a sibling mental model in reach, RF-2).
+"""What a refresh will read: the plan (mode, scope, snapshot cutoff, exclusions;
+docs/behaviour.md#a-refresh) and the precheck's reads (the newest memory in scope, a sibling mental
+model in reach, docs/behaviour.md#no-llm-when-nothing-is-in-reach).
 
 The watermark stored is the newest ``updated_at`` in the model's scope visible at the snapshot
-cutoff (RF-1): the write clock guarantees every memory stamped at or before the cutoff had
-committed when it was taken, so the refresh could read it, and every later write is stamped
-after the cutoff and stays "newer" for the next refresh. It is never ``now()``.
+cutoff (docs/behaviour.md#the-snapshot-cutoff): the write clock guarantees every memory stamped at
+or before the cutoff had committed when it was taken, so the refresh could read it, and every later
+write is stamped after the cutoff and stays "newer" for the next refresh. It is never ``now()``.
 """
 
 from __future__ import annotations
@@ -29,8 +30,9 @@ def refresh_plan(model: MentalModel, *, mode: str | None) -> Plan:
     requested = full if mode == full else (trigger.get("mode") or full)
     effective, fallback = requested, None
     if requested == RefreshMode.DELTA:
-        # DL-5: a delta refresh falls back to full only without content to edit, or when the
-        # source query changed since the last successful refresh.
+        # docs/behaviour.md#when-delta-falls-back-to-full: a delta refresh falls back to full only
+        # without content to edit, or when the source query changed since the last successful
+        # refresh.
         if not (model.content or "").strip():
             effective, fallback = full, ModeFallbackReason.NO_BASELINE_CONTENT
         elif (

@@ -95,7 +95,8 @@ class Outcome:
     reflected: bool = False  # False: the loop did not run (nothing in reach)
     facts_retrieved: dict[str, int] = field(default_factory=dict)
     facts_used: dict[str, int] = field(default_factory=dict)
-    # The structured document ``content`` renders (DL-1), as stored; None: leave the column.
+    # The structured document ``content`` renders (docs/behaviour.md#the-document), as stored; None:
+    # leave the column.
     document: dict[str, Any] | None = None
     # Delta mode: {"applied": [...], "skipped": [...]} (None in full mode).
     delta_operations: dict[str, list[dict[str, Any]]] | None = None

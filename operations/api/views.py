@@ -1,4 +1,5 @@
-"""Operations API (SPEC OP-9): list, get, cancel, retry, delete — upstream's wire format."""
+"""Operations API (docs/behaviour.md#the-operations-api): list, get, cancel, retry, delete —
+upstream's wire format."""
 
 from __future__ import annotations
 

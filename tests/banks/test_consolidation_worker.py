@@ -147,7 +147,7 @@ def test_untagged_retain_does_not_refresh_a_strictly_tagged_model(llm, api, work
     assert ops("consolidation", status="completed").count() == 1
     assert MemoryUnit.objects.filter(bank_id=BANK, fact_type="observation", tags=[]).count() == 1
     # all_strict ignores untagged memories; under "any" a refresh would read them, but
-    # staleness never counts an untagged write for a tagged model (MM-8).
+    # staleness never counts an untagged write for a tagged model (docs/behaviour.md#staleness).
     assert refreshes("team").count() == 0
     assert refreshes("any-team").count() == 0
 

@@ -44,7 +44,7 @@ def test_the_client_drives_a_delta_model(client: Hindsight, scripted_llm, openai
     assert trace["effective_mode"] == "delta"
     assert trace["delta_operations"]["applied"][0]["operation"]["op"] == "append_block"
     assert {e["id"] for e in model.reflect_response["based_on"]["world"]} == {
-        str(m.id) for m in MemoryUnit.objects.filter(bank_id=BANK)}  # RF-8: accumulated
+        str(m.id) for m in MemoryUnit.objects.filter(bank_id=BANK)}  # docs/behaviour.md#cumulative-grounding: accumulated
     stored = MentalModel.objects.get(bank_id=BANK, mental_model_id="team")
     assert render_json(stored.document) == model.content
 

@@ -1,5 +1,5 @@
-"""Automatic refresh triggers: the cron tick (OP-5), staleness gating (OP-3), the rate floor
-(OP-6) and pause after failure (OP-7). ``now`` is passed explicitly; nothing sleeps on the clock
+"""Automatic refresh triggers: the cron tick (docs/behaviour.md#the-cron-tick), staleness gating (docs/behaviour.md#staleness-gating), the rate floor
+(docs/behaviour.md#the-rate-floor) and pause after failure (docs/behaviour.md#retries-and-the-pause). ``now`` is passed explicitly; nothing sleeps on the clock
 except the one end-to-end test with a real worker."""
 
 from __future__ import annotations
@@ -118,7 +118,7 @@ def test_a_fire_is_claimed_once_even_by_concurrent_ticks(bank):
 
 
 # ---------------------------------------------------------------------------------------------
-# staleness gating (OP-3)
+# staleness gating (docs/behaviour.md#staleness-gating)
 
 
 @pytest.mark.django_db
@@ -209,7 +209,7 @@ def test_automatic_full_run_rebuilds_a_fresh_model_but_plain_automatic_run_spend
 
 
 # ---------------------------------------------------------------------------------------------
-# rate floor (OP-6)
+# rate floor (docs/behaviour.md#the-rate-floor)
 
 
 def _recently_refreshed(bank, mental_model_id="team", seconds_ago=60, **trigger):
@@ -311,7 +311,7 @@ def test_manual_refresh_ignores_the_floor_and_releases_the_parked_refresh(bank):
 
 
 # ---------------------------------------------------------------------------------------------
-# pause (OP-7)
+# pause (docs/behaviour.md#retries-and-the-pause)
 
 
 @pytest.mark.django_db

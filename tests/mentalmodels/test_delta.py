@@ -1,4 +1,4 @@
-"""Delta refreshes through the pipeline against the scripted server (DL-1..DL-6, RF-2, RF-7, RF-8,
+"""Delta refreshes through the pipeline against the scripted server (docs/behaviour.md#delta-mode, docs/behaviour.md#no-llm-when-nothing-is-in-reach, docs/behaviour.md#structured-output, docs/behaviour.md#cumulative-grounding,
 the dry run's delta fields)."""
 
 from __future__ import annotations

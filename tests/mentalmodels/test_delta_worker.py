@@ -63,7 +63,7 @@ def test_fifty_delta_refreshes_keep_every_earlier_block_byte_identical(bank, llm
     assert len(paragraphs) == len({b["text"] for b in paragraphs}) == 2 + 1 + 50
     assert model.content.startswith(BASELINE)
     assert model.content.count("the team shipped release 7\n") == 1
-    assert len(model.reflect_response["based_on"]["world"]) == 50  # RF-8: the union of all 50
+    assert len(model.reflect_response["based_on"]["world"]) == 50  # docs/behaviour.md#cumulative-grounding: the union of all 50
 
 
 def test_all_invalid_twice_fails_the_attempt_then_the_retry_reads_the_same_window(
@@ -129,7 +129,7 @@ def test_changed_source_query_falls_back_to_full_and_a_failed_refresh_does_not_r
     assert api.patch(f"{URL}/team", {"source_query": "What ships next?"},
                      format="json").status_code == 200
     op_ids = {o.id for o in Operation.objects.filter(mental_model_id="team")}
-    for op_id in op_ids:  # the PATCH may have queued one (MM-10) besides ours
+    for op_id in op_ids:  # the PATCH may have queued one (docs/behaviour.md#edits-during-a-running-refresh) besides ours
         finished(str(op_id))
     op = finished(api.post(f"{URL}/team/refresh", format="json").json()["operation_id"])
     assert op.status == "failed"

@@ -1,4 +1,4 @@
-"""The structured document and its operations (DL-1..DL-4), property-based where it matters:
+"""The structured document and its operations (docs/behaviour.md#delta-mode), property-based where it matters:
 the split is lossless, every operation leaves every block it does not name byte-identical, ids
 stay unique, and a long document splits, edits and renders."""
 
@@ -181,7 +181,7 @@ def test_every_operation_leaves_every_untouched_block_byte_identical(text, rnd):
             assert set(before) - _named(op, doc) <= set(after)
         ids = [s.id for s in result.document.sections] + [b.id for _, b in result.document.blocks()]
         assert len(ids) == len(set(ids))
-        # DL-1: what is stored renders to what is read, and splits back into the same thing.
+        # docs/behaviour.md#the-document: what is stored renders to what is read, and splits back into the same thing.
         rendered = render(result.document)
         assert same_structure(split(rendered), result.document)
         # Every untouched block's text appears verbatim in the rendered markdown.

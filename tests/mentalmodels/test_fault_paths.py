@@ -1,6 +1,6 @@
 """Refresh fault paths run by the engine in process: the engine's wall-timeout backstop still
-leaves a failure trace (RF-11), a database error at the snapshot cutoff or in the precheck is
-``retrieval_failed`` (RF-4), and the pause flag is set once, by the final attempt (OP-7)."""
+leaves a failure trace (docs/behaviour.md#the-trace), a database error at the snapshot cutoff or in the precheck is
+``retrieval_failed`` (docs/behaviour.md#a-failed-lookup-is-a-failure), and the pause flag is set once, by the final attempt (docs/behaviour.md#retries-and-the-pause)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""MM-7 history retention per kind and the switch; OP-7 pause bookkeeping; RF-11 failure
-traces; OP-1 automatic refresh re-checking staleness."""
+"""History retention per kind and the switch, the pause's bookkeeping, failure traces, and an
+automatic refresh re-checking staleness (docs/behaviour.md)."""
 
 from __future__ import annotations
 

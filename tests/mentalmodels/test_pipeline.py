@@ -1,4 +1,4 @@
-"""The refresh pipeline against the scripted OpenAI-compatible server (RF-1..RF-11, dry run)."""
+"""The refresh pipeline against the scripted OpenAI-compatible server (docs/behaviour.md#a-refresh, dry run)."""
 
 from __future__ import annotations
 
@@ -86,7 +86,7 @@ def test_refresh_writes_answer_based_on_watermark_history_and_embedding(bank, sc
     assert set(model.reflect_response["based_on"]) == {
         "world", "experience", "opinion", "observation", "mental-models", "directives"}
     assert model.reflect_response["outcome"] == "content_written"
-    # RF-1: the newest in-scope memory visible at the snapshot, not now().
+    # docs/behaviour.md#the-snapshot-cutoff: the newest in-scope memory visible at the snapshot, not now().
     assert model.last_memory_seen_at == newest.updated_at
     assert model.last_full_refreshed_at is not None and model.last_refresh_failed_at is None
     assert model.last_refresh_source_query == model.source_query

@@ -1,5 +1,5 @@
 """Refreshes run by real Celery workers: end to end, retries and pause, coalescing, edits during
-a running refresh (MM-10), all against the scripted OpenAI-compatible server."""
+a running refresh (docs/behaviour.md#edits-during-a-running-refresh), all against the scripted OpenAI-compatible server."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""RF-1 with real concurrent transactions: a memory whose writing transaction is open when a
+"""The snapshot cutoff (docs/behaviour.md#the-snapshot-cutoff) with real concurrent transactions: a memory whose writing transaction is open when a
 refresh takes its cutoff is never lost — that refresh reads it, or the model stays stale and
 the next refresh reads it; the stored watermark never passes a memory the refresh did not read."""
 

@@ -1,4 +1,4 @@
-"""MM-8 staleness: one rule, checked against a plain-Python reference, in constant queries."""
+"""Staleness (docs/behaviour.md#staleness): one rule, checked against a plain-Python reference, in constant queries."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ MODES = ["any", "all", "any_strict", "all_strict", "exact"]
 FACT_TYPES = ["world", "experience", "observation"]
 
 
-# ---- the reference: SPEC section 1 and MM-5/MM-8 written out independently -----------------
+# ---- the reference: tag matching, scope and staleness written out independently -----------------
 
 
 def _leaf(tags: list[str], match: str, mem: frozenset[str]) -> bool:

@@ -1,4 +1,4 @@
-"""MM-10 / OP-2: a refresh superseded by an edit (clear, PATCH of scope, delete) writes nothing —
+"""Edits during a running refresh, one refresh of a model at a time (docs/behaviour.md#scheduling): a refresh superseded by an edit (clear, PATCH of scope, delete) writes nothing —
 not even its own failure. A superseded run that then fails says nothing about the model's
 current configuration: it must not add a failure entry, pause the model, or push its retry
 (count and backoff) onto the refresh the edit queued behind it.
@@ -94,7 +94,7 @@ def test_an_edit_that_arrives_while_a_refresh_runs_queues_one_even_if_it_finishe
     bank, monkeypatch, edit
 ):
     """The refresh commits its write (old configuration) while the edit waits for the lease:
-    the edit still arrived while it ran, so one refresh is queued behind it (MM-10)."""
+    the edit still arrived while it ran, so one refresh is queued behind it (docs/behaviour.md#edits-during-a-running-refresh)."""
     monkeypatch.setattr("operations.dispatch.operation_send_on_commit", lambda **kw: True)
     make_mental_model(bank, "team", content="old document")
     op = mental_model_refresh_request(bank_id=bank.id, mental_model_id="team")

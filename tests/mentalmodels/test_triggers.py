@@ -1,5 +1,5 @@
 """``mentalmodels.triggers``: a mental model's trigger object — its keys and defaults, the
-validation of every key (MM-3), ``response_schema`` (MM-4), and the PATCH merge."""
+validation of every key (docs/behaviour.md#triggers), ``response_schema`` (docs/behaviour.md#response-schema), and the PATCH merge."""
 
 from __future__ import annotations
 
@@ -197,7 +197,7 @@ def test_cron_problem() -> None:
     assert "must be a string" in cron_problem(5)
 
 
-# --- response_schema (MM-4) -------------------------------------------------------------------------
+# --- response_schema (docs/behaviour.md#response-schema) -------------------------------------------------------------------------
 
 
 SCHEMA_LOC = ("body", "trigger", "response_schema")

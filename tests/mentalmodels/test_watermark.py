@@ -1,4 +1,4 @@
-"""RF-1 / OP-1: the watermark never passes a memory the refresh did not read.
+"""The snapshot cutoff and coalescing (docs/behaviour.md): the watermark never passes a memory the refresh did not read.
 
 An automatic refresh that finds its model fresh when it starts completes without reading
 anything (no LLM call). Under ``tags_match: "any"`` a refresh would read untagged memories, but

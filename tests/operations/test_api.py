@@ -1,4 +1,4 @@
-"""Operations API (OP-9): upstream's wire shapes, filters, paging, and every refusal a 4xx."""
+"""Operations API (docs/behaviour.md#the-operations-api): upstream's wire shapes, filters, paging, and every refusal a 4xx."""
 
 from __future__ import annotations
 

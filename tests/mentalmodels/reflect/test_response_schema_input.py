@@ -1,4 +1,4 @@
-"""POST …/reflect input: a response_schema is checked by the one MM-4 rule
+"""POST …/reflect input: a response_schema is checked by the one response-schema rule (docs/behaviour.md#response-schema)
 (mentalmodels.triggers), so a schema nested too deeply is a 422 naming it, not a RecursionError
 (a 500); list fields take strings only."""
 
