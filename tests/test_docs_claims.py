@@ -20,7 +20,7 @@ import pytest
 from tests.test_openapi import document as _openapi_document
 
 ROOT = Path(__file__).resolve().parent.parent
-DOCS = (ROOT / "docs" / "api.md", ROOT / "docs" / "internals.md", ROOT / "README.md")
+DOCS = (ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")))
 API_PREFIX = "/v1/default"
 document = _openapi_document  # the OpenAPI document: test_openapi's fixture, under its name
 
