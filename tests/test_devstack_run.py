@@ -25,6 +25,7 @@ from typing import Any
 import pytest
 
 from hindsight.devstack.servers import free_port, reachable_base
+from hindsight.devstack.stack import Stack, StartupFailed
 from tests.test_docs import page_assets
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -236,6 +237,8 @@ def test_run_starts_embedded_servers_api_worker_and_beat_and_stops_on_ctrl_c(tmp
             assert not _listening(closed), f"port {closed} still open after Ctrl-C"
         log = log_path.read_bytes()
         assert b"[hindsight] stopped" in log
+        # Announced once gunicorn had bound the port, not while it was still starting.
+        assert log.index(b"Listening at: " + base_url.encode()) < log.index(b"serving on")
         for noise in (b"XDG_RUNTIME_DIR", b"superuser privileges", b"No directory at"):
             assert noise not in log, noise
 
@@ -294,3 +297,61 @@ def test_manage_py_ignores_a_servers_file_whose_run_has_stopped(tmp_path: Path) 
 def test_commands_without_a_database_run_with_nothing_running(tmp_path: Path) -> None:
     result = _manage(_bare_env(tmp_path / "nothing-here", free_port()), "help")
     assert result.returncode == 0, result.stderr
+
+
+def _run_at_once(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """A run expected to stop by itself (a refusal), its output captured."""
+    return subprocess.run([sys.executable, "-m", "hindsight.devstack", "run"], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=60)
+
+
+def _nothing_started(data_dir: Path) -> None:
+    # No secret key made, no PostgreSQL or Valkey data folder: the run stopped before them.
+    assert not data_dir.exists(), sorted(data_dir.rglob("*"))
+    assert not reachable_base(data_dir).exists()
+
+
+def test_run_refuses_a_taken_api_port_in_one_line_before_starting_anything(tmp_path: Path) -> None:
+    data_dir = tmp_path / "devdata"
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        started = time.monotonic()
+        result = _run_at_once(_bare_env(data_dir, port))
+        took = time.monotonic() - started
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert result.stderr == ""
+    assert result.stdout.splitlines() == [
+        f"[hindsight] port {port} on 127.0.0.1 is in use: stop what holds it, or set "
+        "HINDSIGHT_API_PORT to a free port"]
+    _nothing_started(data_dir)
+    assert took < 20, f"{took:.1f}s: it must not wait for servers to start"
+
+
+def test_run_with_an_invalid_setting_says_the_check_in_one_line(tmp_path: Path) -> None:
+    data_dir = tmp_path / "devdata"
+    result = _run_at_once({**_bare_env(data_dir, free_port()),
+                           "HINDSIGHT_API_LLM_PROVIDER": "bogus"})
+    assert result.returncode != 0
+    said = (result.stdout + result.stderr).strip().splitlines()
+    assert len(said) == 1, said
+    assert "HINDSIGHT_API_LLM_PROVIDER" in said[0] and "bogus" in said[0], said
+    assert "Traceback" not in result.stdout + result.stderr
+    _nothing_started(data_dir)
+
+
+def test_a_check_failing_at_migrate_is_its_own_line_not_a_traceback(tmp_path: Path) -> None:
+    # Checks that need the database run only at migrate, after the servers: what reaches the
+    # user is each failed check's line (here the database is unreachable, so the embedding
+    # profile check fails too), not the subprocess's traceback.
+    stack = Stack(tmp_path, database_url=f"postgresql://postgres@127.0.0.1:{free_port()}/x",
+                  redis_url="redis://127.0.0.1:1/0",
+                  env={"HINDSIGHT_API_LLM_PROVIDER": "bogus", "HINDSIGHT_API_SECRET_KEY": "k"})
+    with pytest.raises(StartupFailed) as failed:
+        stack.migrate()
+    lines = str(failed.value).splitlines()
+    assert any(line.startswith("HINDSIGHT_API_LLM_PROVIDER: (hindsight.E001) ")
+               for line in lines), lines
+    assert all("(hindsight.E" in line for line in lines), lines
+    assert "Traceback" not in str(failed.value)

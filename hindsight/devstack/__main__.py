@@ -6,6 +6,7 @@ previous run when they are free), then migrates, collects the static files and r
 (gunicorn), a Celery worker and celery-beat. Every process gets the secret key kept under
 ``.devdata/`` unless ``HINDSIGHT_API_SECRET_KEY`` is set. What it started is recorded in
 ``.devdata/servers.json`` (``hindsight.devstack.state``). Ctrl-C stops all of it, servers last.
+A configuration problem or a taken API port stops it before anything starts, in one line.
 """
 
 from __future__ import annotations
@@ -20,21 +21,45 @@ import time
 from pathlib import Path
 
 from hindsight.devstack import state
-from hindsight.devstack.servers import free_port
-from hindsight.devstack.stack import CPU_QUEUE_VARIABLE, Stack
-from hindsight.infra.config import read_config
+from hindsight.devstack.servers import bind_problem, free_port
+from hindsight.devstack.stack import CPU_QUEUE_VARIABLE, Stack, StartupFailed
+from hindsight.infra.config import Config, read_config
 
 PREFERRED_PG_PORT = 54329
 PREFERRED_VALKEY_PORT = 63799
+HOST_VARIABLE = "HINDSIGHT_API_HOST"
+PORT_VARIABLE = "HINDSIGHT_API_PORT"
 
 
 def _log(message: str) -> None:
     print(f"[hindsight] {message}", flush=True)
 
 
+def _refusal(config: Config) -> list[str]:
+    """Why this run must not start, checked before anything is started (no server to stop, no
+    output to scroll through): the configuration's problems, or the API's port being taken."""
+    if config.errors:
+        return [f"{problem.variable} {problem.message} (hindsight.{problem.rule})"
+                for problem in config.errors]
+    problem = bind_problem(config.host, config.port)
+    if problem is None:
+        return []
+    if problem == "in use":
+        return [f"port {config.port} on {config.host} is in use: stop what holds it, or set "
+                f"{PORT_VARIABLE} to a free port"]
+    return [f"cannot serve on {config.host}:{config.port} ({problem}): set {HOST_VARIABLE} / "
+            f"{PORT_VARIABLE}"]
+
+
 def run(args: argparse.Namespace) -> int:
     config = read_config()
+    refused = _refusal(config)
+    if refused:
+        for line in refused:
+            _log(line)
+        return 2
     stopping = False
+    failed = False
 
     def stop(*_: object) -> None:
         nonlocal stopping
@@ -88,7 +113,10 @@ def run(args: argparse.Namespace) -> int:
             stack.start_worker(concurrency=cpu_slots, queue=cpu_queue, name="worker-cpu",
                                alone=False, hostname="cpu")
         stack.start_beat()
-        _log(f"serving on http://{config.host}:{config.port} (Ctrl-C stops everything)")
+        # Said once gunicorn answers there: a port lost to someone else since the check above
+        # ends the run instead of announcing an address that serves something else.
+        stack.wait_answering()
+        _log(f"serving on {stack.base_url} (Ctrl-C stops everything)")
         while not stopping:
             for child in stack.processes():
                 if not child.alive():
@@ -96,13 +124,19 @@ def run(args: argparse.Namespace) -> int:
                     stopping = True
             time.sleep(0.5)
         return 0
+    except StartupFailed as exc:
+        failed = True
+        for line in str(exc).splitlines():
+            _log(line)
+        return 1
     finally:
         stack.stop(timeout=30)
         # Keep the URLs (the next run's ports) but say nothing runs there any more.
         recorded = state.servers_read(data_dir)
         if recorded.get("pid") == os.getpid():
             state.servers_write(data_dir, {**recorded, "pid": None})
-        _log("stopped")
+        if not failed:
+            _log("stopped")
 
 
 def _child_environment(data_dir: Path) -> dict[str, str]:

@@ -8,6 +8,7 @@ virtualenv under ``/root`` or a ``mktemp -d`` folder is not).
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import importlib.util
 import os
@@ -48,6 +49,20 @@ def free_port(*preferred: int | None) -> int:
                 continue
             return int(sock.getsockname()[1])
     raise RuntimeError("no free port on 127.0.0.1")
+
+
+def bind_problem(host: str, port: int) -> str | None:
+    """Why gunicorn could not bind ``host:port`` now (None when it could): a test bind with the
+    SO_REUSEADDR gunicorn sets, so a port left in TIME_WAIT by the last run counts as free."""
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM)[0]
+        with socket.socket(family, kind, proto) as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind(address)
+    except OSError as exc:
+        return "in use" if exc.errno == errno.EADDRINUSE else (exc.strerror or str(exc))
+    return None
 
 
 def _wait_for_port(port: int, process: subprocess.Popen[bytes], what: str, timeout: float) -> None:

@@ -17,12 +17,14 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import secrets
 import shutil
 import signal
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -46,6 +48,25 @@ READY = " ready."  # the line a Celery worker logs (at INFO) once it consumes
 POOL_VARIABLE = "HINDSIGHT_API_WORKER_POOL"
 QUEUE_VARIABLE = "HINDSIGHT_API_TASK_QUEUE"
 CPU_QUEUE_VARIABLE = "HINDSIGHT_API_WORKER_CPU_QUEUE"
+
+
+class StartupFailed(RuntimeError):
+    """A step of the start-up refused to go on; the message is what to tell the user, without
+    the traceback of the subprocess that said it."""
+
+
+# A failed Django system check, as manage.py prints it: ``OBJ: (app.E001) message``.
+_CHECK_LINE = re.compile(r"^\S.*\([\w.]+\.E\d+\) .*$", re.MULTILINE)
+
+
+def failure_lines(stderr: str) -> list[str]:
+    """What a failed ``manage.py`` command said, in as few lines as it takes: each failed system
+    check's own line, else the last line (the exception's, after a traceback)."""
+    checks = _CHECK_LINE.findall(stderr)
+    if checks:
+        return checks
+    lines = [line.strip() for line in stderr.splitlines() if line.strip()]
+    return lines[-1:] or ["exited without a message"]
 
 
 @dataclass
@@ -298,11 +319,20 @@ class Stack:
         """``manage.py migrate`` (and ``collectstatic``: a fresh clone has no collected files
         yet; WhiteNoise serves them from STATIC_ROOT) in a subprocess, with the stack's env."""
         quiet = [] if verbosity is None else ["-v", str(verbosity)]
-        subprocess.run([sys.executable, "manage.py", "migrate", "--noinput", *quiet],
-                       check=True, env=self.env, cwd=cwd)
+        self._manage(["migrate", "--noinput", *quiet], cwd)
         if collectstatic:
-            subprocess.run([sys.executable, "manage.py", "collectstatic", "--noinput", "-v", "0"],
-                           check=True, env=self.env, cwd=cwd)
+            self._manage(["collectstatic", "--noinput", "-v", "0"], cwd)
+
+    def _manage(self, args: list[str], cwd: Path) -> None:
+        """``manage.py ARGS``, its output passed on; a failure is ``StartupFailed`` with what it
+        said (a failed system check stops migrate: its own line, not our traceback)."""
+        done = subprocess.run([sys.executable, "manage.py", *args], env=self.env, cwd=cwd,
+                              stderr=subprocess.PIPE, text=True)
+        if done.returncode == 0:
+            sys.stderr.write(done.stderr)
+            return
+        said = "\n".join(failure_lines(done.stderr))
+        raise StartupFailed(f"manage.py {args[0]} failed: {said}" if "\n" not in said else said)
 
     def use_here(self) -> None:
         """Point this process's Django at the stack (its env) and set Django up."""
@@ -386,6 +416,27 @@ class Stack:
                     raise RuntimeError(f"the API exited:\n{self.api.log()[-3000:]}") from None
                 if time.monotonic() > deadline:
                     raise
+                time.sleep(0.2)
+
+    def wait_answering(self, timeout: float = 120.0) -> None:
+        """Until the API answers at its address, whatever the status (a 503 while the database
+        is away still proves the bind): only then is the service there to be used."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                with urllib.request.urlopen(self.base_url + "/health", timeout=2):
+                    return
+            except urllib.error.HTTPError:
+                return
+            except OSError:
+                if self.api is not None and not self.api.alive():
+                    raise StartupFailed(
+                        f"the API exited with code {self.api.process.returncode} before "
+                        f"answering at {self.base_url}") from None
+                if time.monotonic() > deadline:
+                    raise StartupFailed(
+                        f"the API did not answer at {self.base_url} within {timeout:.0f}s"
+                    ) from None
                 time.sleep(0.2)
 
     def wait_workers_ready(self, timeout: float = 90.0) -> None:
