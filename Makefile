@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install browser run test bench check clean
+.PHONY: install browser run reset test bench check clean
 
 install: $(STAMP)
 
@@ -18,6 +18,12 @@ $(STAMP): pyproject.toml Makefile
 
 run: install
 	$(PY) -m hindsight.devstack run
+
+# Deletes everything `make run` stored for this checkout: .devdata/ and, as root, the servers'
+# folder under /var/tmp/hindsight-devstack/ (PostgreSQL cannot run as root, so its data lives
+# where its user reaches). Refused while `make run` runs.
+reset: install
+	$(PY) -m hindsight.devstack reset
 
 # The admin's browser tests drive Debian's chromium (never a downloaded browser build): installed
 # here when missing and the machine allows it (root with apt-get); otherwise those tests fail
@@ -55,5 +61,12 @@ bench: install
 	$(PY) bench/bench_operations.py
 	$(PY) bench/bench_mental_models.py --memories 10000 --models 200 --refreshes 10
 
+# Also deletes `make run`'s data, as `make reset` does (root's servers' folder too: refused while
+# `make run` runs); without the virtualenv to find that folder, it says where data may remain.
 clean:
+	@if [ -x $(PY) ]; then $(PY) -m hindsight.devstack reset; \
+	elif [ -d /var/tmp/hindsight-devstack ]; then \
+	  echo "note: data of 'make run' as root may remain under /var/tmp/hindsight-devstack/;" \
+	       "'make reset' removes this checkout's"; \
+	fi
 	rm -rf $(VENV) .devdata tests/compat_node/node_modules

@@ -7,6 +7,9 @@ previous run when they are free), then migrates, collects the static files and r
 ``.devdata/`` unless ``HINDSIGHT_API_SECRET_KEY`` is set. What it started is recorded in
 ``.devdata/servers.json`` (``hindsight.devstack.state``). Ctrl-C stops all of it, servers last.
 A configuration problem or a taken API port stops it before anything starts, in one line.
+
+``env`` prints the variables another shell needs to act as one of its processes; ``reset``
+(``make reset``) deletes all it stored.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ import time
 from pathlib import Path
 
 from hindsight.devstack import state
-from hindsight.devstack.servers import bind_problem, free_port
+from hindsight.devstack.servers import bind_problem, data_remove, free_port
 from hindsight.devstack.stack import CPU_QUEUE_VARIABLE, Stack, StartupFailed
 from hindsight.infra.config import Config, read_config
 
@@ -173,6 +176,22 @@ def exports(data_dir: Path) -> str:
                      for variable, value in values.items() if value)
 
 
+def reset(data_dir: Path) -> int:
+    """``make reset``: everything ``make run`` stored for this checkout, gone; refused while it
+    runs (its servers would keep writing into folders being deleted)."""
+    pid = state.run_pid(data_dir)
+    if pid is not None:
+        _log(f"`make run` is running for this checkout (pid {pid}): stop it (Ctrl-C) first; "
+             "nothing was removed")
+        return 2
+    removed = data_remove(data_dir)
+    for folder in removed:
+        _log(f"removed {folder}")
+    if not removed:
+        _log(f"nothing to remove: no data stored for this checkout ({data_dir})")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m hindsight.devstack")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -185,10 +204,13 @@ def main(argv: list[str] | None = None) -> int:
     # the one worker.
     run_parser.add_argument("--cpu-worker-concurrency", type=int, default=None)
     sub.add_parser("env", help="print export lines for the servers `run` started")
+    sub.add_parser("reset", help="delete every piece of data `run` stored for this checkout")
     args = parser.parse_args(argv)
     if args.command == "env":
         print(exports(state.data_dir()))
         return 0
+    if args.command == "reset":
+        return reset(state.data_dir())
     return run(args)
 
 

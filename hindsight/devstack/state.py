@@ -125,6 +125,13 @@ def _listening(url: object) -> bool:
         return False
 
 
+def run_pid(directory: Path) -> int | None:
+    """The pid of the ``make run`` of this data folder while it runs (its recorded pid alive),
+    whether its servers are embedded or not."""
+    pid = servers_read(directory).get("pid")
+    return pid if isinstance(pid, int) and _pid_alive(pid) else None
+
+
 @dataclass(frozen=True)
 class RunningStack:
     database_url: str
