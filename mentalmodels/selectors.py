@@ -23,8 +23,6 @@ from hindsight.infra.errors import NotFound
 from mentalmodels.models import MentalModel, MentalModelHistory
 from mentalmodels.services import refresh_dedupe_key
 
-LIST_TAGS_MATCH = ("any", "all", "exact")
-
 
 class ListedModel(NamedTuple):
     """One list item as read: the columns its detail level renders and staleness reads (tags,

@@ -25,13 +25,14 @@ from hindsight.banks.budget import bank_budget_require
 from hindsight.banks.services import bank_ensure
 from hindsight.infra.db import ClockTimestamp
 from hindsight.infra.errors import Conflict, FieldError, NotFound
+from hindsight.infra.vocabulary import RefreshOutcome
 from mentalmodels.models import HistoryKind, MentalModel, MentalModelHistory
 from mentalmodels.refresh.failure_class import (
     PARKED_BY_FAILURE_BACKOFF,
     FailureClass,
     failure_backoff_seconds,
 )
-from mentalmodels.refresh.records import MentalModelOperationType, RefreshOutcome
+from mentalmodels.refresh.records import MentalModelOperationType
 from mentalmodels.triggers import trigger_normalize
 from operations.actions import operation_cancel
 from operations.leases import lease_bump

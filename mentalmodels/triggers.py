@@ -21,12 +21,11 @@ from croniter import croniter
 
 from hindsight.infra.errors import FieldError, FieldErrors
 from hindsight.infra.tagscope import parse_tag_groups, parse_tags_match
+from hindsight.infra.vocabulary import BUDGETS, REFRESH_MODES, SCOPE_FACT_TYPES
 
-FACT_TYPES = ("world", "experience", "observation")
 # Integer keys stay within a 32-bit range: a larger interval or token budget means nothing, and
 # an unbounded one would overflow a timedelta or an SQL integer where it is used.
 INT_MAX = 2**31 - 1
-BUDGETS = ("low", "mid", "high")
 SCHEMA_PROPERTY_TYPES = ("string", "number", "integer", "boolean", "array", "object")
 # JSON nesting a response_schema may have (objects and lists, ~30 nested properties): far
 # beyond any document's structure, and well inside what the recursive checks (ours,
@@ -174,7 +173,7 @@ def _key_problems(key: str, value: Any, loc: Loc) -> list[dict[str, object]]:
         if value not in BUDGETS:
             return [_err(loc, f"must be one of {', '.join(BUDGETS)}; got {value!r}", "enum")]
     elif key == "mode":
-        if value not in ("full", "delta"):
+        if value not in REFRESH_MODES:
             return [_err(loc, f"must be 'full' or 'delta'; got {value!r}", "enum")]
     elif key in ("refresh_cron", "full_refresh_cron"):
         problem = cron_problem(value)
@@ -189,9 +188,9 @@ def _key_problems(key: str, value: Any, loc: Loc) -> list[dict[str, object]]:
         if not value:
             return [_err(loc, "must not be empty: list at least one of world, experience, "
                               "observation, or send null for all")]
-        bad = [v for v in value if v not in FACT_TYPES]
+        bad = [v for v in value if v not in SCOPE_FACT_TYPES]
         if bad:
-            return [_err(loc, f"fact types must be among {', '.join(FACT_TYPES)}; got {bad!r}", "enum")]
+            return [_err(loc, f"fact types must be among {', '.join(SCOPE_FACT_TYPES)}; got {bad!r}", "enum")]
     elif key == "exclude_mental_model_ids":
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
             return [_err(loc, "must be a list of mental model ids or null", "list_type")]

@@ -16,17 +16,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from hindsight.infra.db import ClockTimestamp
-
-
-class OperationStatus(models.TextChoices):
-    """Where an operation stands (the wire's ``status``; each label is its value)."""
-
-    PENDING = "pending", "pending"
-    PROCESSING = "processing", "processing"
-    COMPLETED = "completed", "completed"
-    FAILED = "failed", "failed"
-    CANCELLED = "cancelled", "cancelled"
-
+from hindsight.infra.vocabulary import OperationStatus
 
 # Short names for the members, as the engine's code reads them.
 PENDING = OperationStatus.PENDING
@@ -34,7 +24,7 @@ PROCESSING = OperationStatus.PROCESSING
 COMPLETED = OperationStatus.COMPLETED
 FAILED = OperationStatus.FAILED
 CANCELLED = OperationStatus.CANCELLED
-STATUSES: tuple[str, ...] = tuple(OperationStatus.values)
+STATUSES: tuple[str, ...] = tuple(status.value for status in OperationStatus)
 TERMINAL_STATUSES: tuple[str, ...] = (COMPLETED, FAILED, CANCELLED)
 
 # ``result_metadata`` key of an operation whose work another operation of its key carries (a
@@ -71,7 +61,7 @@ class Operation(models.Model):
     # Not a foreign key: the operation outlives a deleted model (it ends ``cancelled``).
     mental_model_id = models.CharField(max_length=255, null=True, blank=True)
     status = models.CharField(
-        max_length=16, choices=OperationStatus.choices, default=OperationStatus.PENDING
+        max_length=16, choices=[(s, s) for s in STATUSES], default=OperationStatus.PENDING
     )
     automatic = models.BooleanField(default=False)
     payload = models.JSONField(default=dict, blank=True)

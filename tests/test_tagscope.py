@@ -1,4 +1,4 @@
-"""The tag-scope compiler against a plain-Python reference of SPEC section 1 ("Tag matching").
+"""The tag-scope compiler against a plain-Python reference of the tag-matching rules (``hindsight.infra.tagscope``).
 
 A fixed pool of memories (every subset of four tags × every fact type, in two banks, with
 distinct ``updated_at``) is inserted once per test; hypothesis then draws many scopes and
@@ -18,13 +18,8 @@ from hypothesis import strategies as st
 
 from hindsight.banks.models import Bank, MemoryUnit
 from hindsight.infra.errors import FieldError
-from hindsight.infra.tagscope import (
-    TAGS_MATCH_MODES,
-    TagScope,
-    any_newer_batch,
-    matches,
-    scope_sql,
-)
+from hindsight.infra.tagscope import TagScope, any_newer_batch, matches, scope_sql
+from hindsight.infra.vocabulary import TAGS_MATCH_MODES
 
 POOL_TAGS = ("a", "b", "c", "d")
 # "e" is never on a memory: scopes that ask for it must behave too.

@@ -16,9 +16,10 @@ from django.db.models import Count, Q, QuerySet
 from django.http import HttpRequest
 
 from hindsight.banks.budget import bank_token_budget, bank_tokens_last_24h_subquery
-from hindsight.banks.models import FACT_TYPES, Bank, MemoryUnit
+from hindsight.banks.models import Bank, MemoryUnit
 from hindsight.banks.services import bank_delete
 from hindsight.infra.errors import NotFound
+from hindsight.infra.vocabulary import FACT_TYPES
 
 
 @admin.register(Bank)

@@ -51,6 +51,7 @@ from hindsight.banks.models import Bank
 from hindsight.infra.db import ClockTimestamp
 from hindsight.infra.errors import TooManyRequests
 from hindsight.infra.llm.models import LLMRequest
+from hindsight.infra.vocabulary import iso
 from operations.queue import operations_release_parked
 from operations.registry import Hold, Pending
 
@@ -121,7 +122,7 @@ class BankSpend:
         return {
             BUDGET_KEY: self.budget,
             "llm_tokens_last_24h": self.spent,
-            "frees_at": self.frees_at.isoformat() if self.frees_at is not None else None,
+            "frees_at": iso(self.frees_at),
         }
 
 

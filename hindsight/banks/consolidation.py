@@ -45,12 +45,12 @@ from hindsight.banks.writeclock import hold_bank_write_lock
 from hindsight.infra.db import ClockTimestamp
 from hindsight.infra.embeddings import get_embedder
 from hindsight.infra.llm import get_llm
+from hindsight.infra.vocabulary import EXTRACTED_FACT_TYPES, FactType
 from operations.jobs import Job
 from operations.queue import SubmitResult, operation_fold_automatic, operation_submit
 
 log = logging.getLogger(__name__)
 
-SOURCE_FACT_TYPES = ("world", "experience")
 # Existing observations of a tag set shown to the LLM with a round's facts (nearest first).
 OBSERVATIONS_SHOWN = 12
 # Characters of one fact or observation put into the prompt.
@@ -191,7 +191,7 @@ class _Plan:
 def _pending_facts(bank_id: str, limit: int) -> list[MemoryUnit]:
     return list(
         MemoryUnit.objects.filter(
-            bank_id=bank_id, consolidated_at__isnull=True, fact_type__in=SOURCE_FACT_TYPES
+            bank_id=bank_id, consolidated_at__isnull=True, fact_type__in=EXTRACTED_FACT_TYPES
         )
         .only("id", "text", "tags", "fact_type", "embedding", "created_at")
         .order_by("created_at", "id")[:limit]
@@ -202,7 +202,7 @@ def _scope_observations(bank_id: str, tags: tuple[str, ...], facts: Sequence[Mem
                         ) -> list[MemoryUnit]:
     """Observations with exactly ``tags``, nearest to the facts first."""
     qs = MemoryUnit.objects.filter(
-        bank_id=bank_id, fact_type="observation", tags__contains=list(tags),
+        bank_id=bank_id, fact_type=FactType.OBSERVATION, tags__contains=list(tags),
         tags__contained_by=list(tags),
     ).only("id", "text", "tags", "source_memory_ids")
     vectors = [np.asarray(f.embedding) for f in facts if f.embedding is not None]
@@ -282,7 +282,7 @@ def consolidation_round(*, bank_id: str, job: Job | None, touched: Touched) -> b
             job.check_fence()
         stamp = hold_bank_write_lock(bank_id)
         created = [
-            MemoryUnit(bank_id=bank_id, text=text, fact_type="observation", tags=list(p.tags),
+            MemoryUnit(bank_id=bank_id, text=text, fact_type=FactType.OBSERVATION, tags=list(p.tags),
                        source_memory_ids=cited, embedding=next(vectors), created_at=stamp,
                        updated_at=stamp, consolidated_at=stamp)
             for p in plans for text, cited in p.creates
@@ -297,7 +297,7 @@ def consolidation_round(*, bank_id: str, job: Job | None, touched: Touched) -> b
                 )
         deleted_ids = [t.id for p in plans for t in p.deletes]
         if deleted_ids:
-            MemoryUnit.objects.filter(id__in=deleted_ids, fact_type="observation").delete()
+            MemoryUnit.objects.filter(id__in=deleted_ids, fact_type=FactType.OBSERVATION).delete()
         # Only consolidated_at: a fact's updated_at is when it was written, not consolidated.
         MemoryUnit.objects.filter(
             id__in=[f.id for f in facts], consolidated_at__isnull=True
@@ -312,7 +312,7 @@ def consolidation_round(*, bank_id: str, job: Job | None, touched: Touched) -> b
         touched.scopes.add((tuple(sorted(set(fact.tags or []))), fact.fact_type))
     for p in plans:
         if p.creates or p.updates or p.deletes:
-            touched.scopes.add((p.tags, "observation"))
+            touched.scopes.add((p.tags, FactType.OBSERVATION))
     log.info("consolidation of %s: round %d, %d facts, %d observations created, %d updated, "
              "%d deleted", bank_id, touched.rounds, len(facts), len(created),
              sum(len(p.updates) for p in plans), len(deleted_ids))

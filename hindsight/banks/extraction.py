@@ -25,6 +25,7 @@ from hindsight.banks.retaintypes import RetainItem, Usage
 from hindsight.banks.serializers import parse_datetime_value
 from hindsight.infra.db import connection_release_to_pool
 from hindsight.infra.llm import Deadline, get_llm
+from hindsight.infra.vocabulary import EXTRACTED_FACT_TYPES, FactType
 
 FACT_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -39,7 +40,7 @@ FACT_SCHEMA: dict[str, Any] = {
                 "required": ["text", "fact_type", "occurred_start", "occurred_end"],
                 "properties": {
                     "text": {"type": "string"},
-                    "fact_type": {"type": "string", "enum": ["world", "experience"]},
+                    "fact_type": {"type": "string", "enum": list(EXTRACTED_FACT_TYPES)},
                     "occurred_start": {"type": ["string", "null"]},
                     "occurred_end": {"type": ["string", "null"]},
                 },
@@ -164,7 +165,7 @@ def facts_extract(
 ) -> tuple[list[ExtractedFact], Usage]:
     """The facts of one item, and the LLM usage it cost (zero when verbatim)."""
     if not uses_llm(item):
-        return [ExtractedFact(text=item.content, fact_type="world")], Usage()
+        return [ExtractedFact(text=item.content, fact_type=FactType.WORLD)], Usage()
 
     user = item.content if not item.context else f"Context: {item.context}\n\n{item.content}"
     if item.timestamp:
@@ -182,7 +183,9 @@ def facts_extract(
         text = str(raw.get("text", "")).replace("\x00", "").strip()
         if not text:
             continue
-        fact_type = raw.get("fact_type") if raw.get("fact_type") in ("world", "experience") else "world"
+        fact_type = raw.get("fact_type")
+        if fact_type not in EXTRACTED_FACT_TYPES:
+            fact_type = FactType.WORLD
         facts.append(
             ExtractedFact(
                 text=text,

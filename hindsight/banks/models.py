@@ -19,14 +19,13 @@ from django.db.models.functions import Left
 from pgvector.django import HnswIndex, VectorField
 
 from hindsight.infra.db import ClockTimestamp
+from hindsight.infra.vocabulary import FACT_TYPES, FactType
 
-FACT_TYPES = ("world", "experience", "observation", "opinion")
 # Characters of text and context that go into the full-text vector. PostgreSQL refuses a
 # tsvector over 1 MB (a failed insert); 80,000 characters of any script stay well under it
 # (measured: ~400 KB worst case, CJK), and the semantic arm reads only the first 256 tokens.
 SEARCH_TEXT_CHARS = 60_000
 SEARCH_CONTEXT_CHARS = 20_000
-READ_FACT_TYPES = ("world", "experience", "observation")
 
 
 class Bank(models.Model):
@@ -58,7 +57,7 @@ class MemoryUnit(models.Model):
     text = models.TextField()
     context = models.TextField(blank=True, default="")
     fact_type = models.CharField(
-        max_length=16, choices=[(t, t) for t in FACT_TYPES], default="world"
+        max_length=16, choices=[(t, t) for t in FACT_TYPES], default=FactType.WORLD
     )
     tags = ArrayField(models.TextField(), default=list, blank=True)
     document_id = models.CharField(max_length=255, null=True, blank=True)

@@ -20,6 +20,7 @@ from hindsight.banks.tokens import count_tokens_batch
 from hindsight.infra.db import vector_literal
 from hindsight.infra.embeddings import get_embedder
 from hindsight.infra.tagscope import TagScope, filters_tags, scope_sql
+from hindsight.infra.vocabulary import FactType
 
 RRF_K = 60
 # Candidates each arm contributes before fusion, per recall budget.
@@ -322,7 +323,7 @@ def memory_recall(
         ordered = [i for i in ordered if fused[i] >= floors.final]
     if prefer_observations:
         superseded = {
-            str(s) for i in ordered if rows[i].fact_type == "observation"
+            str(s) for i in ordered if rows[i].fact_type == FactType.OBSERVATION
             for s in rows[i].source_memory_ids
         }
         ordered = [i for i in ordered if i not in superseded]

@@ -10,7 +10,6 @@ extensions (the views import it).
 from __future__ import annotations
 
 import json
-from datetime import datetime
 from typing import Any
 
 from drf_spectacular.extensions import OpenApiSerializerFieldExtension
@@ -19,8 +18,9 @@ from rest_framework import serializers
 from hindsight.banks import selectors
 from hindsight.banks.models import Bank
 from hindsight.banks.retaintypes import RetainResult
-from hindsight.banks.serializers import MEMORY_FACT_TYPES, OBSERVATION_SCOPE_MODES
+from hindsight.banks.serializers import OBSERVATION_SCOPE_MODES
 from hindsight.infra.edge.serializers import Rendered, computed, const, page_fields
+from hindsight.infra.vocabulary import FACT_TYPES, iso
 
 # --- request fields the serializers define by hand --------------------------------------------
 
@@ -99,10 +99,6 @@ class TagScopeListFieldExtension(OpenApiSerializerFieldExtension):
 # Each shape is ``Rendered``: its declared fields document it and render it (``source``: where
 # the value is read; ``const``: a field this service does not fill; ``computed``: a value made
 # from the object). The views hand each one the object (or a dict) it reads.
-
-def iso(value: datetime | None) -> str | None:
-    return value.isoformat() if value is not None else None
-
 
 Char, Int, Bool, Time = (serializers.CharField, serializers.IntegerField,
                          serializers.BooleanField, serializers.DateTimeField)
@@ -282,7 +278,7 @@ class MemoryUnitListItemSerializer(Rendered):
     context = Char(allow_blank=True)  # type: ignore[assignment]  # a wire field
     date = computed(Char(allow_blank=True),
                     lambda m: iso(m.occurred_start or m.mentioned_at) or "")
-    fact_type = serializers.ChoiceField(choices=MEMORY_FACT_TYPES)
+    fact_type = serializers.ChoiceField(choices=FACT_TYPES)
     document_id = Char(allow_null=True)
     mentioned_at = Time(allow_null=True)
     occurred_start = Time(allow_null=True)
@@ -393,7 +389,7 @@ class LLMRequestTokenSumsSerializer(Rendered):
 class LLMRequestStatsBucketSerializer(Rendered):
     """One ``llm_requests_stats`` row: counts and token sums of a time bucket."""
 
-    time = computed(Char(), lambda row: row["bucket"].isoformat())
+    time = computed(Char(), lambda row: iso(row["bucket"]))
     statuses = computed(serializers.DictField(child=Int()),
                         lambda row: {k: row[k] for k in ("success", "error") if row[k]})
     total = Int()
@@ -404,5 +400,5 @@ class LLMRequestStatsResponseSerializer(Rendered):
     bank_id = Char()
     period = Char()
     trunc = Char()
-    start = computed(Char(), lambda stats: stats["start"].isoformat())
+    start = computed(Char(), lambda stats: iso(stats["start"]))
     buckets = LLMRequestStatsBucketSerializer(many=True)

@@ -18,6 +18,7 @@ from hindsight.banks.models import Bank, MemoryUnit
 from hindsight.banks.operation_types import BankOperationType
 from hindsight.infra.errors import NotFound
 from hindsight.infra.tagscope import TagScope, scope_sql
+from hindsight.infra.vocabulary import EXTRACTED_FACT_TYPES, FactType
 from operations.models import COMPLETED, FAILED, PENDING, PROCESSING, Operation
 from operations.selectors import operation_counts
 
@@ -74,7 +75,7 @@ def bank_list(*, q: str | None = None, limit: int = 100, offset: int = 0) -> tup
     page = list(
         banks.order_by("id")
         .annotate(
-            fact_count=Count("memories", filter=~Q(memories__fact_type="observation")),
+            fact_count=Count("memories", filter=~Q(memories__fact_type=FactType.OBSERVATION)),
             last_write_at=Max("memories__updated_at"),
             last_document_at=Max("memories__created_at", filter=Q(memories__document_id__isnull=False)),
         )[offset: offset + limit]
@@ -123,7 +124,7 @@ def bank_stats(*, bank_id: str) -> dict[str, Any]:
         for row in memories.values("fact_type").annotate(n=Count("id")).order_by()
     }
     given_up_at = consolidation_failed_at(bank_id=bank_id)
-    waiting = Q(consolidated_at__isnull=True, fact_type__in=("world", "experience"))
+    waiting = Q(consolidated_at__isnull=True, fact_type__in=EXTRACTED_FACT_TYPES)
     failed = waiting & Q(created_at__lte=given_up_at) if given_up_at else Q(pk__in=[])
     aggregates = memories.aggregate(
         documents=Count("document_id", distinct=True),
@@ -151,7 +152,7 @@ def bank_stats(*, bank_id: str) -> dict[str, Any]:
         "pending_consolidation": aggregates["pending_consolidation"]
         - aggregates["failed_consolidation"],
         "failed_consolidation": aggregates["failed_consolidation"],
-        "total_observations": by_type.get("observation", 0),
+        "total_observations": by_type.get(FactType.OBSERVATION, 0),
         "llm_tokens_last_24h": spend.spent,
         "llm_token_budget_per_day": spend.budget,
     }
@@ -217,7 +218,7 @@ def memories_list(
         qs = qs.filter(consolidated_at__isnull=False)
     elif consolidation_state == "failed":
         given_up_at = consolidation_failed_at(bank_id=bank_id)
-        qs = (qs.filter(consolidated_at__isnull=True, fact_type__in=("world", "experience"),
+        qs = (qs.filter(consolidated_at__isnull=True, fact_type__in=EXTRACTED_FACT_TYPES,
                         created_at__lte=given_up_at) if given_up_at else qs.none())
     if scope is not None:
         where, params = scope_sql(scope, alias="banks_memoryunit")

@@ -36,10 +36,10 @@ from hindsight.infra.edge.serializers import (
     timestamp_field,
 )
 from hindsight.infra.llm.selectors import PERIODS
+from hindsight.infra.vocabulary import BUDGETS, FACT_TYPES
 
 __all__ = ["parse_datetime_value"]  # the services read event times with the edge's one parser
 
-MEMORY_FACT_TYPES = ("world", "experience", "observation", "opinion")
 TAG_SOURCES = ("memories", "mental_models")
 LLM_REQUEST_STATUSES = ("success", "error")
 LLM_CALL_TYPES = ("llm", "embedding", "rerank", "decision")
@@ -279,9 +279,9 @@ class TemporalWindowSerializer(Body):
 
 class RecallRequestSerializer(Body):
     query = Text(max_length=20000)
-    types = fact_types_field(MEMORY_FACT_TYPES, allow_null=True)
+    types = fact_types_field(allow_null=True)
     prefer_observations = Boolean(**_OPT)
-    budget = Choice(choices=("low", "mid", "high"), required=False, default="mid")
+    budget = Choice(choices=BUDGETS, required=False, default="mid")
     max_tokens = Integer(required=False, default=4096, min_value=1, max_value=1_000_000)
     trace = Boolean(required=False, default=False)
     query_timestamp = timestamp_field(allow_null=True)
@@ -329,7 +329,7 @@ class BankStatsQuery(Query):
 
 
 class MemoryListQuery(Query):
-    type = Choice(choices=MEMORY_FACT_TYPES, required=False,
+    type = Choice(choices=FACT_TYPES, required=False,
                   help_text="Only memories of this fact type")
     q = _text("Case-insensitive substring filter on text and context")
     document_id = _text()

@@ -42,6 +42,7 @@ from hindsight.infra.errors import (
     UpstreamFailed,
 )
 from hindsight.infra.llm import Deadline, LLMTimeout
+from hindsight.infra.vocabulary import FactType
 from operations.leases import lease_bump
 from operations.models import CANCELLED, PENDING, PROCESSING, Operation
 from operations.queue import operation_submit
@@ -336,7 +337,7 @@ def memories_retain(
             # consolidation owns them).
             MemoryUnit.objects.filter(
                 Q(bank_id=bank_id) & Q(document_id__in=replaced_documents)
-                & ~Q(fact_type="observation")
+                & ~Q(fact_type=FactType.OBSERVATION)
             ).delete()
         created = MemoryUnit.objects.bulk_create(units)
         if created and auto_consolidation_enabled(bank_id=bank_id, config=config):

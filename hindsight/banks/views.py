@@ -40,6 +40,7 @@ from hindsight.infra.llm.selectors import (
     llm_requests_stats,
 )
 from hindsight.infra.tagscope import TagScope
+from hindsight.infra.vocabulary import EXTRACTED_FACT_TYPES, FactType
 
 
 def _doc(operation_id: str, *, response: Any, request: Any = None, query: Any = None,
@@ -214,7 +215,7 @@ class RecallView(APIView):
                 final=floors.get("final"),
             ),
             prefer_observations=bool(data.get("prefer_observations"))
-            and "observation" in types and bool(types & {"world", "experience"}),
+            and FactType.OBSERVATION in types and not types.isdisjoint(EXTRACTED_FACT_TYPES),
         )
 
 

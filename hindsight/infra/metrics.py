@@ -30,6 +30,8 @@ from collections.abc import Iterable
 
 from prometheus_client import Counter, Histogram, values
 
+from hindsight.infra.vocabulary import REFRESH_MODES, RefreshOutcome
+
 MULTIPROC_DIR = os.environ.get("PROMETHEUS_MULTIPROC_DIR") or None
 
 
@@ -45,17 +47,8 @@ if MULTIPROC_DIR:
     # Before any metric below is created: each value then lives in this process's own file.
     values.ValueClass = values.MultiProcessValue(process_identifier=_process_identifier)
 
-REFRESH_OUTCOMES = (
-    "content_written",
-    "content_unchanged",
-    "content_preserved_no_new_facts",
-    "refresh_failed_error",
-    "refresh_failed_empty_candidate",
-    "refresh_failed_structured_output",
-    "refresh_failed_delta_not_applied",
-    "superseded",
-)
-REFRESH_MODES = ("full", "delta")
+# A refresh superseded by a newer one (its fence lost) has no wire outcome; the metric counts it.
+REFRESH_OUTCOMES = (*(outcome.value for outcome in RefreshOutcome), "superseded")
 CONSOLIDATION_OUTCOMES = ("completed", "failed")
 
 refresh_duration_seconds = Histogram(

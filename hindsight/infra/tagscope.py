@@ -52,11 +52,8 @@ from typing import Any, TypeVar
 from django.db import connections
 
 from hindsight.infra.errors import FieldError
+from hindsight.infra.vocabulary import LEGACY_FACT_TYPES, SCOPE_FACT_TYPES, TAGS_MATCH_MODES
 
-TAGS_MATCH_MODES = ("any", "all", "any_strict", "all_strict", "exact")
-SCOPE_FACT_TYPES = ("world", "experience", "observation")
-# Accepted as input for old clients; never required.
-LEGACY_FACT_TYPES = ("opinion",)
 MAX_GROUP_DEPTH = 12
 MAX_GROUP_NODES = 256
 MAX_TAGS = 256

@@ -138,16 +138,16 @@ SPECTACULAR_SETTINGS = {
     # One component name per choice set that several schemas share (drf-spectacular names enums
     # by field name otherwise, and warns on the collisions).
     "ENUM_NAME_OVERRIDES": {
-        "Budget": "mentalmodels.triggers.BUDGETS",
-        "TagsMatch": "hindsight.infra.tagscope.TAGS_MATCH_MODES",
-        "RefreshMode": "mentalmodels.api.serializers.REFRESH_MODES",
+        "Budget": "hindsight.infra.vocabulary.BUDGETS",
+        "TagsMatch": "hindsight.infra.vocabulary.TAGS_MATCH_MODES",
+        "RefreshMode": "hindsight.infra.vocabulary.REFRESH_MODES",
         "ModeFallbackReason": "mentalmodels.api.preview.MODE_FALLBACK_REASONS",
         "RefreshOutcome": "mentalmodels.api.operation_details.REFRESH_OUTCOMES",
         "DryRunRefreshOutcome": "mentalmodels.api.preview.DRY_RUN_OUTCOMES",
         "RefreshFailureReason": "mentalmodels.api.operation_details.REFRESH_FAILURE_REASONS",
         "OperationStatus": "operations.api.serializers.OPERATION_STATUSES",
-        "TriggerFactType": "mentalmodels.triggers.FACT_TYPES",
-        "FactType": "hindsight.infra.edge.serializers.FACT_TYPES",
+        "TriggerFactType": "hindsight.infra.vocabulary.SCOPE_FACT_TYPES",
+        "FactType": "hindsight.infra.vocabulary.FACT_TYPES",
     },
 }
 

@@ -8,11 +8,8 @@ from typing import Any
 
 from rest_framework import serializers
 
-from mentalmodels.refresh.records import (
-    MentalModelOperationType,
-    RefreshFailureReason,
-    RefreshOutcome,
-)
+from hindsight.infra.vocabulary import RefreshFailureReason, RefreshOutcome
+from mentalmodels.refresh.records import MentalModelOperationType
 
 REFRESH_OUTCOMES = tuple(o.value for o in RefreshOutcome)
 REFRESH_FAILURE_REASONS = tuple(r.value for r in RefreshFailureReason)

@@ -20,11 +20,10 @@ from rest_framework import serializers
 
 from hindsight.banks.schema import TokenUsageSerializer
 from hindsight.infra.edge.serializers import Rendered, computed, const
-from hindsight.infra.tagscope import TAGS_MATCH_MODES
+from hindsight.infra.vocabulary import REFRESH_MODES, TAGS_MATCH_MODES, ModeFallbackReason, RefreshMode, iso_z
 from mentalmodels.api.operation_details import REFRESH_OUTCOMES
-from mentalmodels.api.serializers import REFRESH_MODES, TagGroupsField
-from mentalmodels.refresh.records import ModeFallbackReason, Preview, RefreshMode
-from mentalmodels.refresh.trace import iso_z
+from mentalmodels.api.serializers import TagGroupsField
+from mentalmodels.refresh.records import Preview
 
 MODE_FALLBACK_REASONS = tuple(r.value for r in ModeFallbackReason)
 # A dry run never reaches the failure outcomes of a persisted refresh (structured output, error).

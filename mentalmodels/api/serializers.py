@@ -41,19 +41,23 @@ from hindsight.infra.edge.serializers import (
     tags_match_field,
 )
 from hindsight.infra.errors import FieldErrors
-from hindsight.infra.tagscope import TAGS_MATCH_MODES
+from hindsight.infra.vocabulary import (
+    BUDGETS,
+    LIST_TAGS_MATCH_MODES,
+    REFRESH_MODES,
+    SCOPE_FACT_TYPES,
+    TAGS_MATCH_MODES,
+)
 from mentalmodels.models import HISTORY_KINDS, HistoryKind, MentalModel, MentalModelHistory
-from mentalmodels.refresh.records import RefreshMode
-from mentalmodels.selectors import LIST_TAGS_MATCH, ListedModel
+from mentalmodels.selectors import ListedModel
 from mentalmodels.services import mental_model_id_problem
-from mentalmodels.triggers import BUDGETS, FACT_TYPES, INT_MAX, trigger_fill, trigger_normalize
+from mentalmodels.triggers import INT_MAX, trigger_fill, trigger_normalize
 
 DETAILS = ("metadata", "content", "full")
 DETAIL_HELP = ("'metadata' (names, tags, staleness), 'content' (adds content and config), "
                "'full' (adds reflect_response)")
 MAX_TOKENS_RANGE = (256, 8192)
 LIST_LIMIT_MAX = 1000
-REFRESH_MODES = tuple(m.value for m in RefreshMode)
 CREATE_FIELDS = ("id", "name", "source_query", "tags", "max_tokens", "trigger")
 UPDATE_FIELDS = ("name", "source_query", "tags", "max_tokens", "trigger")
 # The fields each detail level leaves null.
@@ -114,7 +118,7 @@ class MentalModelTriggerSerializer(Body):
     refresh_cron = Text(allow_blank=True, help_text="5-field UTC cron expression", **_OPT)
     full_refresh_cron = Text(allow_blank=True, **_OPT)
     min_refresh_interval_seconds = Integer(min_value=0, max_value=INT_MAX, **_OPT)
-    fact_types = List(child=Choice(choices=FACT_TYPES), **_OPT)
+    fact_types = List(child=Choice(choices=SCOPE_FACT_TYPES), **_OPT)
     exclude_mental_models = Boolean(**_OPT)
     exclude_mental_model_ids = List(child=Text(allow_blank=True), **_OPT)
     tags_match = tags_match_field(TAGS_MATCH_MODES, allow_null=True)
@@ -230,7 +234,7 @@ class MentalModelListQuerySerializer(Query):
     limit = limit_field(100, LIST_LIMIT_MAX)
     offset = offset_field()
     tags = tags_field(help_text="Filter by tags (repeat the parameter for several)")
-    tags_match = tags_match_field(LIST_TAGS_MATCH, default="any")
+    tags_match = tags_match_field(LIST_TAGS_MATCH_MODES, default="any")
     exclude_knowledge_pages = Boolean(
         required=False, default=False,
         help_text="Leave out the mental models that hold knowledge pages",

@@ -41,6 +41,7 @@ from hindsight.infra.db import values_rows
 from hindsight.infra.embeddings import EmbeddingError
 from hindsight.infra.errors import NotFound
 from hindsight.infra.tagscope import Group, TagScope, matches
+from hindsight.infra.vocabulary import FactType
 from mentalmodels.knowledge.models import (
     KnowledgeMemoryForget,
     KnowledgeNode,
@@ -67,9 +68,9 @@ class PageFilter:
         return bool(self.tags) or self.tag_groups is not None or self.tags_match == "exact"
 
     def admits(self, tags: Sequence[str]) -> bool:
-        flat = matches(TagScope(tags=self.tags, tags_match=self.tags_match), tags, "world")
+        flat = matches(TagScope(tags=self.tags, tags_match=self.tags_match), tags, FactType.WORLD)
         return flat and (self.tag_groups is None
-                         or matches(TagScope(tag_groups=self.tag_groups), tags, "world"))
+                         or matches(TagScope(tag_groups=self.tag_groups), tags, FactType.WORLD))
 
 
 class TreeNode(NamedTuple):

@@ -27,6 +27,7 @@ from hindsight.banks.models import Bank
 from hindsight.banks.services import bank_ensure
 from hindsight.infra.db import ClockTimestamp
 from hindsight.infra.errors import BadRequest, Conflict, FieldErrors, NotFound
+from hindsight.infra.vocabulary import FactType, RefreshMode
 from mentalmodels.knowledge.models import MAX_DEPTH, TREE_LOCK_CLASS, KnowledgeNode, NodeKind
 from mentalmodels.services import (
     mental_model_create,
@@ -39,8 +40,8 @@ from mentalmodels.triggers import trigger_normalize
 # Upstream's page: a living document built from the bank's consolidated observations, rebuilt
 # incrementally after each consolidation, never reading its sibling pages.
 PAGE_DEFAULT_TRIGGER: dict[str, Any] = {
-    "mode": "delta",
-    "fact_types": ["observation"],
+    "mode": RefreshMode.DELTA,
+    "fact_types": [FactType.OBSERVATION],
     "exclude_mental_models": True,
     "refresh_after_consolidation": True,
 }

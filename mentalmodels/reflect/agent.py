@@ -29,6 +29,7 @@ from django.db import DatabaseError
 
 from hindsight.infra.llm import Deadline, LLMError, get_llm
 from hindsight.infra.tagscope import TagScope
+from hindsight.infra.vocabulary import FactType, iso
 from mentalmodels.reflect import prompts
 from mentalmodels.reflect.mm_search import visible_models
 from mentalmodels.reflect.result import ReflectResult, RetrievalError, empty_based_on
@@ -264,7 +265,7 @@ class _Run:
                     continue
                 seen.add(key)
                 hit = box.memories[key]
-                bucket = hit.fact_type if hit.fact_type in based_on else "world"
+                bucket = hit.fact_type if hit.fact_type in based_on else FactType.WORLD
                 entry: dict[str, Any] = {
                     "id": key,
                     "text": hit.text,
@@ -274,7 +275,7 @@ class _Run:
                 }
                 for attr in ("occurred_start", "occurred_end", "mentioned_at", "updated_at"):
                     value: datetime | None = getattr(hit, attr, None)
-                    entry[attr] = value.isoformat() if value is not None else None
+                    entry[attr] = iso(value)
                 entry["document_id"] = getattr(hit, "document_id", None)
                 based_on[bucket].append(entry)
                 result.cited_memory_ids.add(key)

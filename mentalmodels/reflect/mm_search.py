@@ -32,6 +32,7 @@ from django.db.models.expressions import RawSQL
 
 from hindsight.infra.embeddings import EmbeddingError, get_embedder
 from hindsight.infra.tagscope import TagScope, matches
+from hindsight.infra.vocabulary import FactType
 from mentalmodels.models import MentalModel
 
 DEFAULT_LIMIT = 5
@@ -88,7 +89,7 @@ def visible_models(
         uids = [
             uid
             for uid, tags in qs.values_list("uid", "tags")
-            if matches(groups_only, tags or [], "world", staleness=True)
+            if matches(groups_only, tags or [], FactType.WORLD, staleness=True)
         ]
         return qs.filter(uid__in=uids)
     if scope.tags:

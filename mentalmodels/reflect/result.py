@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-BASED_ON_KEYS = ("world", "experience", "opinion", "observation", "mental-models", "directives")
+from hindsight.infra.vocabulary import BASED_ON_KEYS
 
 
 class RetrievalError(Exception):

@@ -15,10 +15,8 @@ from rest_framework import serializers
 from hindsight.banks.retaintypes import Usage
 from hindsight.banks.schema import TokenUsageSerializer
 from hindsight.infra.edge.serializers import OMIT, Rendered, computed
+from hindsight.infra.vocabulary import BASED_ON_FACT_TYPES
 from mentalmodels.reflect.result import ReflectResult
-
-# The based_on buckets that are memories, in the order ``based_on.memories`` lists them.
-MEMORY_BUCKETS = ("world", "experience", "opinion", "observation")
 
 
 def _get(key: str) -> Any:
@@ -49,10 +47,10 @@ class ReflectMentalModelSerializer(Rendered):
 
 
 class ReflectBasedOnSerializer(Rendered):
-    """``ReflectResult.based_on``: the memory buckets in ``MEMORY_BUCKETS`` order."""
+    """``ReflectResult.based_on``: the memory buckets in ``BASED_ON_FACT_TYPES`` order."""
 
     memories = computed(ReflectFactSerializer(many=True), lambda based_on: [
-        entry for key in MEMORY_BUCKETS for entry in based_on.get(key, [])])
+        entry for key in BASED_ON_FACT_TYPES for entry in based_on.get(key, [])])
     mental_models = computed(ReflectMentalModelSerializer(many=True),
                              lambda based_on: based_on.get("mental-models", []))
     directives = computed(serializers.ListField(child=serializers.DictField()),

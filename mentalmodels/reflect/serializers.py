@@ -29,6 +29,7 @@ from hindsight.infra.edge.serializers import (
 )
 from hindsight.infra.errors import FieldErrors
 from hindsight.infra.tagscope import TagScope
+from hindsight.infra.vocabulary import BUDGETS
 from mentalmodels.triggers import response_schema_problems
 
 _OPT: dict[str, Any] = {"required": False, "allow_null": True, "default": None}
@@ -65,7 +66,7 @@ def validate_response_schema(schema: dict[str, Any]) -> dict[str, Any]:
 
 class ReflectRequestSerializer(Body):
     query = Text()
-    budget = Choice(choices=("low", "mid", "high"), required=False, default="low")
+    budget = Choice(choices=BUDGETS, required=False, default="low")
     context = Text(allow_blank=True, **_OPT)  # type: ignore[assignment]  # a wire field named like Field.context
     max_tokens = Integer(min_value=1, max_value=65536, required=False, allow_null=True,
                          default=4096)

@@ -23,6 +23,7 @@ from hindsight.banks.recall import memory_recall
 from hindsight.banks.tokens import count_tokens, count_tokens_batch
 from hindsight.infra.embeddings import get_embedder
 from hindsight.infra.tagscope import TagScope
+from hindsight.infra.vocabulary import RAW_FACT_TYPES, FactType, iso
 from mentalmodels.reflect.mm_search import DEFAULT_LIMIT, MAX_LIMIT, mental_models_search
 from mentalmodels.reflect.result import MemoryRef, RetrievalError
 from mentalmodels.staleness import stale_flags
@@ -32,7 +33,6 @@ SEARCH_OBSERVATIONS = "search_observations"
 RECALL = "recall"
 DONE = "done"
 
-RAW_FACT_TYPES = ("world", "experience", "opinion")
 RECALL_DEFAULT_TOKENS = 2048
 OBSERVATIONS_DEFAULT_TOKENS = 5000
 TOOL_MAX_TOKENS = 8192
@@ -61,10 +61,6 @@ def _truncate(text: str, max_tokens: int) -> tuple[str, bool]:
     while cut and count_tokens(cut) > max_tokens:
         cut = cut[: int(len(cut) * 0.9)]
     return cut.rstrip() + " …[truncated]", True
-
-
-def _iso(ts: datetime | None) -> str | None:
-    return ts.isoformat() if ts is not None else None
 
 
 @dataclass
@@ -108,7 +104,7 @@ class ToolBox:
 
     def observations_allowed(self) -> bool:
         types = self._fact_types()
-        return self.include_observations and (types is None or "observation" in types)
+        return self.include_observations and (types is None or FactType.OBSERVATION in types)
 
     def names(self, *, models_visible: bool) -> list[str]:
         out = []
@@ -151,7 +147,7 @@ class ToolBox:
                     payload, count = self._search_mental_models(query, arguments)
                 elif name == SEARCH_OBSERVATIONS:
                     payload, count, sent = self._recall(
-                        query, arguments, ["observation"], self._observation_budget()
+                        query, arguments, [FactType.OBSERVATION], self._observation_budget()
                     )
                 else:
                     payload, count, sent = self._recall(
@@ -201,7 +197,7 @@ class ToolBox:
                 "tags": list(m.tags or []),
                 "is_stale": bool(flags.get(m.uid, False)),
                 "is_empty": not (m.content or "").strip(),
-                "last_refreshed_at": _iso(m.last_refreshed_at),
+                "last_refreshed_at": iso(m.last_refreshed_at),
             }
             if truncated:
                 entry["truncated"] = True
@@ -248,9 +244,9 @@ class ToolBox:
                 item["tags"] = list(hit.tags)
             occurred = getattr(hit, "occurred_start", None) or getattr(hit, "mentioned_at", None)
             if occurred is not None:
-                item["occurred_at"] = _iso(occurred)
+                item["occurred_at"] = iso(occurred)
             if hit.updated_at is not None:
-                item["updated_at"] = _iso(hit.updated_at)
+                item["updated_at"] = iso(hit.updated_at)
             items.append(item)
         # Recall budgets memory texts; the model reads ids, dates and JSON too, so the budget is
         # applied again to what is actually sent (lowest-ranked items go first): the longest
@@ -271,7 +267,7 @@ class ToolBox:
         # what a refresh reports as read (a memory cut here was never seen).
         for hit in hits[: len(items)]:
             self.memories.setdefault(str(hit.id), hit)
-        key = "observations" if fact_types == ["observation"] else "facts"
+        key = "observations" if fact_types == [FactType.OBSERVATION] else "facts"
         return {key: items, "count": len(items)}, len(items), total
 
     def _query_vector(self, query: str) -> list[float]:

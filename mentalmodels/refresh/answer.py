@@ -14,10 +14,11 @@ from datetime import datetime
 from typing import Any
 
 from hindsight.infra.llm import Deadline
+from hindsight.infra.vocabulary import BASED_ON_KEYS, RefreshFailureReason, RefreshOutcome
 from mentalmodels.reflect import RetrievalError, reflect_run
-from mentalmodels.refresh.attempt import BASED_ON_KEYS, RefreshAttempt
+from mentalmodels.refresh.attempt import RefreshAttempt
 from mentalmodels.refresh.failures import GATHER, LLM_FAILURES, llm_failure, refused
-from mentalmodels.refresh.records import Outcome, Plan, RefreshFailureReason, RefreshOutcome
+from mentalmodels.refresh.records import Outcome, Plan
 
 NOTHING_CITED = (
     "The reflect loop answered without citing any memory or mental model, so the document "

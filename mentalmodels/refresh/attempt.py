@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 
+from hindsight.infra.vocabulary import BASED_ON_KEYS
 from mentalmodels.refresh.records import refresh_details
 from mentalmodels.refresh.trace import bounded_ops
 
@@ -21,9 +22,6 @@ if TYPE_CHECKING:
     from mentalmodels.models import MentalModel
     from mentalmodels.refresh.records import Outcome, Plan
     from operations.jobs import Job
-
-BASED_ON_KEYS = ("world", "experience", "opinion", "observation", "mental-models", "directives")
-
 
 class RefreshAttempt:
     """What one refresh attempt did so far, and the wall time it has left."""

@@ -18,10 +18,16 @@ from dataclasses import replace
 from typing import Any
 
 from hindsight.infra.llm import Deadline, LLMOutputError, get_llm
+from hindsight.infra.vocabulary import (
+    BASED_ON_FACT_TYPES,
+    BASED_ON_KEYS,
+    RefreshFailureReason,
+    RefreshOutcome,
+)
 from mentalmodels.document.edits import ANSWER_SCHEMA, DeltaResult, apply_operations
 from mentalmodels.document.structure import Document, document_for, render
 from mentalmodels.refresh.answer import normalise_based_on
-from mentalmodels.refresh.attempt import BASED_ON_KEYS, RefreshAttempt
+from mentalmodels.refresh.attempt import RefreshAttempt
 from mentalmodels.refresh.errors import RefreshFailed
 from mentalmodels.refresh.failures import (
     DELTA_OPERATIONS,
@@ -30,7 +36,7 @@ from mentalmodels.refresh.failures import (
     llm_failure,
     refused,
 )
-from mentalmodels.refresh.records import Outcome, Plan, RefreshFailureReason, RefreshOutcome
+from mentalmodels.refresh.records import Outcome, Plan
 
 DELTA_SYSTEM = """You maintain a long-lived markdown document by editing it, never by rewriting \
 it. You are given the document's topic, the document as sections of blocks (each with its id), \
@@ -67,7 +73,7 @@ def _fact_time(entry: dict[str, Any]) -> tuple[str, str]:
 
 
 def _window_facts(based_on: dict[str, list[dict[str, Any]]]) -> list[dict[str, Any]]:
-    facts = [e for key in BASED_ON_KEYS if key not in ("mental-models", "directives")
+    facts = [e for key in BASED_ON_FACT_TYPES
              for e in based_on.get(key) or []]
     return sorted(facts, key=_fact_time)
 

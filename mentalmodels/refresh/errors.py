@@ -15,7 +15,8 @@ from __future__ import annotations
 from typing import Any
 
 from hindsight.infra.errors import DomainError, Unavailable, UpstreamFailed, UpstreamTimedOut
-from mentalmodels.refresh.records import RefreshFailureReason, refresh_details
+from hindsight.infra.vocabulary import RefreshFailureReason
+from mentalmodels.refresh.records import refresh_details
 from operations.errors import AttemptInterrupted, OperationFailure
 
 

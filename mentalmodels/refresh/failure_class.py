@@ -45,9 +45,9 @@ from django.db import DatabaseError
 
 from hindsight.infra.embeddings import EmbeddingError
 from hindsight.infra.llm import LLMError
+from hindsight.infra.vocabulary import RefreshFailureReason
 from mentalmodels.models import MentalModel
 from mentalmodels.refresh.errors import RefreshFailed
-from mentalmodels.refresh.records import RefreshFailureReason
 from operations.errors import AttemptInterrupted, WallTimeout, WorkerLost
 
 # ``result_metadata["parked_by"]["reason"]`` of an automatic refresh waiting out the backoff.

@@ -24,10 +24,10 @@ from django.db import DatabaseError
 
 from hindsight.infra.errors import LLMNotConfigured
 from hindsight.infra.llm import LLMError, LLMTimeout
+from hindsight.infra.vocabulary import RefreshFailureReason, RefreshOutcome
 from mentalmodels.refresh.awaiting_llm import llm_missing_message, refresh_failed_for_missing_llm
 from mentalmodels.refresh.errors import RefreshFailed, RefreshInterrupted
 from mentalmodels.refresh.failure_class import FailureClass, failure_class
-from mentalmodels.refresh.records import RefreshFailureReason, RefreshOutcome
 
 # What a failed delta refresh left alone (every one of its refusals says so).
 DELTA_UNTOUCHED = "; the document, its structure and the window were left as they are"

@@ -11,12 +11,13 @@ from django.conf import settings
 
 from hindsight.banks.budget import budget_hold
 from hindsight.infra import metrics
+from hindsight.infra.vocabulary import RefreshOutcome
 from mentalmodels.models import MentalModel
 from mentalmodels.refresh.awaiting_llm import mental_model_await_llm
 from mentalmodels.refresh.errors import RefreshFailed
 from mentalmodels.refresh.failures import FailureEntry
 from mentalmodels.refresh.pipeline import refresh_run
-from mentalmodels.refresh.records import MentalModelOperationType, RefreshOutcome
+from mentalmodels.refresh.records import MentalModelOperationType
 from mentalmodels.services import mental_model_record_failure
 from operations.errors import FenceLost
 from operations.registry import Hold, Pending

@@ -11,12 +11,13 @@ from typing import TYPE_CHECKING, Any
 
 from hindsight.infra.db import ClockTimestamp
 from hindsight.infra.embeddings import get_embedder
+from hindsight.infra.vocabulary import RefreshMode, RefreshOutcome
 from mentalmodels.document.structure import render_json, split
 from mentalmodels.models import MentalModel
 from mentalmodels.reflect.mm_search import content_hash, embedding_text
 from mentalmodels.refresh.answer import normalise_based_on
 from mentalmodels.refresh.failure_class import FAILURE_FIELDS, failure_record_clear
-from mentalmodels.refresh.records import Outcome, Plan, RefreshMode, RefreshOutcome
+from mentalmodels.refresh.records import Outcome, Plan
 from mentalmodels.services import history_record_version
 from operations.errors import FenceLost
 

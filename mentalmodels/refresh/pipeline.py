@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from hindsight.banks.budget import bank_budget_require
 from hindsight.infra.errors import LLMNotConfigured, NotFound
 from hindsight.infra.llm.context import llm_context
+from hindsight.infra.vocabulary import RefreshFailureReason, RefreshMode, RefreshOutcome
 from mentalmodels.document.structure import split
 from mentalmodels.models import MentalModel
 from mentalmodels.refresh.answer import NOTHING_CITED, decide, gather
@@ -33,15 +34,7 @@ from mentalmodels.refresh.extraction import extract_structured_output
 from mentalmodels.refresh.failures import retrieval_guarded
 from mentalmodels.refresh.persistence import refresh_persist
 from mentalmodels.refresh.plan import newest_in_scope, refresh_plan, sibling_in_reach
-from mentalmodels.refresh.records import (
-    Outcome,
-    Plan,
-    Preview,
-    RefreshFailureReason,
-    RefreshMode,
-    RefreshOutcome,
-    Report,
-)
+from mentalmodels.refresh.records import Outcome, Plan, Preview, Report
 from mentalmodels.refresh.trace import build_trace
 from mentalmodels.staleness import stale_flags
 from operations.errors import FenceLost, OperationFailure

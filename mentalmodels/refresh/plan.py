@@ -17,9 +17,10 @@ from django.db import connection
 
 from hindsight.banks import writeclock
 from hindsight.infra.tagscope import scope_sql
+from hindsight.infra.vocabulary import ModeFallbackReason, RefreshMode
 from mentalmodels.models import MentalModel
 from mentalmodels.reflect import mm_search
-from mentalmodels.refresh.records import ModeFallbackReason, Plan, RefreshMode
+from mentalmodels.refresh.records import Plan
 from mentalmodels.staleness import model_scope
 
 

@@ -1,6 +1,6 @@
-"""The refresh pipeline's vocabulary and records: its operation type, modes, outcomes, failure
-reasons and mode fallback reasons (upstream 1.1.0's wire values; a test compares them with the
-upstream document), and what a refresh plans, what it decided, what it reports."""
+"""The refresh pipeline's records: its operation type, what a refresh plans, what it decided,
+what it reports. Its wire words (modes, outcomes, failure and fallback reasons) are in
+``hindsight.infra.vocabulary``."""
 
 from __future__ import annotations
 
@@ -17,47 +17,6 @@ class MentalModelOperationType(StrEnum):
     """The operation types the mental-models app owns (the engine knows them as strings)."""
 
     REFRESH = "refresh_mental_model"
-
-
-class RefreshMode(StrEnum):
-    FULL = "full"
-    DELTA = "delta"
-
-
-class RefreshOutcome(StrEnum):
-    """``RefreshMentalModelOperationDetails.outcome``; the first five are a dry run's too."""
-
-    CONTENT_WRITTEN = "content_written"
-    CONTENT_UNCHANGED = "content_unchanged"
-    CONTENT_PRESERVED_NO_NEW_FACTS = "content_preserved_no_new_facts"
-    REFRESH_FAILED_EMPTY_CANDIDATE = "refresh_failed_empty_candidate"
-    REFRESH_FAILED_DELTA_NOT_APPLIED = "refresh_failed_delta_not_applied"
-    REFRESH_FAILED_STRUCTURED_OUTPUT = "refresh_failed_structured_output"
-    REFRESH_FAILED_ERROR = "refresh_failed_error"
-
-
-class RefreshFailureReason(StrEnum):
-    """``RefreshMentalModelOperationDetails.failure_reason`` (and a failure entry's reason)."""
-
-    EMPTY_CANDIDATE = "empty_candidate"
-    STRUCTURED_DOC_UNREADABLE = "structured_doc_unreadable"
-    DELTA_OPS_FAILED = "delta_ops_failed"
-    DELTA_OPS_ALL_SKIPPED = "delta_ops_all_skipped"
-    DELTA_NOT_APPLIED = "delta_not_applied"
-    STRUCTURED_OUTPUT_FAILED = "structured_output_failed"
-    RETRIEVAL_FAILED = "retrieval_failed"
-    NO_ANSWER = "no_answer"
-    UNEXPECTED_ERROR = "unexpected_error"
-
-
-class ModeFallbackReason(StrEnum):
-    """Why a delta refresh ran in full mode (``mode_fallback_reason``)."""
-
-    NO_BASELINE_CONTENT = "no_baseline_content"
-    SOURCE_QUERY_CHANGED = "source_query_changed"
-    STRUCTURED_DOC_UNREADABLE = "structured_doc_unreadable"
-    DELTA_OPS_FAILED = "delta_ops_failed"
-    DELTA_OPS_ALL_SKIPPED = "delta_ops_all_skipped"
 
 
 def refresh_details(*, outcome: str, failure_reason: str | None) -> dict[str, Any]:

@@ -11,7 +11,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from mentalmodels.refresh.records import Plan, RefreshMode
+from hindsight.infra.vocabulary import RefreshMode, iso_z
+from mentalmodels.refresh.records import Plan
 
 
 class AttemptRecord(Protocol):
@@ -29,12 +30,6 @@ class AttemptRecord(Protocol):
 TRACE_MAX_TOOL_CALLS = 64
 TRACE_MAX_STRING = 400
 TRACE_MAX_WARNINGS = 20
-
-
-def iso_z(value: datetime | None) -> str | None:
-    if value is None:
-        return None
-    return value.astimezone(UTC).isoformat().replace("+00:00", "Z")
 
 
 def _bounded(value: Any, depth: int = 0) -> Any:

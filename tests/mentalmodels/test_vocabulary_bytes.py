@@ -9,15 +9,10 @@ from typing import Any
 from django.core.serializers.json import DjangoJSONEncoder
 from rest_framework.renderers import JSONRenderer
 
+from hindsight.infra.vocabulary import ModeFallbackReason, RefreshFailureReason, RefreshMode, RefreshOutcome
 from mentalmodels.models import HistoryKind
 from mentalmodels.refresh.attempt import RefreshAttempt
 from mentalmodels.refresh.errors import RefreshFailed
-from mentalmodels.refresh.records import (
-    ModeFallbackReason,
-    RefreshFailureReason,
-    RefreshMode,
-    RefreshOutcome,
-)
 from mentalmodels.refresh.trace import build_trace
 
 

@@ -33,12 +33,8 @@ from rest_framework.fields import SkipField, empty
 from hindsight.infra.edge.errors import flatten_errors
 from hindsight.infra.edge.problems import expected, problem_message, problem_type
 from hindsight.infra.errors import FieldError, FieldErrors
-from hindsight.infra.tagscope import (
-    LEGACY_FACT_TYPES,
-    MAX_TAG_LENGTH,
-    SCOPE_FACT_TYPES,
-    TAGS_MATCH_MODES,
-)
+from hindsight.infra.tagscope import MAX_TAG_LENGTH
+from hindsight.infra.vocabulary import FACT_TYPES, TAGS_MATCH_MODES, iso
 
 F = TypeVar("F", bound=serializers.Field)
 
@@ -389,10 +385,6 @@ def tags_match_field(choices: Sequence[str] = TAGS_MATCH_MODES, **kwargs: Any) -
     return Choice(choices=tuple(choices), **kwargs)
 
 
-#: The fact types a scope may name (the legacy ``opinion`` included).
-FACT_TYPES = SCOPE_FACT_TYPES + LEGACY_FACT_TYPES
-
-
 def fact_types_field(choices: Sequence[str] = FACT_TYPES, **kwargs: Any) -> List:
     kwargs.setdefault("required", False)
     return List(child=Choice(choices=tuple(choices)), **kwargs)
@@ -570,7 +562,7 @@ def _constant(value: Any) -> Callable[[Any], Any]:
 
 
 def _iso(value: Any) -> Any:
-    return value.isoformat() if isinstance(value, datetime) else value
+    return iso(value) if isinstance(value, datetime) else value
 
 
 def _str_or_none(value: Any) -> Any:

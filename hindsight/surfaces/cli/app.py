@@ -25,6 +25,7 @@ from typing import Annotated, Any
 import typer
 
 from hindsight.infra.config import read_config  # the one env reader (no Django needed)
+from hindsight.infra.vocabulary import OperationStatus, RefreshMode, TagsMatch
 from hindsight.surfaces.cli import render
 from hindsight.surfaces.cli.api import DEFAULT_URL, FINAL_STATUSES, ApiError, HindsightApi
 
@@ -32,27 +33,6 @@ from hindsight.surfaces.cli.api import DEFAULT_URL, FINAL_STATUSES, ApiError, Hi
 class Output(StrEnum):
     table = "table"
     json = "json"
-
-
-class TagsMatch(StrEnum):
-    any = "any"
-    all = "all"
-    any_strict = "any_strict"
-    all_strict = "all_strict"
-    exact = "exact"
-
-
-class TriggerMode(StrEnum):
-    full = "full"
-    delta = "delta"
-
-
-class OperationStatus(StrEnum):
-    pending = "pending"
-    processing = "processing"
-    completed = "completed"
-    failed = "failed"
-    cancelled = "cancelled"
 
 
 @dataclass
@@ -297,7 +277,7 @@ def mm_update(
     source_query: Annotated[str | None, typer.Option("--source-query")] = None,
     tags: Annotated[str | None, typer.Option("--tags", help="Comma-separated tags.")] = None,
     max_tokens: Annotated[int | None, typer.Option("--max-tokens")] = None,
-    trigger_mode: Annotated[TriggerMode | None, typer.Option("--trigger-mode")] = None,
+    trigger_mode: Annotated[RefreshMode | None, typer.Option("--trigger-mode")] = None,
     trigger_keep_trace: Annotated[
         str | None, typer.Option("--trigger-keep-trace", metavar="true|false")
     ] = None,

@@ -24,14 +24,13 @@ import typer
 from rich.markdown import Markdown
 from rich.tree import Tree
 
+from hindsight.infra.vocabulary import RefreshMode, TagsMatch
 from hindsight.surfaces.cli import render
 from hindsight.surfaces.cli.api import ApiError
 from hindsight.surfaces.cli.app import (
     Bank,
     Output,
     OutputOpt,
-    TagsMatch,
-    TriggerMode,
     WaitOpt,
     _create_and_follow,
     _settings,
@@ -134,7 +133,7 @@ def kb_create_page(
     parent: ParentOpt = None,
     tags: TagsOpt = None,
     max_tokens: Annotated[int | None, typer.Option("--max-tokens")] = None,
-    trigger_mode: Annotated[TriggerMode | None, typer.Option("--trigger-mode")] = None,
+    trigger_mode: Annotated[RefreshMode | None, typer.Option("--trigger-mode")] = None,
     fact_types: Annotated[str | None, typer.Option(
         "--fact-types", help="Comma-separated (default for a page: observation).")] = None,
     wait: WaitOpt = False,

@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeAlias
 
 import anyio
 from mcp.server.mcpserver import Context, MCPServer
@@ -39,11 +39,23 @@ from mcp.types import CallToolResult, InputRequiredResult, ToolAnnotations
 from pydantic import BaseModel, ConfigDict, Field
 
 from hindsight.infra.config import MCP_ONE_BANK_EXCLUDED, MCP_TOOL_NAMES
+from hindsight.infra.vocabulary import BUDGETS, REFRESH_MODES, SCOPE_FACT_TYPES, TAGS_MATCH_MODES
 from hindsight.surfaces.cli.api import ApiError, HindsightApi
 from hindsight.surfaces.mcp_server.knowledge_tools import KNOWLEDGE_TOOL_ANNOTATIONS, knowledge_tools
 
-TagsMatch = Literal["any", "all", "any_strict", "all_strict", "exact"]
-FactType = Literal["world", "experience", "observation"]
+# Literal types, not the vocabulary's enums: pydantic writes a Literal inline as the argument's
+# ``enum`` (as upstream's tool schemas have it) where an Enum would become a ``$ref``. mypy reads
+# no Literal built from a tuple, so it sees the words as plain strings.
+if TYPE_CHECKING:
+    TagsMatchWord: TypeAlias = str
+    FactTypeWord: TypeAlias = str
+    RefreshModeWord: TypeAlias = str
+    BudgetWord: TypeAlias = str
+else:
+    TagsMatchWord = Literal[TAGS_MATCH_MODES]
+    FactTypeWord = Literal[SCOPE_FACT_TYPES]
+    RefreshModeWord = Literal[REFRESH_MODES]
+    BudgetWord = Literal[BUDGETS]
 Offset = Annotated[int, Field(ge=0)]
 Limit = Annotated[int, Field(ge=0)]
 BankArg = Annotated[
@@ -182,7 +194,7 @@ def recall(
         bool | None, Field(description="Drop raw facts an observation returned supersedes.")
     ] = None,
     tags: Annotated[list[str] | None, Field(description="Only memories with these tags.")] = None,
-    tags_match: Annotated[TagsMatch, Field(description="How tags match (untagged are "
+    tags_match: Annotated[TagsMatchWord, Field(description="How tags match (untagged are "
                                                        "included unless *_strict).")] = "any",
     tag_groups: Annotated[
         list[dict[str, Any]] | None,
@@ -236,7 +248,7 @@ def reflect(
         Field(description="JSON schema: the answer also comes as structured_output."),
     ] = None,
     tags: Annotated[list[str] | None, Field(description="Only memories with these tags.")] = None,
-    tags_match: Annotated[TagsMatch, Field(description="How tags match.")] = "any",
+    tags_match: Annotated[TagsMatchWord, Field(description="How tags match.")] = "any",
     apply_all_directives: Annotated[
         bool, Field(description="Accepted for upstream's callers; this server has no "
                                 "directives.")
@@ -306,7 +318,7 @@ class TriggerInput(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    mode: Literal["full", "delta"] | None = Field(
+    mode: RefreshModeWord | None = Field(
         None, description="full rebuilds each time; delta edits the stored document.")
     refresh_after_consolidation: bool | None = Field(
         None, description="Refresh after consolidation (not with refresh_cron).")
@@ -316,20 +328,20 @@ class TriggerInput(BaseModel):
         None, description="UTC cron of a periodic full rebuild (delta models).")
     min_refresh_interval_seconds: int | None = Field(
         None, ge=0, description="Floor between automatic refreshes (0: none).")
-    fact_types: list[FactType] | None = Field(
+    fact_types: list[FactTypeWord] | None = Field(
         None, description="Fact types a refresh reads (null: all).")
     exclude_mental_models: bool | None = Field(
         None, description="Leave every other mental model out of the refresh.")
     exclude_mental_model_ids: list[str] | None = Field(
         None, description="Leave these mental models out of the refresh.")
-    tags_match: TagsMatch | None = Field(
+    tags_match: TagsMatchWord | None = Field(
         None, description="How the model's tags select memories (tagged default all_strict).")
     tag_groups: list[dict[str, Any]] | None = Field(
         None, description="Boolean tag groups used instead of the model's tags.")
     include_chunks: bool | None = None
     recall_max_tokens: int | None = None
     recall_chunks_max_tokens: int | None = None
-    budget: Literal["low", "mid", "high"] | None = Field(
+    budget: BudgetWord | None = Field(
         None, description="Agent steps of a refresh (null: mid).")
     reflect_search_observations_max_tokens: int | None = Field(None, ge=1)
     reflect_search_observations_include_entities: bool | None = None
@@ -488,7 +500,7 @@ def list_memories(
     offset: Offset = 0,
     bank_id: BankArg = None,
     tags: list[str] | None = None,
-    tags_match: TagsMatch = "any",
+    tags_match: TagsMatchWord = "any",
 ) -> dict[str, Any]:
     """Browse the bank's memories, newest first (no relevance ranking; use recall for that)."""
     result: dict[str, Any] = _call(bank_id, lambda api, bank: api.memory_list(

@@ -36,6 +36,7 @@ from hindsight.infra.edge.serializers import (
     tags_match_field,
 )
 from hindsight.infra.tagscope import parse_tag_groups
+from hindsight.infra.vocabulary import iso
 from mentalmodels.api.serializers import MAX_TOKENS_RANGE, MentalModelTriggerSerializer
 from mentalmodels.knowledge import markdown
 from mentalmodels.knowledge.models import KnowledgeNode, NodeKind
@@ -48,10 +49,6 @@ from mentalmodels.knowledge.selectors import (
 )
 from mentalmodels.knowledge.services import KEEP_PARENT, NodeUpdate
 from mentalmodels.models import HistoryKind
-
-
-def iso(value: datetime | None) -> str | None:
-    return value.isoformat() if value is not None else None
 
 _LOW, _HIGH = MAX_TOKENS_RANGE
 
@@ -294,7 +291,7 @@ def _string(value: str | None) -> str:
 
 
 def _stamp_json(value: datetime | None) -> str:
-    return "null" if value is None else f'"{value.isoformat()}"'
+    return "null" if value is None else f'"{iso(value)}"'
 
 
 def _dumps(value: Any) -> str:
