@@ -73,6 +73,48 @@ def test_env_prints_the_urls_the_secret_key_and_the_devstack_marker(tmp_path: Pa
     assert state.SECRET_VARIABLE not in own
 
 
+def _env_lines(data_dir: Path, env: dict[str, str]) -> list[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "hindsight.devstack", "env"], cwd=ROOT, env=env,
+        capture_output=True, text=True, check=True,
+    ).stdout.splitlines()
+
+
+def test_env_exports_the_queues_and_metrics_folder_every_process_of_the_run_shares(
+        tmp_path: Path) -> None:
+    data_dir = tmp_path / "devdata"
+    data_dir.mkdir()
+    (data_dir / state.SERVERS_FILE).write_text(json.dumps({
+        "database_url": "postgresql://postgres@127.0.0.1:5/x", "redis_url": "redis://h:6/0",
+        "pid": None, "env": {state.QUEUE_VARIABLE: "hindsight",
+                             state.CPU_QUEUE_VARIABLE: "hindsight.cpu",
+                             state.METRICS_VARIABLE: "/data/metrics"}}))
+    (data_dir / state.SECRET_KEY_FILE).write_text("key\n")
+    # A shell with stale values of its own: the run's replace them (the key excepted).
+    stale = {state.QUEUE_VARIABLE: "old", state.CPU_QUEUE_VARIABLE: "old.cpu",
+             state.METRICS_VARIABLE: "/elsewhere", state.SECRET_VARIABLE: "mine"}
+    assert _env_lines(data_dir, {**_bare_shell(data_dir), **stale}) == [
+        "export HINDSIGHT_API_DATABASE_URL=postgresql://postgres@127.0.0.1:5/x",
+        "export HINDSIGHT_API_REDIS_URL=redis://h:6/0",
+        "export HINDSIGHT_API_TASK_QUEUE=hindsight",
+        "export HINDSIGHT_API_WORKER_CPU_QUEUE=hindsight.cpu",
+        "export PROMETHEUS_MULTIPROC_DIR=/data/metrics",
+        "export HINDSIGHT_DEVSTACK=1",
+    ]
+    # A run without the CPU queue's worker (--cpu-worker-concurrency 0) sends every job to the
+    # task queue: a CPU queue the shell still exports would strand retains, so it is unset.
+    record = json.loads((data_dir / state.SERVERS_FILE).read_text())
+    record["env"][state.CPU_QUEUE_VARIABLE] = ""
+    (data_dir / state.SERVERS_FILE).write_text(json.dumps(record))
+    lines = _env_lines(data_dir, {**_bare_shell(data_dir), **stale})
+    assert "unset HINDSIGHT_API_WORKER_CPU_QUEUE" in lines
+    script = (f'eval "$({sys.executable} -m hindsight.devstack env)" && '
+              'echo "queue=${HINDSIGHT_API_WORKER_CPU_QUEUE-none}"')
+    evaluated = subprocess.run(["bash", "-c", script], cwd=ROOT, capture_output=True, text=True,
+                               env={**_bare_shell(data_dir), **stale}, check=True).stdout
+    assert evaluated.strip() == "queue=none"
+
+
 @pytest.mark.django_db(transaction=True)
 def test_createsuperuser_noinput_works_after_the_readme_eval_line(tmp_path: Path) -> None:
     data_dir = tmp_path / "devdata"

@@ -190,6 +190,13 @@ def test_run_starts_embedded_servers_api_worker_and_beat_and_stops_on_ctrl_c(tmp
 
         replies = _wait(both_answer, 90, "both workers to answer ping")
         assert {node.split("@")[0] for reply in replies for node in reply} == {"celery", "cpu"}
+        # A shell that ran `eval "$(… env)"` publishes to, and would consume, the very queues
+        # this run's two workers consume.
+        exported = dict(re.findall(r"^export (\w+)=(\S+)$", printed, re.MULTILINE))
+        consumed = {node.split("@")[0]: [queue["name"] for queue in queues] for node, queues in
+                    (probe.control.inspect(timeout=2.0).active_queues() or {}).items()}
+        assert consumed == {"celery": [exported["HINDSIGHT_API_TASK_QUEUE"]],
+                            "cpu": [exported["HINDSIGHT_API_WORKER_CPU_QUEUE"]]}, consumed
         _retained_on_the_cpu_worker(base_url, probe)
         _wait(lambda: b"beat: Starting" in log_path.read_bytes(), 60, "celery-beat")
         # Beat's schedules (declared in code, created at migrate) reach the worker through Redis.

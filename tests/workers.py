@@ -41,13 +41,13 @@ from urllib.parse import quote
 import pytest
 
 from hindsight.devstack.stack import (
-    QUEUE_VARIABLE,
     Process,
     beat_command,
     spawn,
     worker_command,
 )
 from hindsight.devstack.stack import stop_together as stack_stop_together
+from hindsight.devstack.state import QUEUE_VARIABLE
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SESSION_QUEUE = f"hindsight-test-{os.getpid()}-{uuid.uuid4().hex[:6]}"

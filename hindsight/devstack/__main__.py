@@ -25,7 +25,7 @@ from pathlib import Path
 
 from hindsight.devstack import state
 from hindsight.devstack.servers import bind_problem, data_remove, free_port
-from hindsight.devstack.stack import CPU_QUEUE_VARIABLE, Stack, StartupFailed
+from hindsight.devstack.stack import Stack, StartupFailed
 from hindsight.infra.config import Config, read_config
 
 PREFERRED_PG_PORT = 54329
@@ -86,24 +86,29 @@ def run(args: argparse.Namespace) -> int:
     cpu_queue = ""
     if cpu_slots:
         cpu_queue = config.cpu_queue or f"{config.task_queue}.cpu"
-        stack.env[CPU_QUEUE_VARIABLE] = cpu_queue
+        stack.env[state.CPU_QUEUE_VARIABLE] = cpu_queue
+    else:
+        stack.env.pop(state.CPU_QUEUE_VARIABLE, None)
+    # Named even when it is the default, so that `env` hands a second shell this very queue.
+    stack.env[state.QUEUE_VARIABLE] = config.task_queue
     try:
         stack.start_servers()
-        # Where other shells (manage.py, the CLI, tests) find the servers this run started, and
-        # the ports the next run asks for first.
+        # The API's and the workers' metric files (hindsight.infra.metrics). Ours start from 0 at each
+        # run; a directory the caller chose is theirs to manage.
+        if not stack.env.get(state.METRICS_VARIABLE):
+            metrics_dir = data_dir / "metrics"
+            shutil.rmtree(metrics_dir, ignore_errors=True)
+            metrics_dir.mkdir(parents=True)
+            stack.env[state.METRICS_VARIABLE] = str(metrics_dir)
+        # Where other shells (manage.py, the CLI, tests) find the servers this run started, the
+        # ports the next run asks for first, and what `env` exports besides the URLs and key.
         state.servers_write(data_dir, {
             "database_url": stack.database_url,
             "redis_url": stack.redis_url,
             "api_url": stack.base_url,
             "pid": os.getpid(),
+            "env": {name: stack.env.get(name, "") for name in state.SHARED_VARIABLES},
         })
-        # The API's and the workers' metric files (hindsight.infra.metrics). Ours start from 0 at each
-        # run; a directory the caller chose is theirs to manage.
-        if not stack.env.get("PROMETHEUS_MULTIPROC_DIR"):
-            metrics_dir = data_dir / "metrics"
-            shutil.rmtree(metrics_dir, ignore_errors=True)
-            metrics_dir.mkdir(parents=True)
-            stack.env["PROMETHEUS_MULTIPROC_DIR"] = str(metrics_dir)
         stack.migrate(collectstatic=True)
         # One API process of 16 threads (hindsight.project.gunicorn_conf: they share a pool of
         # connections); the worker's pool and slots from settings (HINDSIGHT_API_WORKER_POOL /
@@ -153,10 +158,12 @@ def _child_environment(data_dir: Path) -> dict[str, str]:
 
 
 def exports(data_dir: Path) -> str:
-    """Shell ``export`` lines for what a running ``make run`` started (servers.json) and the
-    secret key it signs with, so that after ``eval "$(python -m hindsight.devstack env)"`` every
-    ``manage.py`` command of that shell runs as the stack's own processes do (with the URLs set,
-    ``manage.py`` no longer looks the stack up, so the key has to come from here too)."""
+    """Shell lines for what a running ``make run`` started (servers.json) and the secret key it
+    signs with, so that after ``eval "$(python -m hindsight.devstack env)"`` every ``manage.py``
+    command, worker or beat of that shell runs as the stack's own processes do (with the URLs
+    set, ``manage.py`` no longer looks the stack up, so the key has to come from here too): the
+    URLs, the key, the run's shared variables (``state.SHARED_VARIABLES``; one the run left
+    unset is unset here too) and the dev-stack marker."""
     path = data_dir / "servers.json"
     if not path.exists():
         raise SystemExit(f"{path} does not exist: start the service with `make run` first")
@@ -168,12 +175,16 @@ def exports(data_dir: Path) -> str:
     }
     key_path = data_dir / state.SECRET_KEY_FILE
     # A key this shell already exports wins (a run started with it keeps using it too).
-    if not os.environ.get(state.SECRET_VARIABLE, "").strip() and key_path.exists():
-        values[state.SECRET_VARIABLE] = key_path.read_text().strip()
+    key = key_path.read_text().strip() if key_path.exists() else ""
+    if key and not os.environ.get(state.SECRET_VARIABLE, "").strip():
+        values[state.SECRET_VARIABLE] = key
+    shared = servers.get("env")
+    if isinstance(shared, dict):
+        values |= {name: str(shared.get(name) or "") for name in state.SHARED_VARIABLES}
     # A worker or beat started by hand from that shell is one of the stack's processes too.
     values[state.MARKER_VARIABLE] = "1"
-    return "\n".join(f"export {variable}={shlex.quote(value)}"
-                     for variable, value in values.items() if value)
+    return "\n".join(f"export {variable}={shlex.quote(value)}" if value else f"unset {variable}"
+                     for variable, value in values.items())
 
 
 def reset(data_dir: Path) -> int:

@@ -46,8 +46,6 @@ MAX_SOCKET_PATH = 100
 ALONE = ("--without-gossip", "--without-mingle", "--without-heartbeat")
 READY = " ready."  # the line a Celery worker logs (at INFO) once it consumes
 POOL_VARIABLE = "HINDSIGHT_API_WORKER_POOL"
-QUEUE_VARIABLE = "HINDSIGHT_API_TASK_QUEUE"
-CPU_QUEUE_VARIABLE = "HINDSIGHT_API_WORKER_CPU_QUEUE"
 
 
 class StartupFailed(RuntimeError):

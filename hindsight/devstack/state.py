@@ -31,6 +31,13 @@ MARKER_VARIABLE = "HINDSIGHT_DEVSTACK"
 DATABASE_VARIABLE = "HINDSIGHT_API_DATABASE_URL"
 REDIS_VARIABLE = "HINDSIGHT_API_REDIS_URL"
 SECRET_VARIABLE = "HINDSIGHT_API_SECRET_KEY"
+QUEUE_VARIABLE = "HINDSIGHT_API_TASK_QUEUE"
+CPU_QUEUE_VARIABLE = "HINDSIGHT_API_WORKER_CPU_QUEUE"
+METRICS_VARIABLE = "PROMETHEUS_MULTIPROC_DIR"
+# Besides the URLs and the key, what a process started by hand must share with a run's own
+# (servers.json's "env"): the queues its jobs are published to and consumed from (a worker on
+# another CPU queue leaves retains unrun), and the folder /metrics adds every process's up from.
+SHARED_VARIABLES = (QUEUE_VARIABLE, CPU_QUEUE_VARIABLE, METRICS_VARIABLE)
 
 
 class DevstackNotRunning(Exception):
