@@ -261,10 +261,16 @@ class MentalModelAdmin(admin.ModelAdmin):
     def trigger_kind(self, model: MentalModel) -> str:
         return trigger_kind(model.trigger)
 
-    @admin.display(boolean=True, description="stale")
-    def stale(self, model: MentalModel) -> bool:
+    @admin.display(description="stale")
+    def stale(self, model: MentalModel) -> str:
+        # A warning, not the boolean column's icon: its green check would read as "all good".
         flag = getattr(model, "_is_stale", None)
-        return stale_flags([model])[model.uid] if flag is None else flag
+        if not (stale_flags([model])[model.uid] if flag is None else flag):
+            return "fresh"
+        return format_html(
+            '<span class="stale-warning" style="color: var(--error-fg); font-weight: bold" '
+            'title="{}">⚠ stale</span>',
+            "memories in its scope changed after its last refresh")
 
     def _spend(self, model: MentalModel) -> ModelSpend:
         spend = getattr(model, "_spend", None)

@@ -19,6 +19,9 @@ handler400 = "hindsight.infra.edge.errors.json_400"
 handler404 = "hindsight.infra.edge.errors.json_404"
 handler500 = "hindsight.infra.edge.errors.json_500"
 
+# The admin's "View site" link points at "/", which is no page of this service (a 404).
+admin.site.site_url = None
+
 # drf-spectacular's ReDoc page without its Google Fonts links (hindsight/project/templates).
 _redoc = SpectacularRedocView.as_view(url_name="openapi", template_name="hindsight/redoc.html")
 

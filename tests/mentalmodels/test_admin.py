@@ -4,6 +4,7 @@ errors, the list with its staleness and filters, the history inline, the diff pa
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -210,8 +211,31 @@ def test_changelist_shows_trigger_kind_mode_staleness_and_pause(admin_client, ba
     response = admin_client.get(LIST)
     assert response.status_code == 200
     body = response.content.decode()
-    assert "stale-one" in body and "icon-yes" in body  # stale: True renders the yes icon
+    assert "stale-one" in body
     assert ">cron<" in body and ">after consolidation<" in body and ">manual<" in body
+
+
+def _stale_cells(body: str) -> dict[str, str]:
+    """Each row's mental model id and its stale cell's markup."""
+    rows = re.findall(r'<tr>.*?<td class="field-mental_model_id">([^<]+)</td>.*?'
+                      r'<td class="field-stale">(.*?)</td>', body, re.DOTALL)
+    return dict(rows)
+
+
+def test_changelist_shows_a_stale_model_as_a_warning_and_no_view_site_link(admin_client, bank):
+    memory = make_memory(bank, "fact")
+    make_mental_model(bank, "stale-one")
+    make_mental_model(bank, "fresh-one", last_memory_seen_at=memory.updated_at)
+    body = admin_client.get(LIST).content.decode()
+    cells = _stale_cells(body)
+    assert set(cells) == {"stale-one", "fresh-one"}, body[:3000]
+    assert 'class="stale-warning"' in cells["stale-one"] and "stale" in cells["stale-one"]
+    assert cells["fresh-one"] == "fresh"
+    # Neither reads as the boolean column's green check (icon-yes).
+    assert "icon-" not in cells["stale-one"] + cells["fresh-one"]
+    # "/" is no page of this service: the admin links nowhere outside itself.
+    for page in (LIST, "/admin/"):
+        assert "View site" not in admin_client.get(page).content.decode()
 
 
 def test_filters_stale_paused_and_trigger_kind(admin_client, bank):
