@@ -9,12 +9,11 @@ received; ``usage=None`` lets the server estimate it from the words sent (the be
 
 from __future__ import annotations
 
-import json
 import re
 import threading
 from typing import Any
 
-from fakes.llm_server import Reply, ScriptedLLMServer
+from fakes.llm_server import Reply, ScriptedLLMServer, tool_results
 
 PROMPT_TOKENS = 11
 COMPLETION_TOKENS = 5
@@ -29,18 +28,6 @@ def schema_name(body: dict[str, Any]) -> str | None:
 
 def is_consolidation(body: dict[str, Any]) -> bool:
     return schema_name(body) == "consolidation"
-
-
-def tool_results(body: dict[str, Any]) -> list[dict[str, Any]]:
-    """The tool outputs a reflect request carried back to the model, parsed."""
-    out = []
-    for message in body.get("messages", []):
-        if message.get("role") == "tool":
-            try:
-                out.append(json.loads(message.get("content") or "{}"))
-            except ValueError:
-                continue
-    return out
 
 
 def texts_read(body: dict[str, Any]) -> list[str]:

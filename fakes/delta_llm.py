@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from fakes.llm_server import Reply
+from fakes.llm_server import Reply, reflect_reply
 
 _OUTLINE = re.compile(r"Current document \(sections and blocks with their ids\):\n(.*?)\n\n"
                       r"(?:The document already reflects|New facts)", re.S)
@@ -56,17 +56,6 @@ def parse_delta_call(body: dict[str, Any]) -> DeltaCall:
     )
 
 
-def _returned_ids(messages: list[dict[str, Any]]) -> list[str]:
-    ids: list[str] = []
-    for message in messages:
-        if message.get("role") != "tool":
-            continue
-        payload = json.loads(message["content"])
-        for key in ("facts", "observations"):
-            ids += [item["id"] for item in payload.get(key) or []]
-    return ids
-
-
 def delta_llm(server, ops: Callable[[DeltaCall], Any], *, answer: str = "## Notes\n\nnew facts",
               structured: Callable[[dict[str, Any]], Any] | None = None) -> list[DeltaCall]:
     """Script ``server``; returns the list the ops calls are appended to."""
@@ -84,12 +73,7 @@ def delta_llm(server, ops: Callable[[DeltaCall], Any], *, answer: str = "## Note
             if structured is not None:
                 return Reply.json(structured(body))
             return Reply.text(answer)
-        choice = body.get("tool_choice")
-        if isinstance(choice, dict):
-            return Reply.tool_calls([(choice["function"]["name"], {"query": "team"})])
-        return Reply.tool_calls([("done", {"answer": answer,
-                                           "memory_ids": _returned_ids(body["messages"]),
-                                           "mental_model_ids": []})])
+        return reflect_reply(body, answer)
 
     server.respond_with(respond)
     return calls

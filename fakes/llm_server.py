@@ -156,6 +156,48 @@ Responder = Callable[[dict[str, Any]], Reply]
 
 
 # --------------------------------------------------------------------------------------------
+# Reading a request, and a reflect loop's turn: what responders build on
+
+# The keys of a tool output that list memories (a reflect tool's facts or observations).
+MEMORY_KEYS = ("facts", "observations")
+
+
+def tool_results(body: dict[str, Any]) -> list[dict[str, Any]]:
+    """The tool outputs a chat request carries back to the model, parsed; one that is not a JSON
+    object is passed over (a responder reads what it can, as a model would)."""
+    out = []
+    for message in body.get("messages", []):
+        if message.get("role") != "tool":
+            continue
+        try:
+            payload = json.loads(message.get("content") or "{}")
+        except (ValueError, TypeError):
+            continue
+        if isinstance(payload, dict):
+            out.append(payload)
+    return out
+
+
+def returned_ids(body: dict[str, Any], *, first: int | None = None) -> list[str]:
+    """The ids of the memories the request's tool outputs returned, in order: what an answer may
+    cite. With ``first``, only the first that many of each list."""
+    return [str(item["id"]) for result in tool_results(body) for key in MEMORY_KEYS
+            for item in (result.get(key) or [])[:first] if isinstance(item, dict) and "id" in item]
+
+
+def reflect_reply(body: dict[str, Any], answer: str, *, first: int | None = None,
+                  query: str = "team") -> Reply:
+    """A reflect loop's next turn, from a model that looks before it answers: a forced tool call
+    (``tool_choice`` names the tool) looks ``query`` up; a free turn ends the loop with ``done``,
+    ``answer`` citing the memories the tools returned (``returned_ids``, ``first`` of each)."""
+    choice = body.get("tool_choice")
+    if isinstance(choice, dict):
+        return Reply.tool_calls([(choice["function"]["name"], {"query": query})])
+    return Reply.tool_calls([("done", {"answer": answer, "memory_ids": returned_ids(body, first=first),
+                                       "mental_model_ids": []})])
+
+
+# --------------------------------------------------------------------------------------------
 # Pseudo-embeddings
 
 _WORD = re.compile(r"[a-z0-9]+")

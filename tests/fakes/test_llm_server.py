@@ -10,7 +10,14 @@ import numpy as np
 import openai
 import pytest
 
-from fakes.llm_server import Reply, ScriptedLLMServer, pseudo_embedding
+from fakes.llm_server import (
+    Reply,
+    ScriptedLLMServer,
+    pseudo_embedding,
+    reflect_reply,
+    returned_ids,
+    tool_results,
+)
 
 
 @pytest.fixture
@@ -201,3 +208,27 @@ def test_a_subprocess_reaches_the_server_with_the_fixture_env(scripted_llm) -> N
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "from the test"
     assert scripted_llm.requests[0]["model"] == "scripted"
+
+
+def test_returned_ids_reads_the_memories_of_every_tool_output_and_passes_over_unreadable_ones() -> None:
+    facts = {"facts": [{"id": "f1", "text": "a"}, {"id": "f2", "text": "b"}], "count": 2}
+    seen = {"observations": [{"id": "o1", "text": "c"}], "count": 1}
+    body = {"messages": [
+        {"role": "user", "content": "question"},
+        {"role": "tool", "content": json.dumps(facts)},
+        {"role": "tool", "content": "not json"},
+        {"role": "tool", "content": json.dumps(["a", "list"])},
+        {"role": "tool", "content": json.dumps(seen)},
+    ]}
+    assert tool_results(body) == [facts, seen]
+    assert returned_ids(body) == ["f1", "f2", "o1"]
+    assert returned_ids(body, first=1) == ["f1", "o1"]
+
+
+def test_reflect_reply_looks_up_when_a_tool_is_forced_and_then_answers_citing_what_it_read() -> None:
+    forced = {"tool_choice": {"type": "function", "function": {"name": "recall"}}, "messages": []}
+    assert reflect_reply(forced, "doc", query="the team") == Reply.tool_calls(
+        [("recall", {"query": "the team"})])
+    read = {"messages": [{"role": "tool", "content": json.dumps({"facts": [{"id": "f1"}]})}]}
+    assert reflect_reply(read, "## Doc") == Reply.tool_calls(
+        [("done", {"answer": "## Doc", "memory_ids": ["f1"], "mental_model_ids": []})])
