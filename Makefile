@@ -56,10 +56,11 @@ test: install browser
 check: install
 	$(PY) manage.py makemigrations --check --dry-run
 
-# The engine benchmark starts its own servers; bench/bench_memory.py runs against `make run`.
+# Each bench is a module run from here: `$(PY) -m bench.<name> --help` says what it measures.
+# These two start their own servers; `-m bench.bench_memory` runs against `make run`.
 bench: install
-	$(PY) bench/bench_operations.py
-	$(PY) bench/bench_mental_models.py --memories 10000 --models 200 --refreshes 10
+	$(PY) -m bench.bench_operations
+	$(PY) -m bench.bench_mental_models --memories 10000 --models 200 --refreshes 10
 
 # Also deletes `make run`'s data, as `make reset` does (root's servers' folder too: refused while
 # `make run` runs); without the virtualenv to find that folder, it says where data may remain.

@@ -3,7 +3,7 @@
 Starts ``make run``'s stack with its defaults (``python -m hindsight.devstack run``: embedded
 PostgreSQL and Valkey, the API under gunicorn, one Celery worker with the settings' pool and
 slots, celery-beat, the local embedder) in a scratch data folder, pointed at the scripted
-OpenAI-compatible LLM of bench/chaos.py (tests/fakes/llm_server.py) running in this process —
+OpenAI-compatible LLM of the chaos run (``bench.chaos_stack.ChaosLLM``) running in this process —
 its CPU is the LLM's, not the stack's. Then:
 
 1. ``--models`` (64) mental models in one bank (a few memories retained first), their first
@@ -32,12 +32,12 @@ measured in the same run (``UpstreamCapacity``: hindsight-api-slim 1.1.0 from it
 ``--upstream-venv``, against an embedded PostgreSQL and the same scripted LLM) — with the ratios
 and the targets (≥ 3× refreshes/s, ≤ 1.5× peak PSS, ≤ ⅓ CPU per refresh).
 
-    .venv/bin/python bench/bench_capacity.py
-    .venv/bin/python bench/bench_capacity.py --upstream   # and upstream 1.1.0, same run
-    .venv/bin/python bench/bench_capacity.py --models 32 --llm-seconds 1 --facts 50 --json out.json
-    .venv/bin/python bench/bench_capacity.py --llm-seconds 1 --facts 0 --neighbours 8
+    .venv/bin/python -m bench.bench_capacity
+    .venv/bin/python -m bench.bench_capacity --upstream   # and upstream 1.1.0, same run
+    .venv/bin/python -m bench.bench_capacity --models 32 --llm-seconds 1 --facts 50 --json out.json
+    .venv/bin/python -m bench.bench_capacity --llm-seconds 1 --facts 0 --neighbours 8
     HINDSIGHT_API_WORKER_POOL=prefork HINDSIGHT_API_WORKER_CONCURRENCY=4 \\
-        .venv/bin/python bench/bench_capacity.py --stack-args "--web-workers 2 --cpu-worker-concurrency 0"
+        .venv/bin/python -m bench.bench_capacity --stack-args "--web-workers 2 --cpu-worker-concurrency 0"
 """
 
 from __future__ import annotations
@@ -59,15 +59,11 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "bench"))
-sys.path.insert(0, str(REPO))
-
-from chaos import ChaosLLM  # noqa: E402  (a sibling script, after the path insert)
-
-from fakes.llm_server import Reply  # noqa: E402
-from hindsight.devstack.servers import free_port  # noqa: E402
-from hindsight.devstack.stack import Stack, openai_compatible_env  # noqa: E402
+from bench.chaos_stack import ChaosLLM
+from bench.harness import REPO, argument_parser, call_json, log, write_json
+from fakes.llm_server import Reply
+from hindsight.devstack.servers import free_port
+from hindsight.devstack.stack import Stack, openai_compatible_env
 
 # Upstream 1.1.0 on this machine, as issue 25's table gives it (ranges of its runs).
 UPSTREAM = {
@@ -83,10 +79,6 @@ FACTS_PER_ITEM = 2  # what the scripted extraction answers for each retained ite
 NEIGHBOUR_ITEMS = 50  # items of each asynchronous retain beside a burst (--neighbours)
 
 
-def log(message: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] {message}", flush=True)
-
-
 class CapacityLLM(ChaosLLM):
     """The chaos LLM with a fixed answer time, counting the chat calls in flight."""
 
@@ -96,7 +88,7 @@ class CapacityLLM(ChaosLLM):
         # them): the scripted server's own default, a connection per request (so a test's
         # scripted disconnect never poisons a pool), made each call connect — CPU a stack does
         # not spend against a provider. TCP_NODELAY: without it a kept-open connection held each
-        # answer for the client's delayed ACK (tests/fakes history, 45 ms a call).
+        # answer for the client's delayed ACK (the scripted server's history, 45 ms a call).
         handler = self.server._httpd.RequestHandlerClass
         self.server._httpd.RequestHandlerClass = type(
             "KeepAliveHandler", (handler,),
@@ -342,11 +334,7 @@ class Capacity:
     # HTTP and the database ---------------------------------------------------------------------
 
     def call(self, method: str, path: str, body: Any = None) -> Any:
-        request = urllib.request.Request(self.base_url + path, method=method,
-                                         data=None if body is None else json.dumps(body).encode())
-        request.add_header("Content-Type", "application/json")
-        with urllib.request.urlopen(request, timeout=300) as response:
-            return json.loads(response.read() or b"null")
+        return call_json(self.base_url, method, path, body, timeout=300)
 
     def wait_done(self, op_ids: list[str], timeout: float = 900) -> float:
         import psycopg
@@ -724,8 +712,7 @@ def report(result: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argument_parser("bench.bench_capacity", __doc__)
     parser.add_argument("--models", type=int, default=64)
     parser.add_argument("--llm-seconds", type=lambda s: [float(x) for x in s.split(",")],
                         default=[1.0, 2.0])
@@ -759,8 +746,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.upstream:
         result["upstream"] = UpstreamCapacity(args).run()
     print(report(result))
-    if args.json:
-        Path(args.json).write_text(json.dumps(result, indent=2))
+    write_json(result, args.json)
     return 0
 
 

@@ -2,7 +2,7 @@
 
 LLM input tokens per refresh as a bank grows, delta mode next to full mode. At each bank size
 (default 1,000 / 10,000 / 100,000 memories, seeded by ``COPY`` with synthetic unit vectors,
-``bench/bench_memory.py``'s seeder) it
+``bench.bench_memory``'s seeder) it
 
 - runs ``--refreshes`` delta refreshes of a fresh delta model (its baseline is a first, full
   refresh), each after 10 new memories were written, and
@@ -13,75 +13,45 @@ every LLM call of the refresh: the reflect loop, and in delta mode the operation
 delta model's document grows by the same number of blocks at every size, so what changes from
 one row to the next is only the bank.
 
-The LLM is the scripted OpenAI-compatible server (tests/fakes/llm_server.py) answering at once:
+The LLM is the scripted OpenAI-compatible server (``fakes.llm_server``) answering at once:
 its token count is whitespace-separated words of every message sent, a deterministic stand-in
 proportional to what a provider would bill. Refreshes run in this process through
 ``mentalmodels.refresh.pipeline.refresh_run`` (through a claimed operation's fenced job) on an
 embedded PostgreSQL (throw-away data).
 
-    .venv/bin/python bench/bench_delta_tokens.py
-    .venv/bin/python bench/bench_delta_tokens.py --sizes 1000,10000 --refreshes 3
+    .venv/bin/python -m bench.bench_delta_tokens
+    .venv/bin/python -m bench.bench_delta_tokens --sizes 1000,10000 --refreshes 3
 """
 
 from __future__ import annotations
 
-import argparse
-import importlib.util
-import json
 import os
 import random
 import statistics
-import sys
-import tempfile
 import uuid
-from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
+from bench.bench_memory import seed
+from bench.harness import argument_parser, bench_stack, ratio
+from fakes.delta_llm import is_delta_call, parse_delta_call
+from fakes.llm_server import Reply, ScriptedLLMServer, reflect_reply
 
 NEW_PER_REFRESH = 10
 
 
-def _load_seeder():
-    spec = importlib.util.spec_from_file_location("bench_memory", REPO / "bench" / "bench_memory.py")
-    module = importlib.util.module_from_spec(spec)
-    assert spec.loader is not None
-    spec.loader.exec_module(module)
-    return module.seed
-
-
-def _cited(body: dict[str, Any]) -> list[str]:
-    ids: list[str] = []
-    for message in body.get("messages", []):
-        if message.get("role") == "tool":
-            payload = json.loads(message["content"])
-            for key in ("facts", "observations"):
-                ids += [item["id"] for item in payload.get(key, [])[:NEW_PER_REFRESH]]
-    return ids
-
-
 def responder(body: dict[str, Any]) -> Any:
-    from fakes.delta_llm import is_delta_call, parse_delta_call
-    from fakes.llm_server import Reply
-
     if body.get("response_format") and is_delta_call(body):
         call = parse_delta_call(body)
         last = call.outline[-1]["section_id"]
         return Reply.json({"operations": [
             {"op": "append_block", "section_id": last, "markdown": f"- {fact}"}
             for fact in call.facts]})
-    choice = body.get("tool_choice")
-    if isinstance(choice, dict):
-        return Reply.tool_calls([(choice["function"]["name"], {"query": "the team"})])
     doc = "## Team\n\n" + "\n\n".join(f"Paragraph {i} of the baseline document." for i in range(12))
-    return Reply.tool_calls([("done", {"answer": doc, "memory_ids": _cited(body),
-                                       "mental_model_ids": []})])
+    return reflect_reply(body, doc, first=NEW_PER_REFRESH, query="the team")
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argument_parser("bench.bench_delta_tokens", __doc__)
     parser.add_argument("--sizes", default="1000,10000,100000")
     parser.add_argument("--refreshes", type=int, default=5)
     parser.add_argument("--random-seed", type=int, default=7)
@@ -91,17 +61,10 @@ def main() -> None:
     rng = random.Random(args.random_seed)
     sizes = [int(s) for s in args.sizes.split(",")]
 
-    from fakes.llm_server import ScriptedLLMServer
-    from hindsight.devstack.stack import Stack, openai_compatible_env
-
     llm = ScriptedLLMServer().start()
     llm.respond_with(responder)
     # No broker: the refreshes run in this process.
-    stack = Stack(Path(tempfile.mkdtemp(prefix="bench-delta-")), valkey=False, env={
-        "DJANGO_SETTINGS_MODULE": "hindsight.project.settings",
-        **openai_compatible_env(llm.base_url, api_key="bench"),
-        "HINDSIGHT_API_LLM_MAX_RETRIES": "0",
-    })
+    stack = bench_stack("bench-delta", llm=llm, queue=False, valkey=False)
     stack.start_servers()
     stack.use_here()
     pg_url = stack.database_url
@@ -126,7 +89,6 @@ def main() -> None:
         assert isinstance(claimed, Operation), claimed
         return pipeline.refresh_run(job=Job(claimed, fence=claimed.fence, key=claimed.lease_key))
 
-    seed = _load_seeder()
     try:
         stack.migrate(verbosity=0)
         with psycopg.connect(pg_url) as conn:
@@ -174,10 +136,10 @@ def main() -> None:
                           f"full {full.usage['input_tokens']} tokens, read {full_reads}")
             d, f = statistics.fmean(delta_tokens), statistics.fmean(full_tokens)
             rows.append((size, d, f))
-            print(f"{size:>9,}  {d:>16,.0f}  {f:>15,.0f}  {f / d:>9.1f}x  {applied:>17}")
+            print(f"{size:>9,}  {d:>16,.0f}  {f:>15,.0f}  {ratio(f, d, 1):>10}  {applied:>17}")
         first, last = rows[0], rows[-1]
         print(f"\ndelta input tokens {last[0]:,} vs {first[0]:,} memories: "
-              f"{last[1] / first[1]:.2f}x; full: {last[2] / first[2]:.2f}x")
+              f"{ratio(last[1], first[1])}; full: {ratio(last[2], first[2])}")
     finally:
         llm.stop()
         stack.stop()

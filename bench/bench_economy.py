@@ -2,7 +2,7 @@
 demand; not a test).
 
 Over HTTP against a real API process and a real Celery worker, with the scripted
-OpenAI-compatible LLM (tests/banks/consolidation_llm.py: one observation per consolidation
+OpenAI-compatible LLM (``fakes.consolidation_llm``: one observation per consolidation
 round, a reflect loop that reads its tools), it retains ``--retains`` facts (default 1,000,
 one per request, ``strategy: verbatim`` so extraction costs nothing and the figures are
 consolidation and refreshes only) into a bank, then waits for the bank to settle and prints the
@@ -26,35 +26,26 @@ shows what a burst costs. Then
 
 By default it starts its own embedded PostgreSQL and Valkey on free ports (throw-away data).
 
-    .venv/bin/python bench/bench_economy.py
-    .venv/bin/python bench/bench_economy.py --retains 200 --floor 20
-    .venv/bin/python bench/bench_economy.py --only-budget --retains 300 --budget 50000
+    .venv/bin/python -m bench.bench_economy
+    .venv/bin/python -m bench.bench_economy --retains 200 --floor 20
+    .venv/bin/python -m bench.bench_economy --only-budget --retains 300 --budget 50000
 """
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import sys
-import tempfile
 import threading
 import time
-import urllib.request
 import uuid
-from pathlib import Path
+from functools import partial
 from typing import Any
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
+from bench.harness import argument_parser, bench_stack, call_json, start_api_and_worker
+from fakes.consolidation_llm import ConsolidatingLLM
+from fakes.llm_server import ScriptedLLMServer
 
-
-def _call(base: str, method: str, path: str, body: Any = None) -> Any:
-    data = json.dumps(body).encode() if body is not None else None
-    request = urllib.request.Request(base + path, data=data, method=method,
-                                     headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(request, timeout=120) as response:
-        return json.loads(response.read() or b"null")
+_call = partial(call_json, timeout=120)
 
 
 def _settled(bank_id: str) -> bool:
@@ -192,8 +183,7 @@ def budgeted(base: str, llm: Any, *, budget: int, retains: int, workers: int) ->
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argument_parser("bench.bench_economy", __doc__)
     parser.add_argument("--retains", type=int, default=1000)
     parser.add_argument("--floor", type=int, default=60)
     parser.add_argument("--workers", type=int, default=2, help="worker processes (-c)")
@@ -203,19 +193,9 @@ def main() -> None:
     args = parser.parse_args()
     within = True
 
-    from fakes.consolidation_llm import ConsolidatingLLM
-    from fakes.llm_server import ScriptedLLMServer
-    from hindsight.devstack.stack import Stack, openai_compatible_env
-
     llm = ScriptedLLMServer().start()
     ConsolidatingLLM(llm, usage=None)  # tokens estimated from the words each request sends
-    queue = f"bench-eco-{uuid.uuid4().hex[:6]}"
-    stack = Stack(Path(tempfile.mkdtemp(prefix="bench-eco-")), env={
-        "DJANGO_SETTINGS_MODULE": "hindsight.project.settings",
-        "HINDSIGHT_API_TASK_QUEUE": queue,
-        **openai_compatible_env(llm.base_url, api_key="bench"),
-        "HINDSIGHT_API_LLM_MAX_RETRIES": "0",
-    })
+    stack = bench_stack("bench-eco", llm=llm)
     stop = threading.Event()
 
     def beat() -> None:  # what celery-beat's operations.release_due does: send due parks
@@ -225,12 +205,8 @@ def main() -> None:
             release_due()
 
     try:
-        stack.start_measured()
+        start_api_and_worker(stack, concurrency=args.workers, name="bench-eco")
         base = stack.base_url
-        # The pool the settings name (as before: -P prefork without one named is "no choice").
-        stack.start_worker(queue=queue, concurrency=args.workers, name="bench-eco",
-                           log_level="WARNING")
-        stack.wait_healthy(60)
         threading.Thread(target=beat, daemon=True).start()
         print(f"# cores: {os.cpu_count()}  retains {args.retains}  worker -c {args.workers}")
         for floor in () if args.only_budget else (0, args.floor):

@@ -2,16 +2,18 @@
 query counts, query plans and a profile — and, with ``--compare``, the same workload against an
 older checkout in the same run, so the ratios compare like with like on a noisy machine.
 
-    .venv/bin/python bench/bench_hotpaths.py                         # this checkout only
+    .venv/bin/python -m bench.bench_hotpaths                         # this checkout only
     git clone -q --shared . /tmp/before && git -C /tmp/before checkout -q <commit>
-    .venv/bin/python bench/bench_hotpaths.py --compare /tmp/before   # before, then after
+    .venv/bin/python -m bench.bench_hotpaths --compare /tmp/before   # before, then after
 
 One embedded PostgreSQL (pgvector) and Valkey on free ports, one scripted OpenAI-compatible LLM
-answering at once (``tests/fakes``). Each side gets its own database: the "before" database is
-migrated by the older checkout and seeded by ``COPY`` (synthetic unit vectors, HNSW built once
+answering at once (``fakes.llm_server``). Each side gets its own database: the "before" database
+is migrated by the older checkout and seeded by ``COPY`` (synthetic unit vectors, HNSW built once
 after the load), then cloned (``CREATE DATABASE … TEMPLATE``) for the "after" side, which
-applies its own migrations on top. Each side then runs in a subprocess whose ``sys.path`` starts
-with its checkout (same interpreter, same packages), in-process through Django's test client
+applies its own migrations on top. Each side then runs in a subprocess started in its checkout,
+so that checkout's code is the one imported (same interpreter, same packages; ``bench`` itself
+comes from this checkout, unless the other one has it as a package too), in-process through
+Django's test client
 (URL routing, middleware, DRF, JSON rendering — everything but the socket), with one Celery
 worker subprocess for refreshes:
 
@@ -34,7 +36,6 @@ and of one refresh run in-process in the worker's code (by own and by cumulative
 from __future__ import annotations
 
 import argparse
-import contextlib
 import cProfile
 import io
 import json
@@ -53,31 +54,14 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from bench.harness import FINAL, MODES, REPO, TAGS, VOCAB, argument_parser, percentile, sentence
+
 # Columns of the mental-model row a COPY must fill (Django's defaults are not the database's).
 FAILURE_COLUMNS = {"last_refresh_failure_transient": False, "refresh_failure_streak": 0}
-THIS = Path(__file__).resolve()
-REPO = THIS.parent.parent
-VOCAB = ["alice", "bob", "carol", "dave", "erin", "frank", "grace", "heidi", "team", "project",
-         "deadline", "meeting", "budget", "invoice", "release", "roadmap", "design", "review",
-         "customer", "support", "incident", "outage", "deploy", "database", "index", "query",
-         "latency", "cache", "memory", "model", "refresh", "policy", "holiday", "travel",
-         "office", "remote", "async", "slack", "email", "coffee", "lunch", "morning", "evening",
-         "weekend", "quarter", "report", "metric", "goal", "hiring", "onboarding", "security"]
-TAGS = ["team", "ops", "eng", "sales", "hr", "user:alice", "user:bob", "project:x", "project:y"]
-MODES = ["any", "all", "any_strict", "all_strict", "exact", None]
 LIST_BANK = "hot-list"
 RETAIN_BANK = "hot-retain"
 DELAY_MARK = "bench-delay-50"
 BENCH_SECRET = secrets.token_urlsafe(50)
-
-
-def _sentence(rng: random.Random) -> str:
-    return " ".join(rng.sample(VOCAB, rng.randint(6, 14))).capitalize() + "."
-
-
-def _pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -129,7 +113,7 @@ def seed(url: str, sizes: list[int], models: int, dims: int, rng: random.Random)
                     vectors = np_rng.standard_normal((k, dims)).astype(np.float32)
                     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
                     rows = [[
-                        uuid.uuid4(), bank, _sentence(rng), "bench",
+                        uuid.uuid4(), bank, sentence(rng), "bench",
                         rng.choice(("world", "world", "experience", "observation")),
                         rng.sample(TAGS, rng.randint(0, 2)), psycopg.types.json.Jsonb({}),
                         [], [], vectors[row],
@@ -227,7 +211,9 @@ def _side_env(database_url: str, redis_url: str, llm_url: str, queue: str) -> di
 def respond(body: dict[str, Any]) -> Any:
     """The scripted LLM: retain extraction gets one fact per item; a refresh's forced tool
     turns get a recall, its free turn ``done`` citing the first facts it saw."""
-    from fakes.llm_server import Reply
+    # Here, not at the top: a side's process imports this module with an older checkout's
+    # ``hindsight``, and the fakes import its dev stack.
+    from fakes.llm_server import Reply, reflect_reply
 
     delay = 0.0
     if body.get("response_format"):
@@ -237,24 +223,11 @@ def respond(body: dict[str, Any]) -> Any:
         reply = Reply.json({"facts": [{"text": user[-200:], "fact_type": "world",
                                        "occurred_start": None, "occurred_end": None}]})
     else:
-        choice = body.get("tool_choice")
-        if isinstance(choice, dict):
-            reply = Reply.tool_calls([(choice["function"]["name"], {"query": "team"})])
-        else:
-            ids: list[str] = []
-            for message in body.get("messages", []):
-                if message.get("role") == "tool":
-                    with contextlib.suppress(ValueError, TypeError, AttributeError):
-                        payload = json.loads(message["content"])
-                        for key in ("facts", "observations"):
-                            ids += [item["id"] for item in payload.get(key, [])[:3]]
-            reply = Reply.tool_calls([("done", {"answer": f"## Doc\n\n{uuid.uuid4().hex}",
-                                                "memory_ids": ids, "mental_model_ids": []})])
+        reply = reflect_reply(body, f"## Doc\n\n{uuid.uuid4().hex}", first=3)
     return Reply.delay(delay, reply) if delay else reply
 
 
 def orchestrate(args: argparse.Namespace) -> int:
-    sys.path.insert(0, str(REPO))
     from fakes.llm_server import ScriptedLLMServer
     from hindsight.devstack.stack import Stack
 
@@ -298,13 +271,17 @@ def orchestrate(args: argparse.Namespace) -> int:
                     url = _db_url(pg_url, f"hot_{name}")
                     env = _side_env(url, redis_url, llm.base_url, f"hot-{name}")
                     print(f"# {section}, round {round_index + 1}: {name} ({repo})", flush=True)
-                    cmd = [sys.executable, str(THIS), "--side", str(repo), "--only", section,
+                    cmd = [sys.executable, "-m", "bench.bench_hotpaths", "--side", str(repo),
+                           "--only", section,
                            "--memories", args.memories, "--runs", str(args.runs),
                            "--recalls", str(args.recalls), "--retain", str(args.retain),
                            "--batch", str(args.batch), "--refreshes", str(args.refreshes)]
                     if round_index == 0:
                         cmd += (["--profile"] if args.profile else []) + ["--plans"]
-                    lines = _run(cmd, cwd=repo, env=env).strip().splitlines()
+                    # Started in the side's checkout, which ``-m`` puts first on the path; this
+                    # checkout after it, for ``bench`` (an older one's bench/ is no package).
+                    side_env = {**env, "PYTHONPATH": str(REPO)}
+                    lines = _run(cmd, cwd=repo, env=side_env).strip().splitlines()
                     if round_index == 0:
                         print("\n".join(lines[:-1]), flush=True)
                     for key, value in json.loads(lines[-1])["metrics"].items():
@@ -349,8 +326,6 @@ def print_table(results: dict[str, Any]) -> None:
 
 
 def side(args: argparse.Namespace) -> int:
-    repo = Path(args.side).resolve()
-    sys.path.insert(0, str(repo))
     import django
 
     django.setup()
@@ -429,7 +404,7 @@ def side(args: argparse.Namespace) -> int:
             timed("POST", path, {"query": " ".join(rng.sample(VOCAB, 4)), "max_tokens": 2048})
         times = [timed("POST", path, body)[0] for body in bodies]
         metrics[f"recall {n:,}: p50 ms"] = statistics.median(times)
-        metrics[f"recall {n:,}: p95 ms"] = _pct(times, 0.95)
+        metrics[f"recall {n:,}: p95 ms"] = percentile(times, 0.95)
         metrics[f"recall {n:,}: SQL queries"] = queries("POST", path, bodies[0])
         for label, body in (("untagged", bodies[0]), ("tagged any_strict", bodies[1])):
             if args.plans:
@@ -444,7 +419,7 @@ def side(args: argparse.Namespace) -> int:
     metrics.update(bench_retain(args, timed, queries, rng))
     retain_path = f"/v1/default/banks/{RETAIN_BANK}/memories"
     profiled(f"sync retain of {args.batch} items, LLM at 0 ms", lambda: timed("POST", retain_path, {
-        "items": [{"content": _sentence(rng)} for _ in range(args.batch)]
+        "items": [{"content": sentence(rng)} for _ in range(args.batch)]
     }), 3)
     print(json.dumps({"metrics": metrics}))
     return 0
@@ -606,7 +581,7 @@ def bench_refresh(args: argparse.Namespace, timed: Any, queries: Any) -> dict[st
                 stages["claim_to_pipeline"].append(_ms(op.heartbeat_at, began))
             stages["persist"].append(_ms(ended, op.completed_at))
         out["refresh → completed (0 ms LLM): p50 ms"] = statistics.median(stages["total"])
-        out["refresh → completed (0 ms LLM): p95 ms"] = _pct(stages["total"], 0.95)
+        out["refresh → completed (0 ms LLM): p95 ms"] = percentile(stages["total"], 0.95)
         for key in ("request", "queue_to_start", "pipeline", "llm", "tools", "pipeline_other",
                     "completion_seen", "commit_to_dispatch", "dispatch_to_claim",
                     "claim_to_pipeline", "persist"):
@@ -629,7 +604,7 @@ def _wait(model: Any, op_id: str, timeout: float = 120, poll: float = 0.005) -> 
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         op = model.objects.get(id=op_id)
-        if op.status in ("completed", "failed", "cancelled"):
+        if op.status in FINAL:
             return op
         time.sleep(poll)
     raise RuntimeError(f"operation {op_id} not finished in {timeout}s")
@@ -640,7 +615,7 @@ def bench_retain(args: argparse.Namespace, timed: Any, queries: Any,
     path = f"/v1/default/banks/{RETAIN_BANK}/memories"
 
     def items(n: int, verbatim: bool = True) -> list[dict[str, Any]]:
-        return [{"content": _sentence(rng), "tags": rng.sample(TAGS, rng.randint(0, 2)),
+        return [{"content": sentence(rng), "tags": rng.sample(TAGS, rng.randint(0, 2)),
                  **({"strategy": "verbatim"} if verbatim else {})} for _ in range(n)]
 
     out: dict[str, Any] = {}
@@ -665,8 +640,7 @@ def bench_retain(args: argparse.Namespace, timed: Any, queries: Any,
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argument_parser("bench.bench_hotpaths", __doc__)
     parser.add_argument("--compare", help="a checkout of the 'before' code to run first")
     parser.add_argument("--side", help=argparse.SUPPRESS)
     parser.add_argument("--memories", default="10000,100000", help="recall bank sizes")

@@ -32,36 +32,24 @@ By default it starts its own embedded PostgreSQL on a free port (throw-away data
 the end) and migrates;
 ``--database-url`` reuses a migrated server (the benchmark writes ``bench-kb-*`` banks).
 
-    .venv/bin/python bench/bench_knowledge.py
-    .venv/bin/python bench/bench_knowledge.py --runs 50 --scopes 5
+    .venv/bin/python -m bench.bench_knowledge
+    .venv/bin/python -m bench.bench_knowledge --runs 50 --scopes 5
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import random
-import sys
-import tempfile
 import time
 import urllib.error
 import urllib.request
 import uuid
-from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
+from bench.harness import MODES, TAGS, argument_parser, bench_stack, percentile, ratio
 
-TAGS = ["team", "ops", "eng", "sales", "hr", "user:alice", "user:bob", "project:x", "project:y"]
-MODES = ["any", "all", "any_strict", "all_strict", "exact", None]
 FACT_TYPES = [None, ["world"], ["observation"], ["world", "experience"]]
-
-
-def _percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
 
 
 def _load() -> str:
@@ -257,8 +245,8 @@ def bench_tree(base: str, database_url: str, bank_id: str, label: str,
     cpu = cpu_per_read(bank_id, database_url, max(runs, 40))
     out = {"nodes": nodes, **{f"queries_{k}": v for k, v in queries.items()}, **cpu}
     for name, times in (("cold", cold), ("warm", warm), ("304", revalidated)):
-        out[f"{name}_p50"] = _percentile(times, 0.5)
-        out[f"{name}_p95"] = _percentile(times, 0.95)
+        out[f"{name}_p50"] = percentile(times, 0.5)
+        out[f"{name}_p95"] = percentile(times, 0.95)
     print(f"{label}: {nodes:5d} nodes  {len(body) / 1024:5.0f} KiB  ({stale} stale)\n"
           f"    cold  p50 {out['cold_p50']:7.1f} ms  p95 {out['cold_p95']:7.1f} ms  "
           f"{queries['cold']} SQL queries ({queries['probes']:3d} scope probes)\n"
@@ -282,8 +270,7 @@ def _nodes(nodes: list[dict[str, Any]]) -> Any:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argument_parser("bench.bench_knowledge", __doc__)
     parser.add_argument("--database-url")
     parser.add_argument("--memories", type=int, default=20_000)
     parser.add_argument("--runs", type=int, default=20)
@@ -294,12 +281,9 @@ def main() -> None:
     args = parser.parse_args()
     rng = random.Random(args.random_seed)
 
-    from hindsight.devstack.stack import Stack
-
     # No broker: the tree publishes nothing.
-    stack = Stack(Path(tempfile.mkdtemp(prefix="bench-kb-")), database_url=args.database_url,
-                  redis_url="redis://127.0.0.1:1/0",
-                  env={"DJANGO_SETTINGS_MODULE": "hindsight.project.settings"})
+    stack = bench_stack("bench-kb", queue=False, database_url=args.database_url,
+                        redis_url="redis://127.0.0.1:1/0")
     try:
         stack.start_measured()
         args.database_url = stack.database_url
@@ -311,7 +295,7 @@ def main() -> None:
 
         floor, _, _ = _timed(base + "/health", args.runs)
         print(f"# GET /health (the HTTP floor of this machine now): p50 "
-              f"{_percentile(floor, 0.5):.1f} ms  p95 {_percentile(floor, 0.95):.1f} ms")
+              f"{percentile(floor, 0.5):.1f} ms  p95 {percentile(floor, 0.95):.1f} ms")
         shapes = [(args.scopes, f"{args.scopes} scopes"), (0, "one scope per page")]
         banks: dict[tuple[int, int], str] = {}
         for scopes, _ in shapes:
@@ -332,19 +316,19 @@ def main() -> None:
                                        f"{pages:5d} pages, {name:>18}", args.runs)
                             for pages in (100, 1000))
             added = large["nodes"] - small["nodes"]
-            print(f"  1,000 / 100 pages, {name} (nodes {large['nodes'] / small['nodes']:.2f}x): "
-                  f"SQL queries cold {large['queries_cold'] / small['queries_cold']:.2f}x, "
-                  f"warm {large['queries_warm'] / small['queries_warm']:.2f}x; "
-                  f"p50 cold {large['cold_p50'] / small['cold_p50']:.2f}x "
+            grew = {key: ratio(large[key], small[key]) for key in (
+                "nodes", "queries_cold", "queries_warm", "cold_p50", "warm_p50", "304_p50")}
+            print(f"  1,000 / 100 pages, {name} (nodes {grew['nodes']}): "
+                  f"SQL queries cold {grew['queries_cold']}, warm {grew['queries_warm']}; "
+                  f"p50 cold {grew['cold_p50']} "
                   f"({1000 * (large['cold_p50'] - small['cold_p50']) / added:.0f} µs per added "
                   f"node; per node {1000 * small['cold_p50'] / small['nodes']:.0f} µs at 100, "
                   f"{1000 * large['cold_p50'] / large['nodes']:.0f} µs at 1,000), "
-                  f"warm {large['warm_p50'] / small['warm_p50']:.2f}x, "
-                  f"304 {large['304_p50'] / small['304_p50']:.2f}x; CPU cold "
-                  f"{_cpu(large, 'cold') / _cpu(small, 'cold'):.2f}x "
+                  f"warm {grew['warm_p50']}, 304 {grew['304_p50']}; CPU cold "
+                  f"{ratio(_cpu(large, 'cold'), _cpu(small, 'cold'))} "
                   f"({1000 * _cpu(large, 'cold') / large['nodes']:.0f} µs a node at 1,000, "
                   f"{1000 * _cpu(small, 'cold') / small['nodes']:.0f} at 100), warm "
-                  f"{_cpu(large, 'warm') / _cpu(small, 'warm'):.2f}x")
+                  f"{ratio(_cpu(large, 'warm'), _cpu(small, 'warm'))}")
         print(f"# load average {_load()}")
     finally:
         stack.stop()

@@ -4,7 +4,7 @@ Run on demand, not as a test. It starts nothing: point it at a running server (`
 another shell) and at that server's database (for the COPY seeding)::
 
     make run                                   # shell 1
-    .venv/bin/python bench/bench_memory.py     # shell 2; URLs from .devdata/servers.json
+    .venv/bin/python -m bench.bench_memory     # shell 2; URLs from .devdata/servers.json
 
 or explicitly ``--base-url http://127.0.0.1:8888 --database-url postgresql://…``.
 
@@ -20,45 +20,25 @@ or explicitly ``--base-url http://127.0.0.1:8888 --database-url postgresql://…
 
 from __future__ import annotations
 
-import argparse
 import json
 import random
 import statistics
 import sys
 import time
-import urllib.request
 import uuid
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-PROJECT_DIR = Path(__file__).resolve().parent.parent
-VOCAB = ["alice", "bob", "carol", "dave", "erin", "frank", "grace", "heidi", "team", "project", "deadline", "meeting", "budget", "invoice", "release", "roadmap", "design", "review", "customer", "support", "incident", "outage", "deploy", "database", "index", "query", "latency", "cache", "memory", "model", "refresh", "policy", "holiday", "travel", "office", "remote", "async", "slack", "email", "coffee", "lunch", "morning", "evening", "weekend", "quarter", "report", "metric", "goal", "hiring", "onboarding", "security"]
-TAGS = ["team", "ops", "eng", "sales", "hr", "user:alice", "user:bob", "project:x", "project:y"]
+from bench.harness import REPO, TAGS, VOCAB, argument_parser, call_json, percentile, sentence
 
 
 def _servers_json() -> dict[str, str]:
-    path = PROJECT_DIR / ".devdata" / "servers.json"
+    path = REPO / ".devdata" / "servers.json"
     try:
         return json.loads(path.read_text())
     except (OSError, ValueError):
         return {}
-
-
-def _sentence(rng: random.Random) -> str:
-    words = rng.sample(VOCAB, rng.randint(6, 14))
-    return " ".join(words).capitalize() + "."
-
-
-def _call(base_url: str, method: str, path: str, body: Any, api_key: str | None) -> Any:
-    data = None if body is None else json.dumps(body).encode()
-    request = urllib.request.Request(base_url.rstrip("/") + path, data=data, method=method)
-    request.add_header("Content-Type", "application/json")
-    if api_key:
-        request.add_header("Authorization", f"Bearer {api_key}")
-    with urllib.request.urlopen(request, timeout=600) as response:
-        return json.loads(response.read() or b"null")
 
 
 def seed(database_url: str, bank_id: str, count: int, dims: int, rng: random.Random) -> float:
@@ -84,7 +64,7 @@ def seed(database_url: str, bank_id: str, count: int, dims: int, rng: random.Ran
                 vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
                 for row in range(n):
                     copy.write_row([
-                        uuid.uuid4(), bank_id, _sentence(rng), "bench",
+                        uuid.uuid4(), bank_id, sentence(rng), "bench",
                         rng.choice(("world", "world", "experience", "observation")),
                         rng.sample(TAGS, rng.randint(0, 2)), psycopg.types.json.Jsonb({}),
                         [], [], vectors[row],
@@ -95,7 +75,7 @@ def seed(database_url: str, bank_id: str, count: int, dims: int, rng: random.Ran
 
 def main(argv: list[str] | None = None) -> int:
     recorded = _servers_json()
-    parser = argparse.ArgumentParser(prog="bench_memory", description=__doc__.split("\n")[0])
+    parser = argument_parser("bench.bench_memory", __doc__)
     parser.add_argument("--base-url", default=recorded.get("api_url") or "http://127.0.0.1:8888")
     parser.add_argument("--database-url", default=recorded.get("database_url") or "")
     parser.add_argument("--api-key", default=None)
@@ -110,8 +90,8 @@ def main(argv: list[str] | None = None) -> int:
     rng = random.Random(args.random_seed)
 
     print(f"server {args.base_url}, bank {args.bank}")
-    _call(args.base_url, "PUT", f"/v1/default/banks/{args.bank}", {"name": "benchmark"},
-          args.api_key)
+    call_json(args.base_url, "PUT", f"/v1/default/banks/{args.bank}", {"name": "benchmark"},
+              api_key=args.api_key)
 
     if args.seed:
         if not args.database_url:
@@ -127,10 +107,10 @@ def main(argv: list[str] | None = None) -> int:
         done = 0
         while done < args.retain:
             n = min(args.batch, args.retain - done)
-            items = [{"content": _sentence(rng), "tags": rng.sample(TAGS, rng.randint(0, 2)),
+            items = [{"content": sentence(rng), "tags": rng.sample(TAGS, rng.randint(0, 2)),
                       "strategy": "verbatim"} for _ in range(n)]
-            body = _call(args.base_url, "POST", f"/v1/default/banks/{args.bank}/memories",
-                         {"items": items}, args.api_key)
+            body = call_json(args.base_url, "POST", f"/v1/default/banks/{args.bank}/memories",
+                             {"items": items}, api_key=args.api_key)
             assert body["success"] and body["items_count"] == n, body
             done += n
         seconds = time.monotonic() - started
@@ -146,16 +126,16 @@ def main(argv: list[str] | None = None) -> int:
             if index % 2:
                 body.update({"tags": [rng.choice(TAGS)], "tags_match": "any_strict"})
             started = time.monotonic()
-            answer = _call(args.base_url, "POST",
-                           f"/v1/default/banks/{args.bank}/memories/recall", body, args.api_key)
+            answer = call_json(args.base_url, "POST",
+                               f"/v1/default/banks/{args.bank}/memories/recall", body,
+                               api_key=args.api_key)
             latencies.append((time.monotonic() - started) * 1000)
             results.append(len(answer["results"]))
-        latencies.sort()
-        p95 = latencies[max(0, int(round(0.95 * len(latencies))) - 1)]
         print(f"{args.recalls} recalls: p50 {statistics.median(latencies):.1f} ms, "
-              f"p95 {p95:.1f} ms, max {latencies[-1]:.1f} ms, "
+              f"p95 {percentile(latencies, 0.95):.1f} ms, max {max(latencies):.1f} ms, "
               f"mean results {statistics.mean(results):.1f}")
-    stats = _call(args.base_url, "GET", f"/v1/default/banks/{args.bank}/stats", None, args.api_key)
+    stats = call_json(args.base_url, "GET", f"/v1/default/banks/{args.bank}/stats",
+                      api_key=args.api_key)
     print(f"bank total_nodes {stats['total_nodes']:,}, last_memory_write_at "
           f"{stats['last_memory_write_at']}")
     return 0

@@ -11,7 +11,7 @@ Measures, over HTTP against a real API process and a real Celery worker:
    after ``--llm-delay`` ms per call (default 0 and 200).
 
 Workload: ``--memories`` memories (default 100,000) seeded by ``COPY`` with synthetic unit
-vectors (``bench/bench_memory.py``'s seeder) and ``--models`` mental models (default 1,000)
+vectors (``bench.bench_memory``'s seeder) and ``--models`` mental models (default 1,000)
 inserted in one batch with random tags, tag modes and watermarks (a third never refreshed), so
 ``is_stale`` has real scope queries to answer.
 
@@ -20,63 +20,39 @@ migrates, starts the scripted LLM server in this process, the API under gunicorn
 Celery worker (``-c 1``) pointed at that LLM. ``--database-url`` / ``--redis-url`` reuse
 existing servers (migrated; the benchmark writes a ``bench-mm-*`` bank).
 
-    .venv/bin/python bench/bench_mental_models.py
-    .venv/bin/python bench/bench_mental_models.py --memories 10000 --models 200 --refreshes 10
+    .venv/bin/python -m bench.bench_mental_models
+    .venv/bin/python -m bench.bench_mental_models --memories 10000 --models 200 --refreshes 10
 """
 
 from __future__ import annotations
 
-import argparse
-import importlib.util
 import json
 import os
 import random
 import statistics
-import sys
-import tempfile
 import time
 import urllib.request
 import uuid
-from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
+import psycopg
 
-TAGS = ["team", "ops", "eng", "sales", "hr", "user:alice", "user:bob", "project:x", "project:y"]
-MODES = ["any", "all", "any_strict", "all_strict", "exact", None]
-
-
-def _percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
-
-
-def _summary(values: list[float]) -> str:
-    return (f"p50 {_percentile(values, 0.5):8.1f} ms  p95 {_percentile(values, 0.95):8.1f} ms  "
-            f"max {max(values):8.1f} ms")
-
-
-def _call(base: str, method: str, path: str, body: Any = None) -> Any:
-    data = None if body is None else json.dumps(body).encode()
-    request = urllib.request.Request(base + path, data=data, method=method)
-    request.add_header("Content-Type", "application/json")
-    with urllib.request.urlopen(request, timeout=600) as response:
-        return json.loads(response.read() or b"null")
-
-
-def _load_seeder():
-    spec = importlib.util.spec_from_file_location("bench_memory", REPO / "bench" / "bench_memory.py")
-    module = importlib.util.module_from_spec(spec)
-    assert spec.loader is not None
-    spec.loader.exec_module(module)
-    return module.seed
+from bench.bench_memory import seed as seed_memories
+from bench.harness import (
+    FINAL,
+    MODES,
+    TAGS,
+    argument_parser,
+    bench_stack,
+    call_json,
+    spread_ms,
+    start_api_and_worker,
+)
+from fakes.llm_server import Reply, ScriptedLLMServer, reflect_reply
 
 
 def seed_models(database_url: str, bank_id: str, count: int, rng: random.Random) -> None:
     """``count`` models with random scopes; watermarks null, old, or past every memory."""
-    import psycopg
-
     from mentalmodels.triggers import trigger_normalize
 
     with psycopg.connect(database_url) as conn, conn.cursor() as cur:
@@ -124,7 +100,7 @@ def bench_list(base: str, bank_id: str, runs: int) -> None:
     for limit in (100, 1000):
         for detail in ("metadata", "content", "full"):
             path = f"/v1/default/banks/{bank_id}/mental-models?detail={detail}&limit={limit}"
-            _call(base, "GET", path)  # warm
+            call_json(base, "GET", path)  # warm
             times = []
             size = 0
             for _ in range(runs):
@@ -135,21 +111,13 @@ def bench_list(base: str, bank_id: str, runs: int) -> None:
                 times.append((time.perf_counter() - started) * 1000)
                 size = len(body)
             queries = count_list_queries(bank_id, detail, limit)
-            print(f"limit {limit:4d} detail {detail:8s}: {_summary(times)}  "
+            print(f"limit {limit:4d} detail {detail:8s}: {spread_ms(times)}  "
                   f"{queries} SQL queries  {size / 1024:8.0f} KiB")
 
 
 def bench_refresh(base: str, bank_id: str, server: Any, delay_ms: int, n: int) -> None:
-    from fakes.llm_server import Reply
-
     def respond(body: dict) -> Any:
-        choice = body.get("tool_choice")
-        if isinstance(choice, dict):
-            reply = Reply.tool_calls([(choice["function"]["name"], {"query": "team"})])
-        else:
-            reply = Reply.tool_calls([("done", {"answer": f"## Doc\n\n{uuid.uuid4().hex}",
-                                                "memory_ids": _first_ids(body),
-                                                "mental_model_ids": []})])
+        reply = reflect_reply(body, f"## Doc\n\n{uuid.uuid4().hex}", first=3)
         return Reply.delay(delay_ms / 1000, reply) if delay_ms else reply
 
     server.reset()
@@ -157,47 +125,33 @@ def bench_refresh(base: str, bank_id: str, server: Any, delay_ms: int, n: int) -
     times, calls = [], []
     for i in range(n):
         mm_id = f"refresh-{delay_ms}-{i}"
-        created = _call(base, "POST", f"/v1/default/banks/{bank_id}/mental-models",
+        created = call_json(base, "POST", f"/v1/default/banks/{bank_id}/mental-models",
                         {"id": mm_id, "name": mm_id, "source_query": "How does the team work?",
                          "tags": ["team"]})
         _wait(base, bank_id, created["operation_id"])
         before = len(server.requests)
         started = time.perf_counter()
-        op = _call(base, "POST", f"/v1/default/banks/{bank_id}/mental-models/{mm_id}/refresh")
+        op = call_json(base, "POST", f"/v1/default/banks/{bank_id}/mental-models/{mm_id}/refresh")
         status = _wait(base, bank_id, op["operation_id"])
         times.append((time.perf_counter() - started) * 1000)
         calls.append(len(server.requests) - before)
         assert status["status"] == "completed", status
-    print(f"refresh → completed, LLM {delay_ms:3d} ms/call: {_summary(times)}  "
+    print(f"refresh → completed, LLM {delay_ms:3d} ms/call: {spread_ms(times)}  "
           f"({statistics.fmean(calls):.1f} LLM calls per refresh, n={n})")
-
-
-def _first_ids(body: dict) -> list[str]:
-    ids: list[str] = []
-    for message in body.get("messages", []):
-        if message.get("role") == "tool":
-            try:
-                payload = json.loads(message["content"])
-            except ValueError:
-                continue
-            for key in ("facts", "observations"):
-                ids += [item["id"] for item in payload.get(key, [])[:3]]
-    return ids
 
 
 def _wait(base: str, bank_id: str, op_id: str, timeout: float = 120) -> dict:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        op = _call(base, "GET", f"/v1/default/banks/{bank_id}/operations/{op_id}")
-        if op["status"] in ("completed", "failed", "cancelled"):
+        op = call_json(base, "GET", f"/v1/default/banks/{bank_id}/operations/{op_id}")
+        if op["status"] in FINAL:
             return op
         time.sleep(0.01)
     raise RuntimeError(f"operation {op_id} not finished in {timeout}s")
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argument_parser("bench.bench_mental_models", __doc__)
     parser.add_argument("--database-url")
     parser.add_argument("--redis-url")
     parser.add_argument("--memories", type=int, default=100_000)
@@ -209,43 +163,29 @@ def main() -> None:
     args = parser.parse_args()
     rng = random.Random(args.random_seed)
 
-    from fakes.llm_server import ScriptedLLMServer
-    from hindsight.devstack.stack import Stack, openai_compatible_env
-
     llm = ScriptedLLMServer().start()
-    queue = f"bench-mm-{uuid.uuid4().hex[:6]}"
-    stack = Stack(Path(tempfile.mkdtemp(prefix="bench-mm-")), database_url=args.database_url,
-                  redis_url=args.redis_url, env={
-                      "DJANGO_SETTINGS_MODULE": "hindsight.project.settings",
-                      "HINDSIGHT_API_TASK_QUEUE": queue,
-                      # The scripted server's pseudo-embeddings: the local model would cost
-                      # minutes to load and warm on every process and is not what this measures.
-                      **openai_compatible_env(llm.base_url, api_key="bench"),
-                      "HINDSIGHT_API_LLM_MAX_RETRIES": "0",
-                  })
+    stack = bench_stack("bench-mm", llm=llm, database_url=args.database_url,
+                        redis_url=args.redis_url)
     try:
-        stack.start_measured()
+        start_api_and_worker(stack, concurrency=1, name="bench-mm")
         args.database_url = stack.database_url
         base = stack.base_url
-        # The pool the settings name (as before: -P prefork without one named is "no choice").
-        stack.start_worker(queue=queue, concurrency=1, name="bench-mm", log_level="WARNING")
-        stack.wait_healthy(60)
 
         bank_id = f"bench-mm-{uuid.uuid4().hex[:6]}"
-        _call(base, "PUT", f"/v1/default/banks/{bank_id}", {"name": "mental-model benchmark"})
+        call_json(base, "PUT", f"/v1/default/banks/{bank_id}", {"name": "mental-model benchmark"})
         print(f"# cores: {os.cpu_count()}  bank {bank_id}  memories {args.memories:,}  "
               f"models {args.models:,}")
         own_database = stack.pg is not None
         if own_database:
             # A throw-away database: build the HNSW index once after the COPY instead of
             # maintaining it row by row (minutes instead of tens of minutes on 2 cores).
-            with __import__("psycopg").connect(args.database_url) as conn:
+            with psycopg.connect(args.database_url) as conn:
                 conn.execute("DROP INDEX IF EXISTS memory_embedding_hnsw")
-        seconds = _load_seeder()(args.database_url, bank_id, args.memories, 384, rng)
+        seconds = seed_memories(args.database_url, bank_id, args.memories, 384, rng)
         print(f"seeded {args.memories:,} memories by COPY in {seconds:.1f} s")
         if own_database:
             started = time.monotonic()
-            with __import__("psycopg").connect(args.database_url) as conn:
+            with psycopg.connect(args.database_url) as conn:
                 conn.execute(
                     "CREATE INDEX memory_embedding_hnsw ON banks_memoryunit USING hnsw "
                     "(embedding vector_cosine_ops) WITH (m = 16, ef_construction = 64)"
@@ -254,7 +194,7 @@ def main() -> None:
         started = time.monotonic()
         seed_models(args.database_url, bank_id, args.models, rng)
         print(f"seeded {args.models:,} models in {time.monotonic() - started:.1f} s")
-        with __import__("psycopg").connect(args.database_url) as conn:
+        with psycopg.connect(args.database_url) as conn:
             conn.execute("ANALYZE")
 
         bench_list(base, bank_id, args.list_runs)

@@ -11,39 +11,26 @@ By default it starts its own embedded PostgreSQL and Valkey on free ports (throw
 runs the migrations; ``--database-url`` / ``--redis-url`` use existing servers instead (the
 database must be migrated, and the benchmark writes a ``bench-ops`` bank into it).
 
-    .venv/bin/python bench/bench_operations.py
-    .venv/bin/python bench/bench_operations.py --workers 1,2,4 --throughput-jobs 48 --latency-jobs 100
+    .venv/bin/python -m bench.bench_operations
+    .venv/bin/python -m bench.bench_operations --workers 1,2,4 --throughput-jobs 48 --latency-jobs 100
 """
 
 from __future__ import annotations
 
-import argparse
 import os
 import statistics
-import sys
-import tempfile
 import time
 import uuid
-from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
-
-
-def _percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    index = min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))
-    return ordered[index]
+from bench.harness import argument_parser, bench_stack, percentile, start_worker
 
 
 def start_workers(stack: Any, count: int) -> None:
     """``count`` ``celery worker -c 1`` processes on the benchmark's queue, answering a ping (at
     WARNING they log no "ready" line)."""
     for i in range(count):
-        # The pool the settings name (as before: -P prefork without one named is "no choice").
-        stack.start_worker(queue=stack.env["HINDSIGHT_API_TASK_QUEUE"], concurrency=1,
-                           name=f"bench{count}-{i}", log_level="WARNING")
+        start_worker(stack, concurrency=1, name=f"bench{count}-{i}")
     stack.wait_workers_ready(120)
 
 
@@ -74,8 +61,8 @@ def bench_latency(n: int) -> dict[str, float]:
         row = Operation.objects.values("created_at", "completed_at").get(id=op.id)
         latencies.append((row["completed_at"] - row["created_at"]).total_seconds() * 1000)
     return {
-        "p50_ms": _percentile(latencies, 0.50),
-        "p95_ms": _percentile(latencies, 0.95),
+        "p50_ms": percentile(latencies, 0.50),
+        "p95_ms": percentile(latencies, 0.95),
         "max_ms": max(latencies),
         "mean_ms": statistics.fmean(latencies),
     }
@@ -103,8 +90,7 @@ def bench_throughput(jobs: int, wait: float, workers: int) -> dict[str, float]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argument_parser("bench.bench_operations", __doc__)
     parser.add_argument("--database-url")
     parser.add_argument("--redis-url")
     parser.add_argument("--latency-jobs", type=int, default=100)
@@ -113,14 +99,8 @@ def main() -> None:
     parser.add_argument("--workers", default="1,2,4")
     args = parser.parse_args()
 
-    from hindsight.devstack.stack import Stack
-
-    stack = Stack(Path(tempfile.mkdtemp(prefix="bench-ops-")), database_url=args.database_url,
-                  redis_url=args.redis_url, env={
-                      "DJANGO_SETTINGS_MODULE": "hindsight.project.settings",
-                      "HINDSIGHT_API_TASK_QUEUE": f"bench-ops-{uuid.uuid4().hex[:6]}",
-                      "HINDSIGHT_API_EXTRA_HANDLER_MODULES": "operations.testing_handlers",
-                  })
+    stack = bench_stack("bench-ops", database_url=args.database_url, redis_url=args.redis_url,
+                        env={"HINDSIGHT_API_EXTRA_HANDLER_MODULES": "operations.testing_handlers"})
     try:
         stack.start_servers()
         args.database_url, args.redis_url = stack.database_url, stack.redis_url

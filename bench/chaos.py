@@ -2,7 +2,7 @@
 
 Starts its own stack — embedded PostgreSQL and Valkey on free ports, the API under gunicorn,
 ``--workers`` Celery worker processes of ``--concurrency`` prefork children each, a real
-``celery beat`` — with the scripted OpenAI-compatible LLM (tests/fakes/llm_server.py) answering
+``celery beat`` — with the scripted OpenAI-compatible LLM (``bench.chaos_stack.ChaosLLM``) answering
 every call in 50–300 ms. Then, for ``--duration`` seconds, over the HTTP API:
 
 - ``--models`` mental models (full and delta, some tagged, some ``refresh_after_consolidation``,
@@ -37,9 +37,9 @@ exit code 1. What each count means:
   requests per operation (must be ≤ 1 + MAX_RETRIES), requests while the models are paused
   (must be 0), and whether a manual refresh afterwards completes every one of them.
 
-    .venv/bin/python bench/chaos.py                   # 50 models, 150 s, 3 workers
-    .venv/bin/python bench/chaos.py --quick           # the bounded size (make test runs it)
-    .venv/bin/python bench/chaos.py --models 20 --duration 60 --workers 2 --seed 3 --json r.json
+    .venv/bin/python -m bench.chaos                   # 50 models, 150 s, 3 workers
+    .venv/bin/python -m bench.chaos --quick           # the bounded size (make test runs it)
+    .venv/bin/python -m bench.chaos --models 20 --duration 60 --workers 2 --seed 3 --json r.json
 """
 
 from __future__ import annotations
@@ -65,270 +65,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
-
-from fakes.llm_server import Reply, ScriptedLLMServer  # noqa: E402
-from hindsight.devstack import stack as devstack  # noqa: E402  (after the path insert)
-from hindsight.devstack.stack import openai_compatible_env  # noqa: E402
+from bench.chaos_stack import MAX_RETRIES, ChaosLLM, Stack
+from bench.harness import FINAL, argument_parser, log, write_json
 
 TAGS = ["team", "ops", "eng", "sales"]
-FINAL = ("completed", "failed", "cancelled")
-MODEL_MARK = re.compile(r"\[chaos:([a-z0-9-]+)\]")
 UUID_RE = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
-MAX_RETRIES = 3
-
-# Short engine timings so a run takes minutes, not hours (all settable in production too).
-TIMINGS = {
-    "HINDSIGHT_API_WORKER_LOCK_TTL_SECONDS": "3",
-    "HINDSIGHT_API_WORKER_HEARTBEAT_SECONDS": "0.5",
-    "HINDSIGHT_API_WORKER_RECOVERY_THRESHOLD_SECONDS": "6",
-    "HINDSIGHT_API_WORKER_REDISPATCH_AFTER_SECONDS": "5",
-    "HINDSIGHT_API_WORKER_RECOVERY_INTERVAL_SECONDS": "1",
-    "HINDSIGHT_API_WORKER_RELEASE_INTERVAL_SECONDS": "1",
-    "HINDSIGHT_API_WORKER_MAX_RETRIES": str(MAX_RETRIES),
-    "HINDSIGHT_API_WORKER_TASK_RETRY_BACKOFF_SECONDS": "0.5",
-    "HINDSIGHT_API_WORKER_TASK_RETRY_BACKOFF_MAX_SECONDS": "3",
-    "HINDSIGHT_API_WORKER_PUBLISH_RETRIES": "1",
-    "HINDSIGHT_API_REFLECT_WALL_TIMEOUT": "40",
-    "HINDSIGHT_API_WORKER_TASK_SOFT_TIME_LIMIT": "45",
-    "HINDSIGHT_API_WORKER_TASK_TIME_LIMIT": "50",
-    "HINDSIGHT_API_BROKER_VISIBILITY_TIMEOUT": "120",
-    "HINDSIGHT_API_MENTAL_MODEL_REFRESH_TICK_SECONDS": "2",
-    "HINDSIGHT_API_LLM_MAX_RETRIES": "0",
-    "HINDSIGHT_API_LLM_TIMEOUT": "20",
-}
-
 
 
 def holder_pid(holder: object) -> int:
     """The worker process of a lease holder: ``host:pid`` (older) or ``host:pid:task-id``."""
     parts = str(holder).split(":")
     return int(parts[1]) if len(parts) >= 3 else int(parts[-1])
-
-def _percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
-
-
-def log(message: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] {message}", flush=True)
-
-
-# ---------------------------------------------------------------------------------------------
-# The scripted LLM: answers in 50–300 ms, records every answer it gave per model
-
-
-def _model_of(body: dict[str, Any]) -> str | None:
-    """The mental model a chat request is for: the marker in its question (the source query)."""
-    for message in body.get("messages", []):
-        content = message.get("content")
-        if message.get("role") == "user" and isinstance(content, str):
-            found = MODEL_MARK.search(content)
-            if found:
-                return found.group(1)
-    return None
-
-
-def _cited_ids(body: dict[str, Any]) -> list[str]:
-    ids: list[str] = []
-    for message in body.get("messages", []):
-        if message.get("role") != "tool":
-            continue
-        try:
-            payload = json.loads(message["content"])
-        except (ValueError, TypeError):
-            continue
-        if isinstance(payload, dict):
-            for key in ("facts", "observations", "results", "memories"):
-                items = payload.get(key)
-                if isinstance(items, list):
-                    ids += [str(i["id"]) for i in items[:3] if isinstance(i, dict) and "id" in i]
-    return ids
-
-
-def _mentions(obj: Any, word: str) -> bool:
-    return word in json.dumps(obj, default=str)
-
-
-def _instance(schema: Any, nonce: str) -> Any:
-    """A small value valid for ``schema`` (structured-output asks the harness cannot know in
-    advance: consolidation, delta operations). An array of delta operations gets one
-    ``add_section`` (it names no id, so it always applies)."""
-    if not isinstance(schema, dict):
-        return None
-    if "const" in schema:
-        return schema["const"]
-    if "enum" in schema:
-        return schema["enum"][0]
-    for combinator in ("anyOf", "oneOf"):
-        if combinator in schema:
-            options = schema[combinator]
-            if _mentions(options, "add_section"):
-                for option in options:
-                    if _mentions(option, '"add_section"'):
-                        return _instance(option, nonce)
-            return _instance(options[0], nonce)
-    kind = schema.get("type")
-    if isinstance(kind, list):
-        kind = next((k for k in kind if k != "null"), "null")
-    if kind == "object" or "properties" in schema:
-        props = schema.get("properties", {})
-        out = {name: _instance(props[name], nonce) for name in schema.get("required", props)}
-        if out.get("op") == "add_section":
-            out.update({"heading": f"Update {nonce}", "blocks": [f"Learned {nonce}."]})
-            if "after_section_id" in out:
-                out["after_section_id"] = None  # at the end: names no id, so it always applies
-        return out
-    if kind == "array":
-        items = schema.get("items", {})
-        if _mentions(items, "add_section"):
-            return [_instance(items, nonce)]
-        return [] if not schema.get("minItems") else [_instance(items, nonce)]
-    if kind == "string":
-        return f"text {nonce}"
-    if kind in ("integer", "number"):
-        return schema.get("minimum", 0)
-    if kind == "boolean":
-        return False
-    return None
-
-
-class ChaosLLM:
-    def __init__(self, delay: tuple[float, float] = (0.05, 0.3)) -> None:
-        self.delay = delay
-        self.server = ScriptedLLMServer().start()
-        self.rng = random.Random(1)
-        self.lock = threading.Lock()
-        self.answers: dict[str, set[str]] = {}
-        self.outage: set[str] = set()  # models answered 503
-        # model → (a request of it is held, release it): a PATCH sent while one is held is
-        # sent during a refresh, which cannot finish before it is released.
-        self.holds: dict[str, tuple[threading.Event, threading.Event]] = {}
-        self.server.track_concurrency(_model_of)
-        self.server.respond_with(self.respond)
-
-    def respond(self, body: dict[str, Any]) -> Reply:
-        model = _model_of(body)
-        nonce = uuid.uuid4().hex[:12]
-        with self.lock:
-            delay = self.rng.uniform(*self.delay)
-            failing = model is not None and model in self.outage
-            hold = self.holds.get(model) if model is not None else None
-        if hold is not None:
-            hold[0].set()
-            hold[1].wait(10)
-        if failing:
-            return Reply.delay(delay, Reply.error(503, "scripted outage"))
-        return Reply.delay(delay, self._answer(body, model, nonce))
-
-    def _answer(self, body: dict[str, Any], model: str | None, nonce: str) -> Reply:
-        choice = body.get("tool_choice")
-        if isinstance(choice, dict):
-            return Reply.tool_calls([(choice["function"]["name"], {"query": "team"})])
-        fmt = body.get("response_format")
-        if isinstance(fmt, dict) and fmt.get("type") in ("json_schema", "json_object"):
-            spec = fmt.get("json_schema") or {}
-            schema = spec.get("schema") or {}
-            if ("operations" in schema.get("properties", {}) or "delta" in spec.get("name", "")
-                    or (not schema and _mentions(body.get("messages"), '"operations"'))):
-                # Delta mode's ask: one section added at the end (names no id: always applies).
-                return Reply.json({"operations": [{"op": "add_section",
-                                                   "heading": f"Update {nonce}",
-                                                   "blocks": [f"Learned {nonce}."]}]})
-            return Reply.json(_instance(schema, nonce))
-        tools = body.get("tools") or []
-        names = [t.get("function", {}).get("name") for t in tools]
-        for tool in tools:  # a delta pipeline asking for operations through a tool
-            function = tool.get("function", {})
-            if function.get("name") != "done" and _mentions(function, "add_section"):
-                return Reply.tool_calls([(function["name"],
-                                          _instance(function.get("parameters", {}), nonce))])
-        if "recall" in names and not _cited_ids(body):  # forced lookups released: look first
-            return Reply.tool_calls([("recall", {"query": "team"})])
-        if "done" in names or not tools:
-            answer = f"## {model or 'answer'}\n\nAnswer {nonce} about the team.\n\n- point {nonce}"
-            if model is not None:
-                with self.lock:
-                    self.answers.setdefault(model, set()).add(answer)
-            if not tools:
-                return Reply.text(answer)
-            return Reply.tool_calls([("done", {"answer": answer, "memory_ids": _cited_ids(body),
-                                               "mental_model_ids": []})])
-        return Reply.tool_calls([(names[0], {"query": "team"})])
-
-    def hold(self, model: str) -> threading.Event:
-        """Hold the model's chat requests until ``release``; the event says one is held."""
-        with self.lock:
-            self.holds[model] = (threading.Event(), threading.Event())
-            return self.holds[model][0]
-
-    def release(self, model: str) -> None:
-        with self.lock:
-            hold = self.holds.pop(model, None)
-        if hold is not None:
-            hold[1].set()
-
-    def requests_for(self, models: set[str]) -> int:
-        return sum(self.server.requests_by_key.get(m, 0) for m in models)
-
-
-# ---------------------------------------------------------------------------------------------
-# The stack
-
-
-class Stack(devstack.Stack):
-    """The chaos run's stack: ``hindsight.devstack.stack``'s, throw-away, on the scripted LLM,
-    with short engine timings, an access log of one line a request, and the faults."""
-
-    def __init__(self, scratch: Path, concurrency: int, llm: ChaosLLM, api_key: str | None = None,
-                 pool: str = "prefork", durable: bool = False):
-        # A crash-restart needs a durable PostgreSQL: without it (fsync and synchronous_commit
-        # off, the test servers' setting) PostgreSQL itself may drop commits it acknowledged.
-        # The broker never is: a restart loses its queue and locks.
-        super().__init__(scratch, durable=durable, durable_broker=False, env={
-            "DJANGO_SETTINGS_MODULE": "hindsight.project.settings",
-            "HINDSIGHT_API_TASK_QUEUE": f"chaos-{uuid.uuid4().hex[:6]}",
-            **openai_compatible_env(llm.server.base_url, api_key="chaos"),
-            "PYTHONUNBUFFERED": "1",
-            **TIMINGS,
-            **({"HINDSIGHT_API_TENANT_API_KEY": api_key} if api_key else {}),
-        })
-        self.concurrency = concurrency
-        self.pool = pool
-        self.access_log = scratch / "access.log"  # "METHOD /path STATUS", one line a request
-
-    def start(self, workers: int) -> None:
-        self.start_servers()
-        self.migrate(verbosity=0)
-        self.start_api(workers=2, threads=4, timeout=60, log_level="warning",
-                       access_log=str(self.access_log), access_format="%(m)s %(U)s %(s)s")
-        self.start_beat(max_interval=1)
-        for _ in range(workers):
-            self.start_worker()
-        self.wait_healthy(90)
-        self.wait_workers_ready()
-
-    def start_worker(self) -> devstack.Process:  # type: ignore[override]
-        return super().start_worker(concurrency=self.concurrency, pool=self.pool,
-                                    queue=self.env["HINDSIGHT_API_TASK_QUEUE"])
-
-    def children(self) -> dict[int, devstack.Process]:
-        return {child: w for w in self.live_workers() for child in w.children()}
-
-    def restart_broker(self) -> None:
-        assert self.valkey is not None
-        self.valkey.kill()  # not durable: its queue and locks are gone with it
-        time.sleep(1.0)
-        self.valkey.start()
-
-    def restart_postgres(self) -> None:
-        assert self.pg is not None and self.pg.process is not None
-        with contextlib.suppress(ProcessLookupError):
-            self.pg.process.send_signal(signal.SIGQUIT)  # immediate shutdown: crash recovery
-        self.pg.process.wait(30)
-        time.sleep(1.0)
-        self.pg.start()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -871,8 +618,7 @@ def failures(result: dict[str, Any]) -> list[str]:
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argument_parser("bench.chaos", __doc__)
     parser.add_argument("--models", type=int, default=50)
     parser.add_argument("--duration", type=float, default=150.0, help="seconds of load")
     parser.add_argument("--workers", type=int, default=3, help="worker processes (2-4)")
@@ -906,10 +652,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     result = Chaos(args).run()
-    text = json.dumps(result, indent=2, default=str)
-    print(text)
-    if args.json:
-        Path(args.json).write_text(text)
+    print(write_json(result, args.json))
     bad = failures(result)
     if bad:
         print("FAILED: " + "; ".join(bad))

@@ -12,14 +12,12 @@ It prints schemathesis' own summary, then its count of requests and the server's
 access log): requests served, responses ≥ 500. Exit code non-zero if schemathesis found a
 failure or any response was ≥ 500, or fewer than ``--min-requests`` requests were made.
 
-    .venv/bin/python bench/fuzz.py
-    .venv/bin/python bench/fuzz.py --max-examples 30 --min-requests 500
+    .venv/bin/python -m bench.fuzz
+    .venv/bin/python -m bench.fuzz --max-examples 30 --min-requests 500
 """
 
 from __future__ import annotations
 
-import argparse
-import json
 import re
 import subprocess
 import sys
@@ -28,10 +26,8 @@ import time
 from collections import Counter
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "bench"))
-
-from chaos import ChaosLLM, Stack  # noqa: E402  (a sibling script, after the path insert)
+from bench.chaos_stack import ChaosLLM, Stack
+from bench.harness import argument_parser, call_json
 
 CHECKS = ",".join([
     "not_a_server_error", "status_code_conformance", "content_type_conformance",
@@ -41,14 +37,9 @@ CHECKS = ",".join([
 
 def seed(stack: Stack) -> None:
     """A bank with something in it, so the routes with ids reach their services sometimes."""
-    import urllib.request
 
-    def send(method: str, path: str, body: object) -> dict:
-        request = urllib.request.Request(stack.base_url + path, data=json.dumps(body).encode(),
-                                         method=method)
-        request.add_header("Content-Type", "application/json")
-        with urllib.request.urlopen(request, timeout=30) as response:
-            return json.loads(response.read() or b"null")
+    def send(method: str, path: str, body: object) -> None:
+        call_json(stack.base_url, method, path, body, timeout=30)
 
     send("PUT", "/v1/default/banks/fuzz", {"name": "fuzz"})
     send("POST", "/v1/default/banks/fuzz/memories", {"items": [
@@ -60,8 +51,7 @@ def seed(stack: Stack) -> None:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argument_parser("bench.fuzz", __doc__)
     parser.add_argument("--max-examples", type=int, default=100)
     parser.add_argument("--min-requests", type=int, default=2000)
     parser.add_argument("--seed", type=int, default=14)

@@ -15,41 +15,28 @@ as the operations table grows.
    claim, the key's next pending, the parked-release and the recovery sweep — index scans, not
    sequential scans.
 
-    .venv/bin/python bench/scaling.py
-    .venv/bin/python bench/scaling.py --workers 1,2,4 --per-slot 4 --big-models 200 --table-sizes 0,100000
+    .venv/bin/python -m bench.scaling
+    .venv/bin/python -m bench.scaling --workers 1,2,4 --per-slot 4 --big-models 200 --table-sizes 0,100000
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import statistics
 import sys
 import tempfile
 import time
-import urllib.request
 import uuid
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "bench"))
-sys.path.insert(0, str(REPO))
-
-from chaos import ChaosLLM, Stack  # noqa: E402  (a sibling script, after the path insert)
+from bench.chaos_stack import ChaosLLM, Stack
+from bench.harness import argument_parser, call_json
 
 
 def _send(stack: Stack, method: str, path: str, body: Any = None) -> Any:
-    request = urllib.request.Request(stack.base_url + path, method=method,
-                                     data=None if body is None else json.dumps(body).encode())
-    request.add_header("Content-Type", "application/json")
-    with urllib.request.urlopen(request, timeout=60) as response:
-        return json.loads(response.read() or b"null")
-
-
-def _wait_ready(stack: Stack) -> None:
-    stack.wait_workers_ready()
+    return call_json(stack.base_url, method, path, body, timeout=60)
 
 
 def throughput(stack: Stack, llm: ChaosLLM, *, models: int, banks: int, slots: int,
@@ -192,8 +179,7 @@ class _Rollback(Exception):
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argument_parser("bench.scaling", __doc__)
     parser.add_argument("--llm-ms", type=float, default=200)
     parser.add_argument("--workers", default="1,2,4,8")
     parser.add_argument("--threads", type=int, default=8, help="threads pool size (0: skip)")
@@ -224,7 +210,7 @@ def main() -> int:
             stack.concurrency, stack.pool = concurrency, pool
             for _ in range(processes):
                 stack.start_worker()
-            _wait_ready(stack)
+            stack.wait_workers_ready()
             slots = processes * concurrency
             throughput(stack, llm, models=slots, banks=1, slots=slots, label="warm-up",
                        llm_seconds=seconds)
@@ -237,7 +223,7 @@ def main() -> int:
             stack.concurrency, stack.pool = 1, "prefork"
             for _ in range(args.big_workers):
                 stack.start_worker()
-            _wait_ready(stack)
+            stack.wait_workers_ready()
             row = throughput(stack, llm, models=args.big_models, banks=args.big_banks,
                              slots=args.big_workers,
                              label=f"{args.big_models} models / {args.big_banks} banks, "

@@ -1,4 +1,4 @@
-"""The chaos run at its bounded size (``bench/chaos.py --quick``), as part of ``make test``.
+"""The chaos run at its bounded size (``python -m bench.chaos --quick``), as part of ``make test``.
 
 Its own stack (embedded PostgreSQL and Valkey, gunicorn, two Celery worker processes of two
 prefork children, beat, the scripted LLM at 50–300 ms), six models (full, tagged, delta,
@@ -21,7 +21,7 @@ REPO = Path(__file__).resolve().parent.parent
 def test_bounded_chaos_run_loses_nothing_and_never_overlaps(tmp_path: Path) -> None:
     report = tmp_path / "chaos.json"
     run = subprocess.run(
-        [sys.executable, str(REPO / "bench" / "chaos.py"), "--quick", "--json", str(report)],
+        [sys.executable, "-m", "bench.chaos", "--quick", "--json", str(report)],
         cwd=REPO, capture_output=True, text=True, timeout=240,
     )
     assert report.exists(), run.stdout[-4000:] + run.stderr[-4000:]
