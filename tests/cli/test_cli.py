@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -28,6 +29,7 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.integration]
 
 BANK = "cli-bank"
 HINDSIGHT = shutil.which("hindsight", path=str(Path(sys.executable).parent))
+CLIENTS_DOC = Path(__file__).resolve().parents[2] / "docs" / "clients.md"
 DOC = "## Team\n\nAlice prefers async; Bob runs the Monday standup."
 DOC_2 = "## Team\n\nAlice prefers async; Bob runs standups; Dana likes email."
 QUERY = "How does the team communicate?"
@@ -211,6 +213,9 @@ def test_wait_exits_1_when_the_refresh_fails(stack: LiveStack) -> None:
     assert body["operation"]["details"]["failure_reason"]
     again = hindsight(stack, "mental-model", "refresh", BANK, "doomed", "--wait", "-o", "table")
     assert again.returncode == 1 and "failed" in again.stdout
+    reason = json.loads(result.stdout)["operation"]["details"]["failure_reason"]
+    assert re.search(rf"operation \S+: failed, outcome refresh_failed_\w+, reason {reason}",
+                     " ".join(again.stdout.split())), again.stdout
     # the failure shows in the history (red failure entry in table mode)
     history = ok_json(hindsight(stack, "mental-model", "history", BANK, "doomed"))
     assert history and history[0]["kind"] == "refresh_failed"
@@ -261,3 +266,52 @@ def test_api_key_is_sent(stack: LiveStack, settings: Any) -> None:
     assert refused.startswith("Error: HTTP 401:")
     assert ok_json(hindsight(stack, "bank", "list", env={"HINDSIGHT_API_KEY": "k3y"}))
     assert ok_json(hindsight(stack, "--api-key", "k3y", "bank", "list"))
+
+
+# The command-line example of docs/clients.md up to the model's first page, as a user runs it
+# (curl, then the console script) after its `export PATH=… HINDSIGHT_URL=… BANK_ID=…` line: a
+# memory stored under the model's tag first, or the page the model scopes to it stays empty.
+FIRST_STEPS = """\
+curl -s -X PUT "$HINDSIGHT_URL/v1/default/banks/$BANK_ID" -H 'Content-Type: application/json' -d '{}'
+curl -s -X POST "$HINDSIGHT_URL/v1/default/banks/$BANK_ID/memories" \\
+  -H 'Content-Type: application/json' -d '{"items": [{"strategy": "verbatim", "tags": ["projects"],
+    "content": "Alice is moving the billing service to PostgreSQL 18."}]}'
+hindsight mental-model create "$BANK_ID" "Current Projects" \\
+  "Which projects is the user currently working on?" \\
+  --id current-projects --tags projects,mental-model --tags-match any --wait
+hindsight mental-model list "$BANK_ID"
+hindsight mental-model get "$BANK_ID" current-projects
+"""
+PROJECTS_QUERY = "Which projects is the user currently working on?"
+PROJECTS_PAGE = "## Projects\n\nAlice is moving the billing service to PostgreSQL 18."
+
+
+def test_the_docs_first_steps_store_a_memory_then_leave_a_page_with_content(
+        live_stack: LiveStack) -> None:
+    assert HINDSIGHT, "the hindsight console script is not installed in this venv (make install)"
+    block = re.search(r"```sh\n(export PATH=.*?)```", CLIENTS_DOC.read_text(), re.S)
+    assert block and FIRST_STEPS in block.group(1), "docs/clients.md's example drifted from this"
+    write_documents(live_stack.llm, {PROJECTS_QUERY: PROJECTS_PAGE})
+    ran = subprocess.run(
+        ["bash", "-e", "-c", FIRST_STEPS], capture_output=True, text=True, timeout=180,
+        env={**os.environ, "PATH": f"{Path(HINDSIGHT).parent}:{os.environ['PATH']}",
+             "HINDSIGHT_URL": live_stack.url, "BANK_ID": "first-steps"})
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    # Piped, so JSON on stdout; how the refresh ended is said on stderr all the same.
+    assert re.search(r"operation \S+: completed, outcome content_written", ran.stderr), ran.stderr
+    model = json.loads(ran.stdout[ran.stdout.rindex('{\n  "id"'):])
+    assert model["content"] == PROJECTS_PAGE
+
+
+def test_wait_prints_the_outcome_of_a_refresh_that_wrote_nothing(stack: LiveStack) -> None:
+    # No memory carries the model's tag: the refresh completes, and says it wrote nothing.
+    write_documents(stack.llm, {QUERY: DOC})
+    table = hindsight(stack, "-o", "table", "mental-model", "create", BANK, "Nobody", QUERY,
+                      "--id", "nobody", "--tags", "no-such-tag", "--wait")
+    assert table.returncode == 0, table.stderr
+    assert re.search(r"operation \S+: completed, outcome content_preserved_no_new_facts "
+                     r"\(no memory in the model's scope", table.stdout), table.stdout
+    piped = hindsight(stack, "mental-model", "refresh", BANK, "nobody", "--wait")
+    assert json.loads(piped.stdout)["operation"]["details"]["outcome"] == (
+        "content_preserved_no_new_facts")
+    assert "outcome content_preserved_no_new_facts" in piped.stderr

@@ -151,12 +151,8 @@ def _finish_wait(op: dict[str, Any], output: Output, result: dict[str, Any]) -> 
     state = op.get("status")
     if output is Output.json:
         render.emit_json({**result, "operation": op})
-    else:
-        style = render.OPERATION_STYLES.get(str(state), "")
-        line = f"operation {op.get('operation_id') or result.get('operation_id')}: {state}"
-        if op.get("error_message"):
-            line += f" — {op['error_message']}"
-        render.message(line, style)
+    # Beside the JSON too (on stderr, as the live status line was): how it ended, in words.
+    render.operation_ended(op, str(result.get("operation_id")), to_stderr=output is Output.json)
     if state != "completed":
         raise typer.Exit(1)
 

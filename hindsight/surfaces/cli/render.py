@@ -9,7 +9,7 @@ from __future__ import annotations
 import difflib
 import json
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from rich.console import Console, Group
@@ -37,6 +37,55 @@ def _cell(value: Any) -> str:
     if isinstance(value, dict):
         return json.dumps(value, ensure_ascii=False)
     return str(value)
+
+
+def _when(value: Any) -> str:
+    """An ISO timestamp to the minute ("2026-01-05 08:13"), the width a list can spare; the
+    exact value is in ``get`` and ``-o json``."""
+    if not isinstance(value, str) or len(value) < 16 or value[10] != "T":
+        return _cell(value)
+    return f"{value[:10]} {value[11:16]}"
+
+
+# Below this a column's text wraps into a ribbon nobody reads: the list leaves it out instead.
+MIN_COLUMN_WIDTH = 12
+# A heavy-box table: one border before the first column, then per column its two padding
+# spaces and the border after it.
+_BORDER, _PER_COLUMN = 1, 3
+
+
+def list_table(title: str, columns: Sequence[tuple[str, Sequence[Any]]], *,
+               keep_first: Sequence[str]) -> Table:
+    """A list that fits the console with its ids whole: the first column (the ids, which people
+    copy into the next command) never wraps and is as wide as its longest value; the other
+    columns, in the order ``keep_first`` ranks them, are kept while each can still have
+    ``MIN_COLUMN_WIDTH`` (or its own narrower width), and the caption names those left out."""
+    (id_header, ids), others = columns[0], columns[1:]
+    id_width = max([len(id_header), *(len(_plain(v)) for v in ids)])
+    room = out.width - _BORDER - id_width - _PER_COLUMN
+    kept: set[str] = set()
+    for header in keep_first:
+        cells = dict(others)[header]
+        natural = max([len(header), *(len(_plain(v)) for v in cells)])
+        need = min(natural, MIN_COLUMN_WIDTH) + _PER_COLUMN
+        if need > room:
+            break
+        kept.add(header)
+        room -= need
+    shown = [(header, cells) for header, cells in others if header in kept]
+    left_out = [header for header, _ in others if header not in kept]
+    caption = f"left out at this width: {', '.join(left_out)} (-o json has all)" if left_out else None
+    table = Table(title=title, title_justify="left", caption=caption, caption_justify="left")
+    table.add_column(id_header, no_wrap=True, min_width=id_width)
+    for header, _ in shown:
+        table.add_column(header, overflow="fold")
+    for index, row_id in enumerate(ids):
+        table.add_row(row_id, *(cells[index] for _, cells in shown))
+    return table
+
+
+def _plain(value: Any) -> str:
+    return value.plain if isinstance(value, Text) else str(value)
 
 
 def key_values(title: str, rows: Iterable[tuple[str, Any]]) -> Table:
@@ -111,19 +160,17 @@ def mental_model(model: dict[str, Any]) -> None:
 
 def mental_model_list(body: dict[str, Any]) -> None:
     items = body.get("items") or []
-    table = Table(title=f"Mental models ({body.get('total', len(items))})", title_justify="left")
-    for column in ("id", "name", "tags", "stale", "last refreshed", "refresh failed"):
-        table.add_column(column, overflow="fold")
-    for item in items:
-        stale = item.get("is_stale")
-        table.add_row(
-            _cell(item.get("id")), _cell(item.get("name")), _cell(item.get("tags")),
-            Text(_cell(stale), style="yellow" if stale else "green"),
-            _cell(item.get("last_refreshed_at")),
-            Text(_cell(item.get("last_refresh_failed_at")),
-                 style="red" if item.get("last_refresh_failed_at") else ""),
-        )
-    out.print(table)
+    out.print(list_table(f"Mental models ({body.get('total', len(items))})", [
+        ("id", [_cell(item.get("id")) for item in items]),
+        ("name", [_cell(item.get("name")) for item in items]),
+        ("tags", [_cell(item.get("tags")) for item in items]),
+        ("stale", [Text(_cell(item.get("is_stale")),
+                        style="yellow" if item.get("is_stale") else "green") for item in items]),
+        ("last refreshed", [_when(item.get("last_refreshed_at")) for item in items]),
+        ("refresh failed", [Text(_when(item.get("last_refresh_failed_at")),
+                                 style="red" if item.get("last_refresh_failed_at") else "")
+                            for item in items]),
+    ], keep_first=("stale", "name", "tags", "refresh failed", "last refreshed")))
 
 
 def history(entries: list[dict[str, Any]], current_content: str | None) -> None:
@@ -194,29 +241,51 @@ def operation(op: dict[str, Any]) -> None:
 
 def operation_list(body: dict[str, Any]) -> None:
     ops = body.get("operations") or []
-    table = Table(title=f"Operations ({body.get('total', len(ops))})", title_justify="left")
-    for column in ("id", "type", "status", "created", "retries", "error"):
-        table.add_column(column, overflow="fold")
-    for op in ops:
-        status = str(op.get("status"))
-        table.add_row(
-            _cell(op.get("id")), _cell(op.get("task_type")),
-            Text(status, style=OPERATION_STYLES.get(status, "")),
-            _cell(op.get("created_at")), _cell(op.get("retry_count")),
-            _cell(op.get("error_message")),
-        )
-    out.print(table)
+    out.print(list_table(f"Operations ({body.get('total', len(ops))})", [
+        ("id", [_cell(op.get("id")) for op in ops]),
+        ("type", [_cell(op.get("task_type")) for op in ops]),
+        ("status", [Text(str(op.get("status")),
+                         style=OPERATION_STYLES.get(str(op.get("status")), "")) for op in ops]),
+        ("created", [_when(op.get("created_at")) for op in ops]),
+        ("retries", [_cell(op.get("retry_count")) for op in ops]),
+        ("error", [_cell(op.get("error_message")) for op in ops]),
+    ], keep_first=("status", "error", "type", "created", "retries")))
 
 
 def bank_list(body: dict[str, Any]) -> None:
     banks = body.get("banks") or []
-    table = Table(title=f"Banks ({body.get('total', len(banks))})", title_justify="left")
-    for column in ("bank", "name", "facts", "last write"):
-        table.add_column(column, overflow="fold")
-    for bank in banks:
-        table.add_row(_cell(bank.get("bank_id")), _cell(bank.get("name")),
-                      _cell(bank.get("fact_count")), _cell(bank.get("last_write_at")))
-    out.print(table)
+    out.print(list_table(f"Banks ({body.get('total', len(banks))})", [
+        ("bank", [_cell(bank.get("bank_id")) for bank in banks]),
+        ("name", [_cell(bank.get("name")) for bank in banks]),
+        ("facts", [_cell(bank.get("fact_count")) for bank in banks]),
+        ("last write", [_when(bank.get("last_write_at")) for bank in banks]),
+    ], keep_first=("facts", "last write", "name")))
+
+
+# What a refresh's outcome means where the word alone leaves a first user guessing.
+OUTCOME_HINTS = {
+    "content_preserved_no_new_facts": "no memory in the model's scope (its tags): nothing to write",
+}
+
+
+def operation_ended(op: dict[str, Any], operation_id: str, *, to_stderr: bool) -> None:
+    """How a followed operation ended, in one line: its status, the refresh's outcome (a
+    "completed" refresh may have written nothing) and, when it failed, the reason and error."""
+    state = str(op.get("status"))
+    details = op.get("details") or {}
+    line = f"operation {op.get('operation_id') or operation_id}: {state}"
+    outcome = details.get("outcome")
+    if outcome:
+        line += f", outcome {outcome}"
+        if outcome in OUTCOME_HINTS:
+            line += f" ({OUTCOME_HINTS[outcome]})"
+    if details.get("failure_reason"):
+        line += f", reason {details['failure_reason']}"
+    if op.get("error_message"):
+        line += f" — {op['error_message']}"
+    # One line however long: the terminal wraps it, and a script reads it whole.
+    (err if to_stderr else out).print(Text(line, style=OPERATION_STYLES.get(state, "")),
+                                      soft_wrap=True)
 
 
 def bank_stats(stats: dict[str, Any]) -> None:
