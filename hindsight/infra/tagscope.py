@@ -7,6 +7,8 @@ here and nowhere else. This module owns:
   raises ``FieldError`` naming the field and the rule);
 * ``scope_sql``: the scope as a WHERE fragment over ``banks_memoryunit`` columns;
   ``filters_tags``: whether that fragment reads the tags at all;
+* ``rule_applies`` / ``rule_scope_sql``: whether a bank-wide rule (a directive), global when
+  untagged, applies to a request's scope;
 * ``any_newer_batch``: "does scope S hold a memory newer than W" for many (S, W) pairs in one
   query, one probe per distinct scope (the staleness check of a whole list page), over a
   bank's memories grouped by (tags, fact type) when it is asked for many scopes.
@@ -357,6 +359,34 @@ def includes_untagged(scope: TagScope, *, staleness: bool = False) -> bool:
 def filters_tags(scope: TagScope) -> bool:
     """Whether ``scope_sql(scope)`` reads the tags column (else it reads at most the fact type)."""
     return bool(_groups(scope))
+
+
+def rule_applies(scope: TagScope, tags: Iterable[str]) -> bool:
+    """Whether a bank-wide rule tagged ``tags`` (a directive) applies to a request of ``scope``.
+
+    An untagged rule always applies; a tagged one only when the request filters by tags and
+    that filter selects the rule's tags, read as a memory's tags are (``tags_match`` and
+    ``tag_groups`` as for memories). A request without a tag filter gets the untagged rules
+    only, so a rule meant for one scope never leaks into every answer. Fact types do not
+    concern rules.
+    """
+    tag_set = frozenset(tags)
+    if not tag_set:
+        return True
+    groups = _groups(scope)
+    return bool(groups) and all(_eval_tagged(g, tag_set) for g in groups)
+
+
+def rule_scope_sql(scope: TagScope, *, alias: str) -> tuple[str, list[Any]]:
+    """``rule_applies`` as a WHERE fragment over a table of rules with a ``tags`` column."""
+    col = f"{alias}.tags"
+    groups = _groups(scope)
+    if not groups:
+        return f"cardinality({col}) = 0", []
+    pieces = [_tagged_sql(g, col) for g in groups]
+    tagged = " AND ".join(sql for sql, _ in pieces)
+    return (f"(cardinality({col}) = 0 OR ({tagged}))",
+            [p for _, ps in pieces for p in ps])
 
 
 def scope_sql(scope: TagScope, *, alias: str = "m", staleness: bool = False) -> tuple[str, list[Any]]:

@@ -56,6 +56,7 @@ INSTALLED_APPS = [
     "operations",
     "mentalmodels",
     "mentalmodels.knowledge",
+    "mentalmodels.directives",
 ]
 
 MIDDLEWARE = [
