@@ -32,6 +32,7 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString, mark_safe
 
 from hindsight.infra.errors import DomainError
+from hindsight.infra.vocabulary import REFRESH_MODES
 from mentalmodels import services
 from mentalmodels.admin_forms import MentalModelAddForm, MentalModelChangeForm
 from mentalmodels.models import PAUSED, HistoryKind, MentalModel, MentalModelHistory
@@ -144,10 +145,10 @@ class ModeFilter(admin.SimpleListFilter):
     parameter_name = "mode"
 
     def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
-        return [("full", "full"), ("delta", "delta")]
+        return [(mode, mode) for mode in REFRESH_MODES]
 
     def queryset(self, request: HttpRequest, queryset: QuerySet[MentalModel]) -> QuerySet[MentalModel]:
-        if self.value() in ("full", "delta"):
+        if self.value() in REFRESH_MODES:
             return queryset.filter(trigger__mode=self.value())
         return queryset
 
@@ -285,9 +286,16 @@ class MentalModelAdmin(admin.ModelAdmin):
     def tokens_last_24h(self, model: MentalModel) -> str:
         return f"{self._spend(model).tokens_last_24h:,}"
 
-    @admin.display(boolean=True, description="paused", ordering="last_refresh_failed_at")
-    def paused(self, model: MentalModel) -> bool:
-        return model.paused
+    @admin.display(description="paused", ordering="last_refresh_failed_at")
+    def paused(self, model: MentalModel) -> str:
+        # Like stale: a paused model needs a person, and the boolean icon's green check for
+        # "paused" would read as "all good".
+        if not model.paused:
+            return "no"
+        return format_html(
+            '<span class="paused-warning" style="color: var(--error-fg); font-weight: bold" '
+            'title="{}">⚠ paused</span>',
+            "its last refresh failed for good: automatic refreshes wait for a manual one")
 
     # --- forms: through the services ---------------------------------------------------------
 

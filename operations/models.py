@@ -16,7 +16,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from hindsight.infra.db import ClockTimestamp
-from hindsight.infra.vocabulary import OperationStatus
+from hindsight.infra.vocabulary import TERMINAL_STATUSES, OperationStatus
 
 # Short names for the members, as the engine's code reads them.
 PENDING = OperationStatus.PENDING
@@ -25,7 +25,6 @@ COMPLETED = OperationStatus.COMPLETED
 FAILED = OperationStatus.FAILED
 CANCELLED = OperationStatus.CANCELLED
 STATUSES: tuple[str, ...] = tuple(status.value for status in OperationStatus)
-TERMINAL_STATUSES: tuple[str, ...] = (COMPLETED, FAILED, CANCELLED)
 
 # ``result_metadata`` key of an operation whose work another operation of its key carries (a
 # failed or lost attempt merged into the follower, a retry folded into the pending one). Reads

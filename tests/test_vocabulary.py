@@ -25,6 +25,8 @@ WORD_SETS: dict[str, tuple[frozenset[str], int]] = {
     "strict tags_match modes": (frozenset({"any_strict", "all_strict"}), 2),
     "budgets": (frozenset(vocabulary.BUDGETS), 2),
     "based_on keys": (frozenset({"mental-models", "directives"}), 2),
+    "refresh modes": (frozenset(vocabulary.REFRESH_MODES), 2),
+    "operation statuses": (frozenset(status.value for status in vocabulary.OperationStatus), 3),
 }
 
 

@@ -231,7 +231,7 @@ def openai_compatible_env(base_url: str, *, api_key: str, model: str = "scripted
                           embeddings_model: str | None = "scripted-embed",
                           dimensions: int = 384) -> dict[str, str]:
     """The variables that point the LLM (and, with ``embeddings_model``, the embeddings) at an
-    OpenAI-compatible server: the scripted one of the tests and benchmarks (tests/fakes)."""
+    OpenAI-compatible server: the scripted one of the tests and benchmarks (``fakes.llm_server``)."""
     env = {"HINDSIGHT_API_LLM_PROVIDER": "openai", "HINDSIGHT_API_LLM_BASE_URL": base_url,
            "HINDSIGHT_API_LLM_API_KEY": api_key, "HINDSIGHT_API_LLM_MODEL": model}
     if embeddings_model:

@@ -135,6 +135,10 @@ class OperationStatus(StrEnum):
     CANCELLED = "cancelled"
 
 
+# An operation in one of these has ended: nothing more will happen to it unless it is retried.
+TERMINAL_STATUSES = _words(OperationStatus.COMPLETED, OperationStatus.FAILED, OperationStatus.CANCELLED)
+
+
 # --- timestamps -----------------------------------------------------------------------------
 
 

@@ -215,10 +215,10 @@ def test_changelist_shows_trigger_kind_mode_staleness_and_pause(admin_client, ba
     assert ">cron<" in body and ">after consolidation<" in body and ">manual<" in body
 
 
-def _stale_cells(body: str) -> dict[str, str]:
-    """Each row's mental model id and its stale cell's markup."""
+def _stale_cells(body: str, column: str = "stale") -> dict[str, str]:
+    """Each row's mental model id and the markup of its cell in ``column``."""
     rows = re.findall(r'<tr>.*?<td class="field-mental_model_id">([^<]+)</td>.*?'
-                      r'<td class="field-stale">(.*?)</td>', body, re.DOTALL)
+                      rf'<td class="field-{column}">(.*?)</td>', body, re.DOTALL)
     return dict(rows)
 
 
@@ -236,6 +236,17 @@ def test_changelist_shows_a_stale_model_as_a_warning_and_no_view_site_link(admin
     # "/" is no page of this service: the admin links nowhere outside itself.
     for page in (LIST, "/admin/"):
         assert "View site" not in admin_client.get(page).content.decode()
+
+
+def test_changelist_shows_a_paused_model_as_a_warning_not_a_green_check(admin_client, bank):
+    memory = make_memory(bank, "fact")
+    make_mental_model(bank, "paused-one", last_refresh_failed_at=memory.updated_at)
+    make_mental_model(bank, "running-one")
+    cells = _stale_cells(admin_client.get(LIST).content.decode(), column="paused")
+    assert set(cells) == {"paused-one", "running-one"}
+    assert 'class="paused-warning"' in cells["paused-one"] and "paused" in cells["paused-one"]
+    assert cells["running-one"] == "no"
+    assert "icon-" not in cells["paused-one"] + cells["running-one"]
 
 
 def test_filters_stale_paused_and_trigger_kind(admin_client, bank):

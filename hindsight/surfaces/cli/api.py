@@ -18,11 +18,14 @@ from urllib.parse import quote
 
 import httpx2
 
+from hindsight.infra.vocabulary import TERMINAL_STATUSES
+
 DEFAULT_URL = "http://127.0.0.1:8888"
 # A dry run or a reflect runs for up to HINDSIGHT_API_REFLECT_WALL_TIMEOUT (300 s by default).
 DEFAULT_TIMEOUT_SECONDS = 330.0
 CONNECT_TIMEOUT_SECONDS = 10.0
-FINAL_STATUSES = frozenset({"completed", "failed", "cancelled", "not_found"})
+# Where waiting ends: an ended operation, or upstream's answer for an id it does not know.
+FINAL_STATUSES = frozenset({*TERMINAL_STATUSES, "not_found"})
 
 
 class ApiError(Exception):

@@ -18,6 +18,8 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from hindsight.infra.vocabulary import OperationStatus
+
 out = Console(highlight=False, soft_wrap=False)
 err = Console(stderr=True, highlight=False)
 
@@ -228,7 +230,8 @@ def dry_run(preview: dict[str, Any]) -> None:
 # operations and banks
 
 
-OPERATION_STYLES = {"completed": "green", "failed": "red", "cancelled": "yellow"}
+OPERATION_STYLES: dict[str, str] = {OperationStatus.COMPLETED: "green", OperationStatus.FAILED: "red",
+                    OperationStatus.CANCELLED: "yellow"}
 
 
 def operation(op: dict[str, Any]) -> None:
