@@ -26,7 +26,7 @@ where its refreshes spent their time (``timeline_seconds``: before the
 first LLM request, between requests, after the last, the request log's insert wait), from the
 rows they left.
 
-It prints the figures next to upstream 1.1.0's as issue 25 measured them on this machine
+It prints the figures next to upstream 1.1.0's as measured earlier on a 2-core machine like this one
 (``WORKER_MAX_SLOTS=64``, ``UPSTREAM`` below) — or, with ``--upstream``, next to upstream
 measured in the same run (``UpstreamCapacity``: hindsight-api-slim 1.1.0 from its own virtualenv,
 ``--upstream-venv``, against an embedded PostgreSQL and the same scripted LLM) — with the ratios
@@ -65,7 +65,8 @@ from fakes.llm_server import Reply
 from hindsight.devstack.servers import free_port
 from hindsight.devstack.stack import Stack, openai_compatible_env
 
-# Upstream 1.1.0 on this machine, as issue 25's table gives it (ranges of its runs).
+# Upstream 1.1.0 measured earlier on a 2-core machine like this one (ranges of its runs); --upstream
+# measures it in the same run instead, which is what a ratio should rest on.
 UPSTREAM = {
     "cpu_per_refresh": (0.197, 0.204),
     "cpu_per_fact": (0.016, 0.018),
@@ -657,7 +658,7 @@ def _measured(theirs: dict[str, Any]) -> dict[str, tuple[float, float]]:
 def report(result: dict[str, Any]) -> str:
     theirs = result.get("upstream")
     reference = _measured(theirs) if theirs else UPSTREAM
-    source = "upstream 1.1.0 (this run)" if theirs else "upstream 1.1.0 (issue 25)"
+    source = "upstream 1.1.0 (this run)" if theirs else "upstream 1.1.0 (earlier runs)"
     lines = [f"worker: {result['worker']}; load average (1 min) {result['load']:.1f} before, "
              f"{result['load_after']:.1f} after"]
     if theirs:
@@ -734,11 +735,13 @@ def main(argv: list[str] | None = None) -> int:
                              "instead of make run's local embedder: upstream's setup here")
     parser.add_argument("--upstream", action="store_true",
                         help="also measure upstream hindsight-api-slim 1.1.0 in this run (after "
-                             "ours) and print the ratios to it instead of issue 25's figures")
-    parser.add_argument("--upstream-venv", default="/work/upstream-venv",
-                        help="the virtualenv upstream is installed in (pip install "
+                             "ours) and print the ratios to it instead of the earlier figures")
+    parser.add_argument("--upstream-venv",
+                        help="with --upstream: the virtualenv upstream is installed in (pip install "
                              "hindsight-api-slim==1.1.0; never a dependency of this project)")
     args = parser.parse_args(argv)
+    if args.upstream and not args.upstream_venv:
+        parser.error("--upstream needs --upstream-venv: the virtualenv hindsight-api-slim 1.1.0 is in")
     # A SIGTERM (a timeout, a kill) unwinds through each run's ``finally``, which stops the stack
     # it started in a session of its own — which would otherwise run on after this process.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))

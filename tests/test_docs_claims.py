@@ -90,7 +90,7 @@ def test_no_sentence_calls_missing_what_the_openapi_document_exposes(exposed: se
 
 
 def test_the_guard_catches_the_sentences_it_exists_for(exposed: set[str]) -> None:
-    # The two claims issue 24 found false, as they read before it.
+    # Two claims once found false, as they read before they were corrected.
     stale = ("otherwise fails with `refresh_failed_delta_not_applied` / `delta_not_applied` "
              "(delta operations are not built yet) rather than rewriting the document.",
              "`consolidation_state` (`pending|done|failed`; `failed` selects nothing: "
