@@ -2,7 +2,10 @@
 docs/behaviour.md#scope).
 
 A model is stale when a memory in its resolved scope has ``updated_at`` later than its
-``last_memory_seen_at`` (a null watermark is earlier than everything). The scope comes from
+``last_memory_seen_at`` (a null watermark is earlier than everything), or when a directive that
+applies to its scope changed after its last refresh
+(docs/behaviour.md#a-directive-change-makes-its-pages-stale: ``directives_changed``, one query
+for every bank's change stamps). The scope comes from
 ``model_scope`` and the check from ``hindsight.infra.tagscope.any_newer_batch`` (its staleness
 variant: untagged memories never count under ``any``/``all``). GET, list, reflect, the
 automatic triggers and the refresh's own start check all call ``stale_flags``.
@@ -23,7 +26,8 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from hindsight.banks.selectors import bank_last_memory_write_at_many
-from hindsight.infra.tagscope import TagScope, any_newer_batch, parse_tag_groups
+from hindsight.infra.tagscope import TagScope, any_newer_batch, parse_tag_groups, rule_applies
+from mentalmodels.directives.selectors import directive_stamps_many
 
 
 class Watermarked(Protocol):
@@ -39,6 +43,8 @@ class Watermarked(Protocol):
     def trigger(self) -> Mapping[str, Any] | None: ...
     @property
     def last_memory_seen_at(self) -> datetime | None: ...
+    @property
+    def last_refreshed_at(self) -> datetime | None: ...
 
 
 def resolve_scope(*, tags: Iterable[str], trigger: Mapping[str, Any]) -> TagScope:
@@ -70,6 +76,29 @@ def model_scope(model: Watermarked) -> TagScope:
     return resolve_scope(tags=model.tags, trigger=model.trigger or {})
 
 
+def directives_changed(models: Iterable[Watermarked]) -> set[int]:
+    """The uids of the models a directive change applies to since their last refresh (never
+    refreshed: any change applies). One query; a model's refresh time is read only in a bank
+    whose directives ever changed."""
+    models = list(models)
+    stamps = directive_stamps_many(bank_ids={m.bank_id for m in models}) if models else {}
+    changed: set[int] = set()
+    for model in models:
+        bank_stamps = stamps.get(model.bank_id)
+        if not bank_stamps:
+            continue
+        refreshed = model.last_refreshed_at
+        scope = None
+        for tags, changed_at in bank_stamps:
+            if refreshed is not None and changed_at <= refreshed:
+                continue
+            scope = scope or model_scope(model)
+            if rule_applies(scope, tags):
+                changed.add(model.uid)
+                break
+    return changed
+
+
 def stale_flags(
     models: Iterable[Watermarked], *, last_write: Mapping[str, datetime | None] | None = None
 ) -> dict[int, bool]:
@@ -84,9 +113,11 @@ def stale_flags(
     if last_write is None:
         # One query for every bank (the cron tick evaluates models of many banks together).
         last_write = bank_last_memory_write_at_many(bank_ids=(m.bank_id for m in models))
-    flags: dict[int, bool] = {}
+    flags: dict[int, bool] = dict.fromkeys(directives_changed(models), True)
     pending: list[tuple[int, str, TagScope, datetime | None]] = []
     for model in models:
+        if model.uid in flags:
+            continue
         bank_write = last_write[model.bank_id]
         watermark = model.last_memory_seen_at
         if bank_write is None or (watermark is not None and watermark >= bank_write):

@@ -19,6 +19,8 @@ from rest_framework.test import APIClient
 from hindsight.banks import serializers as banks
 from hindsight.infra.edge.problems import problem_message, problem_type
 from mentalmodels.api import serializers as mm
+from mentalmodels.directives.api import serializers as directives
+from mentalmodels.directives.models import Directive
 from mentalmodels.knowledge.api import serializers as kb
 from mentalmodels.knowledge.models import KnowledgeNode, NodeKind
 from mentalmodels.reflect.serializers import ReflectRequestSerializer
@@ -30,6 +32,7 @@ pytestmark = pytest.mark.django_db
 B = "/v1/default/banks/edge"
 OP = "11111111-1111-1111-1111-111111111111"
 PAGE = "kp-" + "0" * 32
+DIRECTIVE = "22222222-2222-2222-2222-222222222222"
 
 # Every list endpoint with a page: its path (limit and offset are in the query string).
 LISTS = [
@@ -40,6 +43,7 @@ LISTS = [
     f"{B}/operations",
     f"{B}/mental-models",
     f"{B}/knowledge-base/search?q=x",
+    f"{B}/directives",
 ]
 
 # Every endpoint with a JSON body: (method, path, a valid body, the serializer that parses it).
@@ -65,6 +69,9 @@ BODIES: list[tuple[str, str, dict[str, Any], Any]] = [
      kb.CreatePageRequestSerializer),
     # A page node (the fixture's), so the page-only fields apply too.
     ("patch", f"{B}/knowledge-base/nodes/{PAGE}", {}, kb.UpdateNodeRequestSerializer),
+    ("post", f"{B}/directives", {"name": "n", "content": "c"},
+     directives.CreateDirectiveRequestSerializer),
+    ("patch", f"{B}/directives/{DIRECTIVE}", {}, directives.UpdateDirectiveRequestSerializer),
 ]
 
 # A string field, an integer field with a lower bound, per body endpoint that has them.
@@ -75,6 +82,7 @@ STRING_FIELDS = [
     ("post", f"{B}/mental-models", {"source_query": "q"}, "name"),
     ("patch", f"{B}/mental-models/m1", {}, "source_query"),
     ("post", f"{B}/knowledge-base/folders", {}, "name"),
+    ("post", f"{B}/directives", {"content": "c"}, "name"),
 ]
 INT_FIELDS = [
     ("put", B, {}, "retain_chunk_size", 1),
@@ -92,6 +100,7 @@ def api() -> APIClient:
     KnowledgeNode.objects.create(id=PAGE, bank_id="edge", kind=NodeKind.PAGE, name="One",
                                  mental_model=model)
     make_operation(bank_id="edge", id=OP, status="completed")
+    Directive.objects.create(id=DIRECTIVE, bank_id="edge", name="n", content="c")
     return APIClient(raise_request_exception=False)
 
 
@@ -114,7 +123,8 @@ def _shape(error: dict[str, Any]) -> tuple[str, str]:
 def test_every_documented_body_is_in_the_table(api):
     # The property test below covers BODIES: an endpoint of the document with a request body
     # that BODIES lacks would never be fuzzed field by field (the node PATCH once was).
-    ids = {"bank_id": "edge", "mental_model_id": "m1", "node_id": PAGE}
+    ids = {"bank_id": "edge", "mental_model_id": "m1", "node_id": PAGE,
+           "directive_id": DIRECTIVE}
     document = api.get("/openapi.json").json()
     documented = {(method, re.sub(r"\{(\w+)\}", lambda m: ids[m.group(1)], path))
                   for path, item in document["paths"].items() for method, op in item.items()

@@ -92,6 +92,11 @@ class LLMCallTraceSerializer(serializers.Serializer):
     duration_ms = serializers.IntegerField()
 
 
+class DirectiveTraceSerializer(serializers.Serializer):
+    id = serializers.CharField()
+    name = serializers.CharField()
+
+
 class MentalModelRefreshTraceSerializer(serializers.Serializer):
     recorded_at = serializers.DateTimeField(allow_null=True)
     effective_mode = serializers.ChoiceField(choices=REFRESH_MODES)
@@ -99,6 +104,8 @@ class MentalModelRefreshTraceSerializer(serializers.Serializer):
     outcome = serializers.ChoiceField(choices=DRY_RUN_OUTCOMES)
     tool_calls = MentalModelTraceToolCallSerializer(many=True)
     llm_calls = LLMCallTraceSerializer(many=True)
+    directives = DirectiveTraceSerializer(many=True, help_text="The directives the refresh's "
+                                          "prompts carried, highest priority first")
     delta_operations = serializers.DictField(allow_null=True)
     retraction = serializers.DictField(allow_null=True)
     usage = TokenUsageSerializer(allow_null=True)

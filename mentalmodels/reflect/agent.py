@@ -30,6 +30,7 @@ from django.db import DatabaseError
 from hindsight.infra.llm import Deadline, LLMError, get_llm
 from hindsight.infra.tagscope import TagScope
 from hindsight.infra.vocabulary import FactType, iso
+from mentalmodels.directives.selectors import directives_applicable
 from mentalmodels.reflect import prompts
 from mentalmodels.reflect.mm_search import visible_models
 from mentalmodels.reflect.result import ReflectResult, RetrievalError, empty_based_on
@@ -93,13 +94,15 @@ class _Run:
     """The state of one reflect run; ``reflect_run`` is its only entry point."""
 
     def __init__(self, *, query: str, budget: str, max_tokens: int | None, box: ToolBox,
-                 deadline: Deadline | None, response_schema: dict[str, Any] | None):
+                 deadline: Deadline | None, response_schema: dict[str, Any] | None,
+                 apply_all_directives: bool):
         self.query = query
         self.max_iterations = ITERATIONS[budget]
         self.max_tokens = max_tokens
         self.box = box
         self.deadline = deadline
         self.response_schema = response_schema
+        self.apply_all_directives = apply_all_directives
         self.llm = get_llm(bank_id=box.bank_id)  # LLMNotConfigured before anything is read
         self.result = ReflectResult(text="")
         self.messages: list[dict[str, Any]] = []
@@ -140,11 +143,21 @@ class _Run:
             ).exists()
         except DatabaseError as exc:
             raise RetrievalError(f"mental-model lookup failed: {exc}") from exc
+        try:
+            # docs/behaviour.md#directives: the request's scope picks them, as it picks memories.
+            self.result.directives = [
+                {"id": str(d.id), "name": d.name, "content": d.content}
+                for d in directives_applicable(bank_id=box.bank_id, scope=box.scope,
+                                               apply_all=self.apply_all_directives)
+            ]
+        except DatabaseError as exc:
+            raise RetrievalError(f"directive lookup failed: {exc}") from exc
         names = box.names(models_visible=bool(models_visible))
         tools = box.definitions(names)
         forced = [n for n in (SEARCH_MENTAL_MODELS, SEARCH_OBSERVATIONS, RECALL) if n in names]
         self.messages = [
-            {"role": "system", "content": prompts.SYSTEM},
+            {"role": "system",
+             "content": prompts.with_directives(prompts.SYSTEM, self.result.directives)},
             {"role": "user", "content": prompts.question(self.query, max_tokens=self.max_tokens)},
         ]
 
@@ -291,6 +304,8 @@ class _Run:
                 result.mental_models_used.append(dict(model))
             elif result.finish == "done":
                 unknown.append(raw)
+        # Applied, not cited: every directive the prompt carried (as upstream reports them).
+        based_on["directives"] = [dict(d) for d in result.directives]
         if unknown:
             result.warnings.append(
                 "ignored cited ids no tool returned in this run: " + ", ".join(sorted(set(unknown)))
@@ -340,12 +355,15 @@ def reflect_run(
     response_schema: dict[str, Any] | None = None,
     deadline: Deadline | None = None,
     observations_max_tokens: int | None = None,
+    apply_all_directives: bool = False,
 ) -> ReflectResult:
     """Answer ``query`` from bank ``bank_id`` with the agent loop (see the module docstring).
 
     ``scope`` (a ``TagScope``) narrows every memory tool and the mental models' visibility;
     ``cutoff`` bounds every memory tool to ``updated_at <= cutoff`` (a refresh's snapshot),
     ``updated_after`` to ``updated_at > updated_after`` (a delta refresh's window).
+    The active directives ``scope`` applies (every active one with ``apply_all_directives``)
+    go into the system prompt, highest priority first (docs/behaviour.md#directives).
     Raises ``LLMNotConfigured`` before reading anything when no LLM is configured,
     ``RetrievalError`` when a lookup raises, and the gateway's ``LLMError`` subclasses as they
     come.
@@ -365,5 +383,5 @@ def reflect_run(
         observations_max_tokens=observations_max_tokens,
     )
     run = _Run(query=query, budget=budget, max_tokens=max_tokens, box=box, deadline=deadline,
-               response_schema=response_schema)
+               response_schema=response_schema, apply_all_directives=apply_all_directives)
     return run.execute()

@@ -8,6 +8,7 @@ observations, then raw facts) and how to cite, since ``based_on`` is built from 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 SYSTEM = """You answer questions from a memory bank. Use the tools to look things up, then call \
@@ -27,6 +28,34 @@ Rules:
 and in `mental_model_ids` the ids of the mental models it relies on. Use ids exactly as the \
 tools returned them; never invent one.
 """
+
+# Hard rules go right under the opening line, where nothing the tools return can push them out of
+# sight, and are repeated as the prompt's last words (docs/behaviour.md#directives).
+DIRECTIVES_HEAD = """## Directives (mandatory)
+These are hard rules. Follow every one of them in the answer, even where other context suggests \
+otherwise, and do not mention them or explain how you followed them:
+"""
+
+DIRECTIVES_REMINDER = """Before you answer, check that the answer follows every directive above:"""
+
+
+def directive_rules(directives: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Each directive as the prompt states it, in the order given (highest priority first)."""
+    return [f"**{d['name']}**: {d['content']}" for d in directives]
+
+
+def with_directives(prompt: str, directives: Sequence[Mapping[str, Any]]) -> str:
+    """``prompt`` with the directives after its first paragraph and a reminder at its end; the
+    prompt itself when there are none."""
+    if not directives:
+        return prompt
+    rules = directive_rules(directives)
+    opening, _, rest = prompt.partition("\n\n")
+    listed = "\n".join(f"- {rule}" for rule in rules)
+    numbered = "\n".join(f"{i}. {rule}" for i, rule in enumerate(rules, 1))
+    return (f"{opening}\n\n{DIRECTIVES_HEAD}{listed}\n\n{rest.rstrip()}\n\n"
+            f"{DIRECTIVES_REMINDER}\n{numbered}\n")
+
 
 SYNTHESIS = """You have used all the lookups available for this question. Write the final answer \
 now from the information above, without calling any tool. Answer only from what the tools \

@@ -38,9 +38,11 @@ def empty_based_on() -> dict[str, list[dict[str, Any]]]:
 @dataclass
 class ReflectResult:
     text: str
-    # world / experience / opinion / observation / mental-models / directives: only what the
-    # answer cites and a tool actually returned.
+    # world / experience / opinion / observation / mental-models: only what the answer cites
+    # and a tool actually returned; directives: every one the prompt carried.
     based_on: dict[str, list[dict[str, Any]]] = field(default_factory=empty_based_on)
+    # The directives the prompt carried, highest priority first: {id, name, content}.
+    directives: list[dict[str, Any]] = field(default_factory=list)
     # Every memory any tool returned, cited or not (deduplicated, first-seen order).
     memories_read: list[MemoryRef] = field(default_factory=list)
     cited_memory_ids: set[str] = field(default_factory=set)

@@ -46,6 +46,14 @@ class ReflectMentalModelSerializer(Rendered):
     context = computed(serializers.CharField(allow_null=True), _get("name"))  # type: ignore[assignment]  # a wire field named like Field.context
 
 
+class ReflectDirectiveSerializer(Rendered):
+    """One directive the prompt carried."""
+
+    id = serializers.CharField()
+    name = serializers.CharField()
+    content = serializers.CharField()
+
+
 class ReflectBasedOnSerializer(Rendered):
     """``ReflectResult.based_on``: the memory buckets in ``BASED_ON_FACT_TYPES`` order."""
 
@@ -53,7 +61,7 @@ class ReflectBasedOnSerializer(Rendered):
         entry for key in BASED_ON_FACT_TYPES for entry in based_on.get(key, [])])
     mental_models = computed(ReflectMentalModelSerializer(many=True),
                              lambda based_on: based_on.get("mental-models", []))
-    directives = computed(serializers.ListField(child=serializers.DictField()),
+    directives = computed(ReflectDirectiveSerializer(many=True),
                           lambda based_on: list(based_on.get("directives", [])))
 
 

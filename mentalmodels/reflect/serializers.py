@@ -3,8 +3,8 @@
 
 Every field upstream 1.1.0 accepts is accepted (the official client sends several of them as
 ``null``); a field it does not know is a 422 naming it (SPEC 0, deliberate difference).
-Accepted but without effect here: ``apply_all_directives`` (this service has no directives) and
-``reflect_search_observations_include_entities`` (observations carry no entity list).
+Accepted but without effect here: ``reflect_search_observations_include_entities``
+(observations carry no entity list).
 ``context`` is appended to the query, as upstream does with the deprecated field.
 """
 

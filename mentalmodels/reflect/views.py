@@ -58,6 +58,7 @@ class ReflectView(APIView):
                     response_schema=data.get("response_schema"),
                     deadline=Deadline(settings.HINDSIGHT.reflect_wall_timeout_seconds),
                     observations_max_tokens=data.get("reflect_search_observations_max_tokens"),
+                    apply_all_directives=bool(data.get("apply_all_directives")),
                 )
         except RetrievalError as exc:
             raise ReflectRetrievalFailed(f"retrieval failed: {exc}") from exc

@@ -47,10 +47,13 @@ def gather(plan: Plan, attempt: RefreshAttempt) -> Any:
             ),
         )
     except RetrievalError as exc:
+        _directives_of_partial(exc, attempt)
         raise refused(f"retrieval failed: {exc}", outcome=RefreshOutcome.REFRESH_FAILED_ERROR,
                       reason=RefreshFailureReason.RETRIEVAL_FAILED) from exc
     except LLM_FAILURES as exc:
+        _directives_of_partial(exc, attempt)
         raise llm_failure(exc, step=GATHER, limit=attempt.limit) from exc
+    attempt.directives = list(result.directives)
     attempt.add_usage(result.usage)
     attempt.llm_calls.extend(result.llm_calls)
     attempt.tool_calls.extend(result.tool_calls)
@@ -61,6 +64,12 @@ def gather(plan: Plan, attempt: RefreshAttempt) -> Any:
     except TimeoutError as exc:
         raise llm_failure(exc, step=GATHER, limit=attempt.limit) from exc
     return result
+
+
+def _directives_of_partial(exc: BaseException, attempt: RefreshAttempt) -> None:
+    """A failed loop's trace still says which directives its prompt carried."""
+    partial = getattr(exc, "reflect_partial", None)
+    attempt.directives = list(getattr(partial, "directives", None) or [])
 
 
 def normalise_based_on(based_on: dict[str, Any] | None) -> dict[str, list[dict[str, Any]]]:
@@ -76,8 +85,10 @@ def decide(plan: Plan, result: Any, watermark: datetime | None) -> Outcome:
     models_seen = len(result.mental_models_used or [])
     if models_seen:
         retrieved["mental-models"] += models_seen
-    used = Counter({k: len(v) for k, v in based_on.items() if v})
-    cited = any(based_on[k] for k in BASED_ON_KEYS)
+    # Directives are applied, not cited: they ground no document on their own.
+    cited_keys = [k for k in BASED_ON_KEYS if k != "directives"]
+    used = Counter({k: len(based_on[k]) for k in cited_keys if based_on[k]})
+    cited = any(based_on[k] for k in cited_keys)
     if not candidate:
         raise refused(
             "the reflect loop produced an empty answer; the document was left as it is",

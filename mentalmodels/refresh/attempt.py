@@ -37,6 +37,9 @@ class RefreshAttempt:
         self.tool_outputs: list[dict[str, Any]] = []
         self.warnings: list[str] = []
         self.plan: Plan | None = None
+        # The directives the reflect loop's prompt carried, {id, name, content}, highest
+        # priority first (docs/behaviour.md#directives).
+        self.directives: list[dict[str, Any]] = []
         # A delta refresh's operations so far, {"applied": [...], "skipped": [...]}
         # (docs/behaviour.md#the-trace).
         self.delta_operations: dict[str, list[dict[str, Any]]] | None = None

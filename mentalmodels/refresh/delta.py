@@ -26,6 +26,7 @@ from hindsight.infra.vocabulary import (
 )
 from mentalmodels.document.edits import ANSWER_SCHEMA, DeltaResult, apply_operations
 from mentalmodels.document.structure import Document, document_for, render
+from mentalmodels.reflect.prompts import with_directives
 from mentalmodels.refresh.answer import normalise_based_on
 from mentalmodels.refresh.attempt import RefreshAttempt
 from mentalmodels.refresh.errors import RefreshFailed
@@ -88,7 +89,8 @@ def _facts_text(facts: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def _delta_messages(plan: Plan, doc: Document, facts: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _delta_messages(plan: Plan, doc: Document, facts: list[dict[str, Any]],
+                    directives: list[dict[str, Any]]) -> list[dict[str, Any]]:
     outline = json.dumps(doc.outline(), ensure_ascii=False, indent=1)
     previous = _window_facts(normalise_based_on((plan.model.reflect_response or {}).get("based_on")))
     as_of = ""
@@ -98,7 +100,8 @@ def _delta_messages(plan: Plan, doc: Document, facts: list[dict[str, Any]]) -> l
         as_of = (f"The document already reflects facts up to {_fact_time(previous[-1])[0]}; a new "
                  "fact that happened before that is history, not the current state.\n\n")
     return [
-        {"role": "system", "content": DELTA_SYSTEM},
+        # The edits follow the directives the reflect loop did (docs/behaviour.md#directives).
+        {"role": "system", "content": with_directives(DELTA_SYSTEM, directives)},
         {"role": "user", "content": (
             f"Topic: {plan.model.source_query.strip()}\n\n"
             f"Current document (sections and blocks with their ids):\n{outline}\n\n"
@@ -163,7 +166,7 @@ def delta_refresh(plan: Plan, decided: Outcome, attempt: RefreshAttempt) -> Outc
     model = plan.model
     doc = document_for(model.content or "", model.document)
     facts = _window_facts(decided.based_on)
-    messages = _delta_messages(plan, doc, facts)
+    messages = _delta_messages(plan, doc, facts, attempt.directives)
     attempt.delta_operations = {"applied": [], "skipped": []}
     result: DeltaResult | None = None
     for ask in (1, 2):
@@ -240,6 +243,10 @@ def _accumulate(previous: Any, new: dict[str, list[dict[str, Any]]]) -> dict[str
     old = normalise_based_on(previous if isinstance(previous, dict) else None)
     merged = {}
     for key in BASED_ON_KEYS:
+        if key == "directives":
+            # What this refresh applied, not every directive any earlier one did.
+            merged[key] = list(new.get(key) or [])
+            continue
         fresh = {str(e.get("id")): e for e in new.get(key) or [] if isinstance(e, dict)}
         kept = [e for e in old[key] if isinstance(e, dict) and str(e.get("id")) not in fresh]
         merged[key] = _dedupe([*kept, *fresh.values()])

@@ -49,6 +49,13 @@ NOTHING_READABLE = (
 )
 
 
+DIRECTIVES_CHANGED = (
+    "A directive that applies to this document changed since its last refresh, so this delta "
+    "refresh ran in full mode: the whole document is rewritten under the directives as they are "
+    "now."
+)
+
+
 def _load(*, bank_id: str, mental_model_id: str) -> MentalModel | None:
     return MentalModel.objects.filter(bank_id=bank_id, mental_model_id=mental_model_id).first()
 
@@ -62,6 +69,8 @@ def _steps(
     with retrieval_guarded("taking the snapshot cutoff"):
         plan = refresh_plan(model, mode=mode)
     attempt.plan = plan
+    if plan.directives_changed:
+        attempt.warnings.append(DIRECTIVES_CHANGED)
     with retrieval_guarded("reading the newest memory in scope"):
         newest = newest_in_scope(plan, after=None)
         in_window = (

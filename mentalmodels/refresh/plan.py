@@ -21,7 +21,7 @@ from hindsight.infra.vocabulary import ModeFallbackReason, RefreshMode
 from mentalmodels.models import MentalModel
 from mentalmodels.reflect import mm_search
 from mentalmodels.refresh.records import Plan
-from mentalmodels.staleness import model_scope
+from mentalmodels.staleness import directives_changed, model_scope
 
 
 def refresh_plan(model: MentalModel, *, mode: str | None) -> Plan:
@@ -41,6 +41,12 @@ def refresh_plan(model: MentalModel, *, mode: str | None) -> Plan:
             and model.last_refresh_source_query != model.source_query
         ):
             effective, fallback = full, ModeFallbackReason.SOURCE_QUERY_CHANGED
+    rewrite = effective == RefreshMode.DELTA and model.uid in directives_changed([model])
+    if rewrite:
+        # docs/behaviour.md#a-directive-change-makes-its-pages-stale: edits of the new facts
+        # cannot make the rest of the page follow a changed rule; a full answer can. (Upstream's
+        # fallback reasons have no word for it: the trace's warning says why.)
+        effective = full
     exclude_ids = list(dict.fromkeys([*(trigger.get("exclude_mental_model_ids") or []),
                                       model.mental_model_id]))
     return Plan(
@@ -56,6 +62,7 @@ def refresh_plan(model: MentalModel, *, mode: str | None) -> Plan:
         budget=trigger.get("budget") or "mid",
         response_schema=trigger.get("response_schema"),
         keep_trace=bool(trigger.get("keep_trace")),
+        directives_changed=rewrite,
     )
 
 

@@ -39,6 +39,9 @@ class Plan:
     budget: str
     response_schema: dict[str, Any] | None
     keep_trace: bool
+    # A requested delta run in full because a directive of its scope changed since the last
+    # refresh (docs/behaviour.md#a-directive-change-makes-its-pages-stale).
+    directives_changed: bool = False
 
 
 @dataclass

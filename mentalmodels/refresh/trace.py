@@ -22,6 +22,7 @@ class AttemptRecord(Protocol):
     tool_outputs: list[dict[str, Any]]
     llm_calls: list[dict[str, Any]]
     delta_operations: dict[str, list[dict[str, Any]]] | None
+    directives: list[dict[str, Any]]
     usage: dict[str, int]
     warnings: list[str]
 
@@ -91,6 +92,9 @@ def build_trace(
             {"scope": str(c.get("scope") or f"agent_{i + 1}"), "duration_ms": int(c.get("duration_ms") or 0)}
             for i, c in enumerate(attempt.llm_calls[:TRACE_MAX_TOOL_CALLS])
         ],
+        # Which directives the prompts carried, by id and name (docs/behaviour.md#directives).
+        "directives": [{"id": str(d.get("id")), "name": _bounded(str(d.get("name") or ""))}
+                       for d in attempt.directives[:TRACE_MAX_TOOL_CALLS]],
         "delta_operations": bounded_ops(attempt.delta_operations),
         "retraction": None,
         "usage": dict(attempt.usage),

@@ -99,9 +99,9 @@ def test_the_trees_flags_are_the_rule_asked_page_by_page_and_the_independent_ref
 
     with CaptureQueriesContext(connection) as captured:
         tree = knowledge_tree(bank_id=BANK)
-    # The nodes, then one probe statement for every distinct scope (after the count of the range
-    # a grouped read reads).
-    assert len(captured) == (3 if grouped else 2)
+    # The nodes, the bank's directive change stamps, then one probe statement for every
+    # distinct scope (after the count of the range a grouped read reads).
+    assert len(captured) == (4 if grouped else 3)
     assert ("GROUP BY m.tags, m.fact_type" in captured[-1]["sql"]) is grouped
 
     one_at_a_time = {node_id: stale_flags([model])[model.uid] for node_id, model in pages.items()}

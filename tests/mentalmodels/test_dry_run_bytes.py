@@ -97,10 +97,11 @@ EXPECTED: dict[str, tuple[int, str]] = {
         'ration":2,"output":{"facts":[{"id":"<uuid>","type":"world","text":"Alice prefers async'
         '","updated_at":"<datetime>"}],"count":1}}],"llm_calls":[{"scope":"agent_1","duration_m'
         's":"<ms>"},{"scope":"agent_2","duration_ms":"<ms>"},{"scope":"agent_3","duration_ms":"'
-        '<ms>"}],"delta_operations":null,"retraction":null,"usage":{"input_tokens":492,"output_'
-        'tokens":11,"total_tokens":503,"cached_tokens":0,"thoughts_tokens":0},"duration_ms":"<m'
-        's>","warnings":[]},"usage":{"input_tokens":492,"output_tokens":11,"total_tokens":503,"'
-        'cached_tokens":0,"thoughts_tokens":0},"duration_ms":"<ms>","warnings":[]}'
+        '<ms>"}],"directives":[],"delta_operations":null,"retraction":null,"usage":{"input_toke'
+        'ns":492,"output_tokens":11,"total_tokens":503,"cached_tokens":0,"thoughts_tokens":0},"'
+        'duration_ms":"<ms>","warnings":[]},"usage":{"input_tokens":492,"output_tokens":11,"tot'
+        'al_tokens":503,"cached_tokens":0,"thoughts_tokens":0},"duration_ms":"<ms>","warnings":'
+        '[]}'
     ),
     'full-scoped-nothing-new': (
         200,
@@ -117,14 +118,14 @@ EXPECTED: dict[str, tuple[int, str]] = {
         'l,"result_count":1,"duration_ms":"<ms>","iteration":1,"output":{"facts":[{"id":"<uuid>'
         '","type":"world","text":"Alice prefers async","tags":["team"],"updated_at":"<datetime>'
         '"}],"count":1}}],"llm_calls":[{"scope":"agent_1","duration_ms":"<ms>"},{"scope":"agent'
-        '_2","duration_ms":"<ms>"}],"delta_operations":null,"retraction":null,"usage":{"input_t'
-        'okens":329,"output_tokens":10,"total_tokens":339,"cached_tokens":0,"thoughts_tokens":0'
-        '},"duration_ms":"<ms>","warnings":["The reflect loop answered without citing any memor'
-        'y or mental model, so the document was left as it is and only the watermark advanced."'
-        ']},"usage":{"input_tokens":329,"output_tokens":10,"total_tokens":339,"cached_tokens":0'
-        ',"thoughts_tokens":0},"duration_ms":"<ms>","warnings":["The reflect loop answered with'
-        'out citing any memory or mental model, so the document was left as it is and only the '
-        'watermark advanced."]}'
+        '_2","duration_ms":"<ms>"}],"directives":[],"delta_operations":null,"retraction":null,"'
+        'usage":{"input_tokens":329,"output_tokens":10,"total_tokens":339,"cached_tokens":0,"th'
+        'oughts_tokens":0},"duration_ms":"<ms>","warnings":["The reflect loop answered without '
+        'citing any memory or mental model, so the document was left as it is and only the wate'
+        'rmark advanced."]},"usage":{"input_tokens":329,"output_tokens":10,"total_tokens":339,"'
+        'cached_tokens":0,"thoughts_tokens":0},"duration_ms":"<ms>","warnings":["The reflect lo'
+        'op answered without citing any memory or mental model, so the document was left as it '
+        'is and only the watermark advanced."]}'
     ),
     'delta-applied-and-skipped': (
         200,
@@ -155,16 +156,16 @@ EXPECTED: dict[str, tuple[int, str]] = {
         '"id":"<uuid>","type":"world","text":"Bob joined","updated_at":"<datetime>"}],"count":1'
         '}}],"llm_calls":[{"scope":"agent_1","duration_ms":"<ms>"},{"scope":"agent_2","duration'
         '_ms":"<ms>"},{"scope":"agent_3","duration_ms":"<ms>"},{"scope":"delta_1","duration_ms"'
-        ':"<ms>"}],"delta_operations":{"applied":[{"index":0,"attempt":1,"operation":{"op":"app'
-        'end_block","section_id":"log","markdown":"- Bob joined"}}],"skipped":[{"index":1,"reas'
-        'on":"block_id \'b-nope\': no such block in the document","attempt":1,"operation":{"op":"'
-        'remove_block","section_id":"log","block_id":"b-nope"}}]},"retraction":null,"usage":{"i'
-        'nput_tokens":846,"output_tokens":27,"total_tokens":873,"cached_tokens":0,"thoughts_tok'
-        'ens":0},"duration_ms":"<ms>","warnings":["1 delta operation(s) were dropped; see delta'
-        '_operations.skipped for what did not make it into the document"]},"usage":{"input_toke'
-        'ns":846,"output_tokens":27,"total_tokens":873,"cached_tokens":0,"thoughts_tokens":0},"'
-        'duration_ms":"<ms>","warnings":["1 delta operation(s) were dropped; see delta_operatio'
-        'ns.skipped for what did not make it into the document"]}'
+        ':"<ms>"}],"directives":[],"delta_operations":{"applied":[{"index":0,"attempt":1,"opera'
+        'tion":{"op":"append_block","section_id":"log","markdown":"- Bob joined"}}],"skipped":['
+        '{"index":1,"reason":"block_id \'b-nope\': no such block in the document","attempt":1,"op'
+        'eration":{"op":"remove_block","section_id":"log","block_id":"b-nope"}}]},"retraction":'
+        'null,"usage":{"input_tokens":846,"output_tokens":27,"total_tokens":873,"cached_tokens"'
+        ':0,"thoughts_tokens":0},"duration_ms":"<ms>","warnings":["1 delta operation(s) were dr'
+        'opped; see delta_operations.skipped for what did not make it into the document"]},"usa'
+        'ge":{"input_tokens":846,"output_tokens":27,"total_tokens":873,"cached_tokens":0,"thoug'
+        'hts_tokens":0},"duration_ms":"<ms>","warnings":["1 delta operation(s) were dropped; se'
+        'e delta_operations.skipped for what did not make it into the document"]}'
     ),
     'delta-not-applied': (
         200,
@@ -190,18 +191,18 @@ EXPECTED: dict[str, tuple[int, str]] = {
         'd","updated_at":"<datetime>"}],"count":1}}],"llm_calls":[{"scope":"agent_1","duration_'
         'ms":"<ms>"},{"scope":"agent_2","duration_ms":"<ms>"},{"scope":"agent_3","duration_ms":'
         '"<ms>"},{"scope":"delta_1","duration_ms":"<ms>"},{"scope":"delta_2","duration_ms":"<ms'
-        '>"}],"delta_operations":{"applied":[],"skipped":[{"index":0,"reason":"section_id \'nope'
-        '\': no such section in the document","attempt":1,"operation":{"op":"remove_section","se'
-        'ction_id":"nope"}},{"index":0,"reason":"section_id \'nope\': no such section in the docu'
-        'ment","attempt":2,"operation":{"op":"remove_section","section_id":"nope"}}]},"retracti'
-        'on":null,"usage":{"input_tokens":1277,"output_tokens":22,"total_tokens":1299,"cached_t'
-        'okens":0,"thoughts_tokens":0},"duration_ms":"<ms>","warnings":["every delta operation '
-        "was dropped, twice (last: section_id 'nope': no such section in the document); the doc"
-        'ument, its structure and the window were left as they are"]},"usage":{"input_tokens":1'
-        '277,"output_tokens":22,"total_tokens":1299,"cached_tokens":0,"thoughts_tokens":0},"dur'
-        'ation_ms":"<ms>","warnings":["every delta operation was dropped, twice (last: section_'
-        "id 'nope': no such section in the document); the document, its structure and the windo"
-        'w were left as they are"]}'
+        '>"}],"directives":[],"delta_operations":{"applied":[],"skipped":[{"index":0,"reason":"'
+        'section_id \'nope\': no such section in the document","attempt":1,"operation":{"op":"rem'
+        'ove_section","section_id":"nope"}},{"index":0,"reason":"section_id \'nope\': no such sec'
+        'tion in the document","attempt":2,"operation":{"op":"remove_section","section_id":"nop'
+        'e"}}]},"retraction":null,"usage":{"input_tokens":1277,"output_tokens":22,"total_tokens'
+        '":1299,"cached_tokens":0,"thoughts_tokens":0},"duration_ms":"<ms>","warnings":["every '
+        "delta operation was dropped, twice (last: section_id 'nope': no such section in the do"
+        'cument); the document, its structure and the window were left as they are"]},"usage":{'
+        '"input_tokens":1277,"output_tokens":22,"total_tokens":1299,"cached_tokens":0,"thoughts'
+        '_tokens":0},"duration_ms":"<ms>","warnings":["every delta operation was dropped, twice'
+        " (last: section_id 'nope': no such section in the document); the document, its structu"
+        're and the window were left as they are"]}'
     ),
 }
 

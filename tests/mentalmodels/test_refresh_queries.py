@@ -82,6 +82,8 @@ def test_one_refresh_in_the_worker_runs_these_statements(model):
         "SELECT clock_timestamp() under pg_advisory_xact_lock",
         "SELECT banks_memoryunit",
         "SELECT mentalmodels_mentalmodel",
+        # The directives the model's scope applies (its prompt's hard rules).
+        "SELECT directives_directive",
         # The reflect loop: one request-log row per LLM call, one recall per lookup (the query
         # text embedded once for both).
         "INSERT llm_llmrequest", "recall banks_memoryunit",

@@ -184,7 +184,7 @@ def test_memory_at_the_watermark_is_not_newer(bank):
 def test_bank_watermark_shortcut_answers_without_a_scope_query(bank, django_assert_num_queries):
     unit = make_memory(bank, "x")
     model = make_mental_model(bank, "m", last_memory_seen_at=unit.updated_at + timedelta(seconds=1))
-    with django_assert_num_queries(1):  # the bank's last write only
+    with django_assert_num_queries(2):  # the bank's last write and directive stamps only
         assert stale_flags([model]) == {model.uid: False}
 
 
@@ -209,20 +209,22 @@ def test_list_computes_every_flag_in_a_constant_number_of_queries(
         make_memory(bank, f"m{index}", tags=[TAGS[index % 3]])
     middle = datetime.now(UTC) - timedelta(days=1)
     _bulk_models(bank, page_size, middle)
-    # The page with its total and the bank's last write, one batched scope query.
-    with django_assert_max_num_queries(2):
+    # The page with its total and the bank's last write, the bank's directive stamps, one
+    # batched scope query.
+    with django_assert_max_num_queries(3):
         body = api.get(f"/v1/default/banks/{bank.id}/mental-models?limit={page_size}").json()
     assert len(body["items"]) == page_size
     assert all(isinstance(i["is_stale"], bool) for i in body["items"])
 
 
-def test_list_of_models_the_bank_watermark_settles_is_one_query(
+def test_list_of_models_the_bank_watermark_settles_needs_no_scope_query(
     api, bank, django_assert_num_queries
 ):
     make_memory(bank, "x", tags=["a"])
     for index in range(3):
         make_mental_model(bank, f"m{index}", tags=["a"], fresh=True)
-    # The page reads the bank's last write with it; no watermark is older, so no scope query.
-    with django_assert_num_queries(1):
+    # The page reads the bank's last write with it, then the directive stamps; no watermark is
+    # older, so no scope query.
+    with django_assert_num_queries(2):
         body = api.get(f"/v1/default/banks/{bank.id}/mental-models").json()
     assert [i["is_stale"] for i in body["items"]] == [False, False, False]
