@@ -20,12 +20,19 @@ Caller-facing API (the tests' fixtures are in tests/fakes/fixtures.py)::
     ...; assert handle.wait_received(5); handle.release()
     server.respond_with(lambda body: Reply.text("always this"))
     server.refuse_strict_schema = True       # 400 to response_format json_schema
+    server.quirks = Quirks(think=True, cut_off=1)  # answer as real servers and models do
     server.fail_embeddings(2, status=500)    # the next two embedding requests fail
     server.embedding_dimensions = 10         # force a wrong dimension
     server.refuse_embedding_dimensions = True  # 400 to a request carrying ``dimensions``
     server.requests / server.embedding_requests   # bodies received, in order
     server.wait_for_requests(2, timeout=5)         # a worker process made two chat requests
     server.track_concurrency(lambda body: key)     # per-key in-flight count: ``overlaps``
+
+Quirks (``Quirks``, at the end of this module): the ways real servers and models answer that a
+well-behaved server does not — reasoning in the content, JSON in prose, a 400 to
+``response_format`` or to tools, an answer cut off at the token limit, tool arguments that are
+not JSON. Set ``server.quirks`` and every chat answer, scripted or from a responder, comes out
+the way such a server would send it.
 
 Concurrency tracking (the chaos run's overlap detector): with a key function set, every chat
 request is counted in flight under its key from arrival until its answer is sent; a request that
@@ -243,6 +250,7 @@ class ScriptedLLMServer:
         self.requests_by_key: dict[str, int] = {}
         self.embedding_requests: list[dict[str, Any]] = []
         self.refuse_strict_schema = False
+        self.quirks = Quirks()
         self.embedding_dimensions: int | None = None
         self.refuse_embedding_dimensions = False
         self._httpd = ThreadingHTTPServer((host, port), _handler_for(self))
@@ -280,6 +288,7 @@ class ScriptedLLMServer:
             self.overlaps.clear()
             self.requests_by_key.clear()
             self.refuse_strict_schema = False
+            self.quirks = Quirks()
         self.reset_embeddings()
 
     def reset_embeddings(self) -> None:
@@ -378,6 +387,9 @@ class ScriptedLLMServer:
             self.requests.append(body)
             if self.refuse_strict_schema and _asks_strict_schema(body):
                 return Reply.error(400, STRICT_SCHEMA_REFUSAL)
+            refusal = self.quirks.refusal(body)
+            if refusal is not None:
+                return refusal
             if body.get("stream"):
                 return Reply.error(400, "the scripted server does not stream; send stream=false")
             if self._replies:
@@ -559,7 +571,8 @@ def _handler_for(server: ScriptedLLMServer) -> type[BaseHTTPRequestHandler]:
                 headers = {"Retry-After": reply.retry_after} if reply.retry_after else {}
                 self._send(reply.status, _error_body(reply.status, reply.message), headers)
                 return
-            self._send(200, server._completion(body, reply))
+            self._send(200, server.quirks.apply(body, server._completion(body, reply),
+                                                lock=server._lock))
 
         def finish(self) -> None:
             try:
@@ -582,3 +595,110 @@ def _handler_for(server: ScriptedLLMServer) -> type[BaseHTTPRequestHandler]:
                 pass  # the client gave up (its timeout) before the answer was ready
 
     return Handler
+
+
+# --------------------------------------------------------------------------------------------
+# Quirks of real servers and models
+
+THINKING = "<think>\nThe user wants JSON. Let me think about {\"draft\": true} first.\n</think>\n\n"
+ORPHAN_THINKING = "The user wants an answer; I reason before it.\n</think>\n\n"
+PROSE_BEFORE = "Sure! Here is the JSON you asked for:\n\n"
+PROSE_AFTER = "\n\nLet me know if you need anything else."
+RESPONSE_FORMAT_REFUSAL = "response_format is not supported by this model"
+
+
+@dataclass
+class Quirks:
+    """How the server's answers differ from a well-behaved server's, as real ones do.
+
+    Answers (applied to every chat answer, scripted or from a responder):
+      ``think``             a ``<think>…</think>`` block before the content (a reasoning model
+                            served without a reasoning parser: DeepSeek-R1, Qwen3 on Ollama,
+                            vLLM or LM Studio);
+      ``orphan_think``      the thinking ends in a ``</think>`` whose opening tag was in the
+                            prompt (chat templates that open the block themselves);
+      ``reasoning_content`` the thinking beside the content, as DeepSeek's API sends it;
+      ``prose``             JSON content wrapped in a sentence (a server ignoring
+                            ``response_format``);
+      ``needs_schema``      the model answers the asked shape only when the request shows it the
+                            schema (``response_format`` json_schema, or the schema's JSON in a
+                            message); otherwise ``{"answer": …}``, a shape of its own;
+      ``cut_off``           the next that many answers stop half-way, ``finish_reason: length``;
+      ``broken_tool_arguments``  the next that many answers with tool calls carry arguments cut
+                            in half (not JSON).
+    Refusals (a 400 before any answer):
+      ``refuse_json_schema``  to ``response_format`` json_schema (servers that only know
+                              ``json_object``);
+      ``refuse_response_format``  to any ``response_format``;
+      ``refuse_tools``      to any request with tools: "<model> does not support tools", Ollama's
+                            answer for a model without tool calling.
+    """
+
+    think: bool = False
+    orphan_think: bool = False
+    reasoning_content: bool = False
+    prose: bool = False
+    needs_schema: bool = False
+    cut_off: int = 0
+    broken_tool_arguments: int = 0
+    refuse_json_schema: bool = False
+    refuse_response_format: bool = False
+    refuse_tools: bool = False
+
+    def refusal(self, body: dict[str, Any]) -> Reply | None:
+        fmt = body.get("response_format")
+        if fmt and self.refuse_response_format:
+            return Reply.error(400, RESPONSE_FORMAT_REFUSAL)
+        if self.refuse_json_schema and _asks_strict_schema(body):
+            return Reply.error(400, STRICT_SCHEMA_REFUSAL)
+        if self.refuse_tools and body.get("tools"):
+            return Reply.error(400, f"registry.ollama.ai/library/{body.get('model')} does not "
+                                    "support tools")
+        return None
+
+    def apply(self, body: dict[str, Any], completion: dict[str, Any], *,
+              lock: threading.Lock) -> dict[str, Any]:
+        """``completion`` (a chat completion's JSON) as this server would send it."""
+        choice = completion["choices"][0]
+        message = choice["message"]
+        content = message.get("content")
+        calls = message.get("tool_calls") or []
+        with lock:
+            cut = self.cut_off > 0
+            self.cut_off -= cut
+            broken = bool(calls) and self.broken_tool_arguments > 0
+            self.broken_tool_arguments -= broken
+        if self.needs_schema and isinstance(content, str) and _is_json(content) \
+                and not _shows_schema(body):
+            content = json.dumps({"answer": content})
+        if self.prose and isinstance(content, str) and _is_json(content):
+            content = PROSE_BEFORE + content + PROSE_AFTER
+        if cut:
+            content = None if content is None else content[: len(content) // 2]
+            choice["finish_reason"] = "length"
+        if cut or broken:
+            for call in calls:
+                arguments = call["function"]["arguments"]
+                call["function"]["arguments"] = arguments[: max(1, len(arguments) // 2)]
+        if self.think:
+            content = THINKING + (content or "")
+        if self.orphan_think:
+            content = ORPHAN_THINKING + (content or "")
+        if self.reasoning_content:
+            message["reasoning_content"] = "First I read the request, then I answer it."
+        message["content"] = content
+        return completion
+
+
+def _is_json(text: str) -> bool:
+    try:
+        json.loads(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _shows_schema(body: dict[str, Any]) -> bool:
+    """Whether the request shows the model a JSON schema: enforced, or written into a message."""
+    return _asks_strict_schema(body) or any(
+        '"properties"' in str(m.get("content") or "") for m in body.get("messages", []))

@@ -365,8 +365,11 @@ class LLMRequestEntrySerializer(Rendered):
     output = computed(serializers.JSONField(allow_null=True),
                       lambda row: _logged_json(row.response, row.truncated))
     error = Char(allow_null=True)
-    llm_info = computed(serializers.DictField(),
-                        lambda row: {"kind": row.kind, "attempt": row.attempt})
+    # A structured request also says which structured-output step it used (json_schema,
+    # json_object, prompt): how far down the server's refusals took it.
+    llm_info = computed(serializers.DictField(), lambda row: {
+        "kind": row.kind, "attempt": row.attempt,
+        **({"structured_step": row.structured_step} if row.structured_step else {})})
     metadata = computed(serializers.DictField(), lambda row: {"truncated": row.truncated})
 
 

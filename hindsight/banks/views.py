@@ -289,11 +289,11 @@ class LLMRequestsView(APIView):
             trace_id=str(trace_id) if trace_id is not None else None,
             start=query.get("start_date"),
             end=query.get("end_date"),
+            provider=query.get("provider"),
         )
         # Kinds and links this log does not hold select nothing rather than being ignored.
         nothing = (
             query.get("call_type") not in (None, "llm")
-            or query.get("provider") not in (None, "openai")
             or query.get("document_id") is not None
             or query.get("memory_id") is not None
         )

@@ -3,7 +3,8 @@
 - ``llm_server`` (session): the running server; use it directly only to read or script.
 - ``scripted_llm`` (function): resets the server and points ``settings.HINDSIGHT`` at it —
   provider openai, base_url, api_key "test", model "scripted", ``llm_max_retries=0`` (a test
-  that wants retries sets it). ``scripted_llm.env`` has the same as ``HINDSIGHT_API_*`` variables
+  that wants retries sets it) — and makes the gateway forget what servers refused before
+  (``hindsight.infra.llm.servers``: one scripted server plays many). ``scripted_llm.env`` has the same as ``HINDSIGHT_API_*`` variables
   for worker subprocesses.
 - ``openai_embeddings`` (function): the embeddings provider switched to the same server
   (model "scripted-embed", 384 dims, ``embeddings_max_retries=0``).
@@ -19,6 +20,7 @@ from collections.abc import Iterator
 import pytest
 
 from fakes.llm_server import Reply, ScriptedLLMServer
+from hindsight.infra.llm.servers import traits_forget
 
 __all__ = ["Reply", "ScriptedLLMServer", "llm", "llm_server", "openai_embeddings", "scripted_llm"]
 
@@ -33,6 +35,7 @@ def llm_server() -> Iterator[ScriptedLLMServer]:
 @pytest.fixture
 def scripted_llm(llm_server: ScriptedLLMServer, settings) -> Iterator[ScriptedLLMServer]:
     llm_server.reset()
+    traits_forget()
     settings.HINDSIGHT = dataclasses.replace(
         settings.HINDSIGHT,
         llm_provider="openai",
@@ -43,6 +46,7 @@ def scripted_llm(llm_server: ScriptedLLMServer, settings) -> Iterator[ScriptedLL
     )
     yield llm_server
     llm_server.reset()  # releases held requests so no server thread outlives the test
+    traits_forget()
 
 
 @pytest.fixture

@@ -17,8 +17,22 @@ What it adds on top of the SDK, once for every caller:
   left is not waited inside the call: the call fails at once with the error's ``retry_after``
   (the engine's re-attempt of the job waits it out, holding no slot). The SDK's own retries
   are off so attempts are counted here.
-- **Structured output** with a strict JSON schema, falling back to JSON mode (the schema in the
-  prompt) when the server refuses strict schemas, and validation of the answer with jsonschema.
+- **Structured output** on the first step the server takes: a strict JSON schema, else JSON
+  mode, else no ``response_format`` at all — each step below the first tells the model the
+  schema in the prompt. A 400 naming ``response_format`` steps down once per call (not a failed
+  attempt), and the step that worked is remembered per server and model (``servers``), so
+  later calls start there. The answer is validated with jsonschema.
+- **Answers as real servers write them** (``answers``): reasoning blocks (``<think>…</think>``)
+  are taken out of every answer's content and ``reasoning_content`` is never read; the JSON of a
+  structured answer is found in a fence or in prose around it; a tool call's arguments that are
+  not JSON are repaired when they can be read (fenced, in prose, a Python literal), else the
+  call is asked again once within the retry budget, the model told why.
+- **Cut-off answers** (``finish_reason: length``) are a transient failure: asked again within
+  the call under the same retry budget, with twice the token budget when the caller set one;
+  when every answer was cut off the call raises ``LLMCutOff`` — never half an answer.
+- **A model without tools.** A 400 saying the model does not support tools raises
+  ``LLMToolsUnsupported`` and is remembered for the server (``LLMGateway.tools_supported``),
+  so a caller with a tool-less way of working takes it without asking again.
 - **Accounting.** Every call returns its ``Usage`` and ``duration_ms`` and is reported as an
   ``LLMCallRecord`` to the gateway's ``on_call`` hook and to any ``collect_llm_calls()`` block.
 - **The request log.** Every HTTP request (each attempt of a call) is handed, as an
@@ -52,17 +66,21 @@ from openai.types.chat import ChatCompletion
 from hindsight.infra import metrics
 from hindsight.infra.db import connection_release_to_pool
 from hindsight.infra.errors import LLMNotConfigured
+from hindsight.infra.llm import servers
+from hindsight.infra.llm.answers import find_json, strip_reasoning, tool_arguments
 from hindsight.infra.llm.context import LLMContext, count_in_tallies, current_llm_context
 from hindsight.infra.llm.retry import backoff_seconds, is_transient, retry_after_seconds
 from hindsight.infra.llm.types import (
     ChatResult,
     Deadline,
     LLMCallRecord,
+    LLMCutOff,
     LLMError,
     LLMOutputError,
     LLMProviderError,
     LLMRequestEvent,
     LLMTimeout,
+    LLMToolsUnsupported,
     StructuredResult,
     ToolCall,
     Usage,
@@ -174,7 +192,7 @@ def get_llm(
         raise LLMNotConfigured(what)
     return LLMGateway(
         base_url=cfg.llm_base_url, api_key=cfg.llm_api_key, model=cfg.llm_model, on_call=on_call,
-        bank_id=bank_id,
+        bank_id=bank_id, provider=cfg.llm_provider,
     )
 
 
@@ -204,16 +222,23 @@ class LLMGateway:
         max_retries: int | None = None,
         on_call: OnCall | None = None,
         bank_id: str | None = None,
+        provider: str = "openai",
     ) -> None:
         self.model = model
         self.bank_id = bank_id
+        self.base_url = base_url
+        self.provider = provider
         self._client = _client(base_url, api_key)
         self._timeout_seconds = timeout_seconds
         self._max_retries = max_retries
         self._on_call = on_call
         # Learnt from the server during this gateway's life (one refresh, one request):
-        self._strict_refused = False
         self._max_tokens_param = "max_completion_tokens"
+
+    @property
+    def tools_supported(self) -> bool:
+        """False once this server's model refused a request with tools (in this process)."""
+        return servers.traits_of(self.base_url, self.model).tools is not False
 
     # ------------------------------------------------------------------------------------
     # public calls
@@ -239,10 +264,22 @@ class LLMGateway:
             kwargs["temperature"] = temperature
         attempts = 0
         try:
-            response, attempts = self._create(
-                kwargs, max_tokens=max_tokens, deadline=deadline, purpose=purpose, kind="chat"
-            )
+            try:
+                response, attempts = self._create(
+                    kwargs, max_tokens=max_tokens, deadline=deadline, purpose=purpose, kind="chat"
+                )
+            except LLMProviderError as exc:
+                if not tools or not _refuses_tools(exc):
+                    raise
+                servers.tools_remember(self.base_url, self.model, supported=False)
+                raise LLMToolsUnsupported(str(exc), attempts=exc.attempts,
+                                          status_code=exc.status_code) from exc
             result = _chat_result(response, started=started, attempts=attempts)
+            if any(call.arguments_error for call in result.tool_calls) \
+                    and attempts <= self._retries():
+                result = self._reask_tool_call(kwargs, result, max_tokens=max_tokens,
+                                               deadline=deadline, purpose=purpose, started=started)
+                attempts = result.attempts
         except LLMError as exc:
             self._report(
                 kind="chat", purpose=purpose, started=started, usage=Usage(),
@@ -254,6 +291,31 @@ class LLMGateway:
             attempts=attempts, tool_calls=[c.name for c in result.tool_calls],
         )
         return result
+
+    def _retries(self) -> int:
+        return self._max_retries if self._max_retries is not None \
+            else settings.HINDSIGHT.llm_max_retries
+
+    def _reask_tool_call(
+        self, kwargs: dict[str, Any], first: ChatResult, *, max_tokens: int | None,
+        deadline: Deadline | None, purpose: str, started: float,
+    ) -> ChatResult:
+        """Ask once more after a tool call whose arguments could not be read, telling the model
+        why (its call and the error, as the conversation's next turns). The caller gets the new
+        answer; its own conversation never holds the unreadable one."""
+        told = [first.message] + [
+            {"role": "tool", "tool_call_id": call.id,
+             "content": json.dumps({"error": f"{call.arguments_error}. Call the tool again "
+                                             "with its arguments as one JSON object."})
+             if call.arguments_error else json.dumps({"error": "not run: call the tools again"})}
+            for call in first.tool_calls
+        ]
+        again = dict(kwargs, messages=[*kwargs["messages"], *told])
+        logger.info("LLM tool call arguments unreadable (%s); asking again",
+                    next(c.arguments_error for c in first.tool_calls if c.arguments_error))
+        response, used = self._create(again, max_tokens=max_tokens, deadline=deadline,
+                                      purpose=purpose, kind="chat", first_attempt=first.attempts)
+        return _chat_result(response, started=started, attempts=used)
 
     def structured(
         self,
@@ -289,29 +351,20 @@ class LLMGateway:
             validator = _validator(json.dumps(schema, sort_keys=True))
         except jsonschema.SchemaError as exc:
             raise ValueError(f"structured(): invalid JSON schema {name!r}: {exc.message}") from exc
-        mode = "json_object" if self._strict_refused else "json_schema"
+        mode = servers.traits_of(self.base_url, self.model).structured_step
         try:
-            response = None
-            if mode == "json_schema":
-                strict_format = {
-                    "type": "json_schema",
-                    "json_schema": {"name": name, "schema": schema, "strict": strict},
-                }
+            while True:
                 try:
-                    response = create({"messages": messages, "response_format": strict_format})
+                    response = create(_structured_request(messages, schema, name, strict, mode))
+                    break
                 except LLMProviderError as exc:
-                    if not _refuses_strict_schema(exc):
+                    lower = _step_below(mode, exc)
+                    if lower is None:
                         raise
-                    logger.info("LLM refused a strict json_schema (%s); using JSON mode", exc)
-                    self._strict_refused = True
-                    mode = "json_object"
-            if response is None:
-                response = create(
-                    {
-                        "messages": _with_schema_instruction(messages, schema, name),
-                        "response_format": {"type": "json_object"},
-                    }
-                )
+                    logger.info("LLM refused response_format at step %s (%s); using %s",
+                                mode, exc, lower)
+                    servers.structured_step_remember(self.base_url, self.model, lower)
+                    mode = lower
             usage = Usage.from_openai(response.usage)
             data = _parse_structured(response, validator, attempts=attempts)
         except LLMError as exc:
@@ -339,8 +392,10 @@ class LLMGateway:
         deadline: Deadline | None,
         purpose: str = "",
         kind: str = "chat",
+        first_attempt: int = 0,
     ) -> tuple[Any, int]:
-        """Send the request (retrying transient failures); log every attempt."""
+        """Send the request (retrying transient failures and cut-off answers); log every attempt.
+        ``first_attempt``: attempts the call already made (a re-ask counts on from them)."""
 
         def send(request: dict[str, Any], attempt: int) -> Any:
             connection_release_to_pool()
@@ -356,7 +411,7 @@ class LLMGateway:
             return response
 
         return self._send_with_retries(kwargs, max_tokens=max_tokens, deadline=deadline,
-                                       send=send)
+                                       send=send, first_attempt=first_attempt)
 
     def _send_with_retries(
         self,
@@ -365,14 +420,15 @@ class LLMGateway:
         max_tokens: int | None,
         deadline: Deadline | None,
         send: Callable[[dict[str, Any], int], Any],
+        first_attempt: int = 0,
     ) -> tuple[Any, int]:
         cfg = settings.HINDSIGHT
         deadline = _earliest(deadline)
         request_timeout = (
             self._timeout_seconds if self._timeout_seconds is not None else cfg.llm_timeout_seconds
         )
-        max_retries = self._max_retries if self._max_retries is not None else cfg.llm_max_retries
-        attempt = 0
+        max_retries = self._retries()
+        attempt = first_attempt
         while True:
             if deadline is not None and deadline.expired:
                 raise _deadline_spent(
@@ -389,7 +445,7 @@ class LLMGateway:
             if max_tokens is not None:
                 request[self._max_tokens_param] = max_tokens
             try:
-                return send(request, attempt), attempt
+                response = send(request, attempt)
             except openai.BadRequestError as exc:
                 if (
                     max_tokens is not None
@@ -419,6 +475,7 @@ class LLMGateway:
                         attempts=attempt,
                     ) from exc
                 self._pause(attempt, deadline)
+                continue
             except openai.OpenAIError as exc:
                 status = getattr(exc, "status_code", None)
                 asked = retry_after_seconds(exc)
@@ -434,6 +491,21 @@ class LLMGateway:
                     ) from exc
                 logger.info("LLM attempt %d failed transiently (%s); retrying", attempt, exc)
                 self._pause(attempt, deadline, at_least=asked)
+                continue
+            if not _cut_off(response):
+                return response, attempt
+            # docs/behaviour.md#whole-answers-only: half an answer is never handed on.
+            if attempt > max_retries:
+                raise LLMCutOff(
+                    "LLM answer was cut off at the token limit (finish_reason: length), "
+                    f"{attempt} attempt(s)"
+                    + (f"; the last one allowed {max_tokens} tokens" if max_tokens else ""),
+                    attempts=attempt,
+                )
+            logger.info("LLM answer cut off at the token limit (attempt %d); asking again",
+                        attempt)
+            if max_tokens is not None:
+                max_tokens *= 2
 
     def _log_request(
         self,
@@ -463,6 +535,8 @@ class LLMGateway:
             request={k: v for k, v in request.items() if k not in ("model", "timeout")},
             response=_response_payload(response),
             error=None if error is None else f"{type(error).__name__}: {_message_of(error)}",
+            structured_step=_step_of(request) if kind == "structured" else "",
+            provider=self.provider,
         )
         context = current_llm_context()
         for sink in list(_request_sinks):
@@ -578,9 +652,49 @@ def _response_payload(response: Any) -> Any:
     return payload
 
 
-def _refuses_strict_schema(exc: LLMProviderError) -> bool:
+def _refuses_tools(exc: LLMProviderError) -> bool:
+    """A refusal of the tools themselves: Ollama's "<model> does not support tools", or a
+    server without tool calling set up (vLLM: "… requires --enable-auto-tool-choice")."""
     text = str(exc).lower()
-    return exc.status_code in (400, 422) and ("response_format" in text or "json_schema" in text)
+    return exc.status_code in (400, 422) and "tool" in text and (
+        "support" in text or "enable-auto-tool-choice" in text)
+
+
+def _step_below(step: str, exc: LLMProviderError) -> str | None:
+    """The structured-output step to try after ``exc`` refused ``step``; None when ``exc`` is no
+    refusal of the response format (or there is no step left)."""
+    text = str(exc).lower()
+    refused = exc.status_code in (400, 422) and (
+        "response_format" in text or "response format" in text or step in text)
+    if not refused or step == servers.PROMPT:
+        return None
+    return servers.STEPS[servers.STEPS.index(step) + 1]
+
+
+def _structured_request(
+    messages: list[dict[str, Any]], schema: dict[str, Any], name: str, strict: bool, step: str
+) -> dict[str, Any]:
+    if step == servers.JSON_SCHEMA:
+        return {"messages": messages, "response_format": {
+            "type": "json_schema",
+            "json_schema": {"name": name, "schema": schema, "strict": strict}}}
+    # Below the first step the server no longer enforces the schema: the prompt carries it.
+    request: dict[str, Any] = {"messages": _with_schema_instruction(messages, schema, name)}
+    if step == servers.JSON_OBJECT:
+        request["response_format"] = {"type": "json_object"}
+    return request
+
+
+def _step_of(request: dict[str, Any]) -> str:
+    fmt = request.get("response_format")
+    if isinstance(fmt, dict) and fmt.get("type") in (servers.JSON_SCHEMA, servers.JSON_OBJECT):
+        return str(fmt["type"])
+    return servers.PROMPT
+
+
+def _cut_off(response: Any) -> bool:
+    choices = getattr(response, "choices", None) or []
+    return bool(choices) and choices[0].finish_reason == "length"
 
 
 def _with_schema_instruction(
@@ -611,27 +725,24 @@ def _chat_result(response: Any, *, started: float, attempts: int) -> ChatResult:
         if function is None:  # custom (non-function) tools are not used by this service
             continue
         raw = function.arguments or ""
-        arguments: dict[str, Any] = {}
-        error: str | None = None
-        try:
-            parsed = json.loads(raw) if raw.strip() else {}
-            if isinstance(parsed, dict):
-                arguments = parsed
-            else:
-                error = f"tool arguments must be a JSON object, got {type(parsed).__name__}"
-        except json.JSONDecodeError as exc:
-            error = f"tool arguments are not valid JSON: {exc}"
+        arguments, error = tool_arguments(raw)
         calls.append(ToolCall(id=call.id, name=function.name, arguments=arguments,
                               arguments_error=error))
+        # A repaired call goes back into the conversation as the JSON it was read as.
+        sent = raw if error or not raw.strip() else json.dumps(arguments, ensure_ascii=False)
         raw_calls.append(
             {"id": call.id, "type": "function",
-             "function": {"name": function.name, "arguments": raw}}
+             "function": {"name": function.name, "arguments": sent}}
         )
-    assistant: dict[str, Any] = {"role": "assistant", "content": message.content}
+    # Reasoning written into the content is neither the answer nor sent back to the model.
+    content = message.content if message.content is None else strip_reasoning(message.content)
+    if content == "" and message.content:
+        content = None if raw_calls else ""
+    assistant: dict[str, Any] = {"role": "assistant", "content": content}
     if raw_calls:
         assistant["tool_calls"] = raw_calls
     return ChatResult(
-        content=message.content,
+        content=content,
         tool_calls=calls,
         usage=Usage.from_openai(response.usage),
         duration_ms=_ms_since(started),
@@ -663,12 +774,14 @@ def _parse_structured(
             "LLM answer was cut off at the token limit before the JSON was complete",
             attempts=attempts,
         )
-    text = _strip_fences(choice.message.content or "")
+    text = strip_reasoning(choice.message.content or "")
     if not text:
         raise LLMOutputError("LLM answer is empty; expected JSON", attempts=attempts)
     try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
+        # The first value that matches the schema: a fence, or prose around the JSON, is not
+        # the answer (docs/behaviour.md#whole-answers-only).
+        data, _ = find_json(text, validator.is_valid)
+    except ValueError as exc:
         raise LLMOutputError(f"LLM answer is not valid JSON: {exc}", attempts=attempts) from exc
     errors = sorted(validator.iter_errors(data), key=lambda e: list(e.path))
     if errors:
@@ -679,13 +792,3 @@ def _parse_structured(
             attempts=attempts,
         )
     return data
-
-
-def _strip_fences(text: str) -> str:
-    """JSON mode on some servers still wraps the object in a Markdown code fence."""
-    text = text.strip()
-    if text.startswith("```"):
-        text = text.split("\n", 1)[1] if "\n" in text else ""
-        if text.rstrip().endswith("```"):
-            text = text.rstrip()[:-3]
-    return text.strip()

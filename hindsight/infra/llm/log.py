@@ -53,14 +53,14 @@ def _uuid_or_none(value: str | None) -> uuid.UUID | None:
 
 # One plain INSERT (``ended_at`` is the column's default, the database clock): the ORM's
 # save() costs about as much again in Python as the round trip itself, on every LLM request.
-_COLUMNS = ("id", "bank_id", "operation", "operation_id", "scope", "kind", "provider", "model",
+_COLUMNS = ("id", "bank_id", "operation", "operation_id", "scope", "kind", "structured_step",
+            "provider", "model",
             "status", "attempt", "started_at", "duration_ms", "input_tokens", "output_tokens",
             "prompt", "response", "truncated", "error")
 _INSERT_SQL = (
     f"INSERT INTO {LLMRequest._meta.db_table} ({', '.join(_COLUMNS)}) "
     f"VALUES ({', '.join(['%s'] * len(_COLUMNS))})"
 )
-_PROVIDER = LLMRequest._meta.get_field("provider").get_default()
 
 
 def llm_request_record(event: LLMRequestEvent, context: LLMContext | None) -> None:
@@ -74,7 +74,8 @@ def llm_request_record(event: LLMRequestEvent, context: LLMContext | None) -> No
         _uuid_or_none(context.operation_id) if context else None,
         event.purpose[:128],
         event.kind,
-        _PROVIDER,
+        event.structured_step,
+        event.provider[:32],
         event.model[:255],
         ERROR if event.error else SUCCESS,
         event.attempt,

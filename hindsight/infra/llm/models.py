@@ -28,6 +28,9 @@ class LLMRequest(models.Model):
     # What the call was for inside the operation (the gateway's ``purpose``).
     scope = models.CharField(max_length=128, blank=True, default="")
     kind = models.CharField(max_length=16, default="chat")  # chat | structured
+    # A structured request's step: json_schema (the server enforces the schema), json_object (JSON
+    # mode, the schema in the prompt) or prompt (the schema in the prompt alone); "" for chat.
+    structured_step = models.CharField(max_length=16, blank=True, default="")
     provider = models.CharField(max_length=32, default="openai")
     model = models.CharField(max_length=255, blank=True, default="")
     status = models.CharField(max_length=16, choices=[(SUCCESS, SUCCESS), (ERROR, ERROR)])

@@ -26,6 +26,7 @@ class LLMRequestFilters:
     trace_id: str | None = None
     start: datetime | None = None
     end: datetime | None = None
+    provider: str | None = None
 
 
 def _filtered(bank_id: str, filters: LLMRequestFilters) -> QuerySet[LLMRequest]:
@@ -36,6 +37,8 @@ def _filtered(bank_id: str, filters: LLMRequestFilters) -> QuerySet[LLMRequest]:
         qs = qs.filter(operation=filters.operation)
     if filters.scope:
         qs = qs.filter(scope=filters.scope)
+    if filters.provider:
+        qs = qs.filter(provider=filters.provider)
     if filters.trace_id:
         qs = qs.filter(operation_id=filters.trace_id)
     if filters.start:

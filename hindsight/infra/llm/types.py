@@ -39,6 +39,17 @@ class LLMOutputError(LLMError):
     """The model answered, but not in a usable way (not JSON, schema violated, truncated)."""
 
 
+class LLMCutOff(LLMOutputError):
+    """Every answer stopped at the token limit (``finish_reason: length``) before it was whole.
+
+    Transient: a cut-off answer is asked again within the call (with a doubled budget when the
+    caller set one), and a call whose every answer was cut off may be whole on a later try."""
+
+    @property
+    def transient(self) -> bool:
+        return True
+
+
 class LLMProviderError(LLMError):
     """The provider refused or failed the request (HTTP error, connection error)."""
 
@@ -52,6 +63,13 @@ class LLMProviderError(LLMError):
         """No status (a connection error), 429 and 5xx: the provider may answer later; any
         other status (400, 401, 403, 404, 422, …) refused the request as it is."""
         return is_transient_status(self.status_code)
+
+
+class LLMToolsUnsupported(LLMProviderError):
+    """The model refused a request carrying tools (a 400 saying it does not support them).
+
+    The gateway remembers it for the server and model (``LLMGateway.tools_supported``), so a
+    caller with a tool-less way of working takes it without asking again."""
 
 
 def is_transient_status(status_code: int | None) -> bool:
@@ -128,7 +146,9 @@ class StructuredResult:
     data: Any
     usage: Usage
     duration_ms: int
-    # "json_schema" (strict structured output) or "json_object" (the fallback).
+    # The structured-output step that answered: "json_schema" (the server enforces the schema),
+    # "json_object" (JSON mode, the schema in the prompt) or "prompt" (the schema in the prompt
+    # alone, no response_format).
     mode: str = "json_schema"
     attempts: int = 1
 
@@ -174,6 +194,10 @@ class LLMRequestEvent:
     request: dict[str, Any]
     response: Any
     error: str | None
+    # A structured call's step for this request ("json_schema", "json_object", "prompt"); "" for
+    # a chat request.
+    structured_step: str = ""
+    provider: str = "openai"
 
 
 class Deadline:
