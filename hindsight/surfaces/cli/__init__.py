@@ -1,15 +1,18 @@
 """The ``hindsight`` console script: a client of the HTTP API (``api``), never of Django.
 
 ``main`` is the entry point pyproject declares; the commands live in ``app``, the knowledge
-base's (``hindsight kb …``) in ``knowledge``, registered on the app here (``knowledge`` uses
-``app``'s options and helpers, so ``app`` cannot import it).
+base's (``hindsight kb …``) in ``knowledge`` and the directives' (``hindsight directive …``) in
+``directives``, registered on the app here (they use ``app``'s options and helpers, so ``app``
+cannot import them).
 """
 
 from __future__ import annotations
 
 from hindsight.surfaces.cli.app import app, main
+from hindsight.surfaces.cli.directives import directive_app
 from hindsight.surfaces.cli.knowledge import kb_app
 
 app.add_typer(kb_app, name="kb")
+app.add_typer(directive_app, name="directive")
 
 __all__ = ["main"]

@@ -228,6 +228,27 @@ class HindsightApi:
     def kb_export(self, bank_id: str) -> Any:
         return self.request("GET", self._kb(bank_id, "export"))
 
+    # directives -------------------------------------------------------------------------
+
+    def _dir(self, bank_id: str, directive_id: str | None = None) -> str:
+        path = f"/banks/{_seg(bank_id)}/directives"
+        return path if directive_id is None else f"{path}/{_seg(directive_id)}"
+
+    def directive_list(self, bank_id: str, **params: Any) -> Any:
+        return self.request("GET", self._dir(bank_id), params=params)
+
+    def directive_get(self, bank_id: str, directive_id: str) -> Any:
+        return self.request("GET", self._dir(bank_id, directive_id))
+
+    def directive_create(self, bank_id: str, body: dict[str, Any]) -> Any:
+        return self.request("POST", self._dir(bank_id), json=body)
+
+    def directive_update(self, bank_id: str, directive_id: str, body: dict[str, Any]) -> Any:
+        return self.request("PATCH", self._dir(bank_id, directive_id), json=body)
+
+    def directive_delete(self, bank_id: str, directive_id: str) -> Any:
+        return self.request("DELETE", self._dir(bank_id, directive_id))
+
     # operations -------------------------------------------------------------------------
 
     def _op(self, bank_id: str, operation_id: str | None = None) -> str:
