@@ -13,13 +13,13 @@ from django.db import IntegrityError, transaction
 
 from hindsight.infra.db import ClockTimestamp
 from hindsight.infra.errors import Conflict, NotFound
+from hindsight.infra.vocabulary import TERMINAL_STATUSES
 from operations import dispatch
 from operations.models import (
     CANCELLED,
     FAILED,
     PENDING,
     SUPERSEDED_BY,
-    TERMINAL_STATUSES,
     Operation,
 )
 from operations.queue import on_cancelled_on_commit, operation_fold

@@ -16,7 +16,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from hindsight.infra.db import ClockTimestamp
-from hindsight.infra.vocabulary import TERMINAL_STATUSES, OperationStatus
+from hindsight.infra.vocabulary import OperationStatus
 
 # Short names for the members, as the engine's code reads them.
 PENDING = OperationStatus.PENDING

@@ -32,8 +32,9 @@ from hindsight.infra.edge.serializers import (
     offset_field,
     page_fields,
 )
+from hindsight.infra.vocabulary import TERMINAL_STATUSES
 from operations.api.details import details_serializer, details_shape
-from operations.models import STATUSES, SUPERSEDED_BY, TERMINAL_STATUSES, Operation
+from operations.models import STATUSES, SUPERSEDED_BY, Operation
 from operations.selectors import OperationReport
 
 NOT_FOUND = "not_found"
