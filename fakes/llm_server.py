@@ -620,6 +620,7 @@ class Quirks:
       ``reasoning_content`` the thinking beside the content, as DeepSeek's API sends it;
       ``prose``             JSON content wrapped in a sentence (a server ignoring
                             ``response_format``);
+      ``fence``             JSON content in a Markdown code fence;
       ``needs_schema``      the model answers the asked shape only when the request shows it the
                             schema (``response_format`` json_schema, or the schema's JSON in a
                             message); otherwise ``{"answer": …}``, a shape of its own;
@@ -638,6 +639,7 @@ class Quirks:
     orphan_think: bool = False
     reasoning_content: bool = False
     prose: bool = False
+    fence: bool = False
     needs_schema: bool = False
     cut_off: int = 0
     broken_tool_arguments: int = 0
@@ -671,6 +673,8 @@ class Quirks:
         if self.needs_schema and isinstance(content, str) and _is_json(content) \
                 and not _shows_schema(body):
             content = json.dumps({"answer": content})
+        if self.fence and isinstance(content, str) and _is_json(content):
+            content = "```json\n" + content + "\n```"
         if self.prose and isinstance(content, str) and _is_json(content):
             content = PROSE_BEFORE + content + PROSE_AFTER
         if cut:

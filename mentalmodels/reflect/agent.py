@@ -7,7 +7,9 @@ raw facts. If every mental model the search found is fresh and non-empty, the re
 turns are released: the model may answer from them at once. A stale one is shown with its
 staleness and the forced turns go on. After the forced turns the model chooses (``auto``) until
 it calls ``done``; the budget caps the iterations (low/mid/high = 5/10/20) and the last one is a
-synthesis call without tools.
+synthesis call without tools. A model that cannot call tools (the gateway's
+``tools_supported``, or its refusal on the first turn) gets the same searches run up front and
+answers once from their results (``toolless``; docs/behaviour.md#a-model-without-tools).
 
 ``based_on`` is built from what the answer cites *and* a tool returned in this run; invented or
 unseen ids are dropped with a warning. Every memory a tool returned is reported in
@@ -27,11 +29,11 @@ from typing import Any
 
 from django.db import DatabaseError
 
-from hindsight.infra.llm import Deadline, LLMError, get_llm
+from hindsight.infra.llm import Deadline, LLMError, LLMToolsUnsupported, get_llm
 from hindsight.infra.tagscope import TagScope
 from hindsight.infra.vocabulary import FactType, iso
 from mentalmodels.directives.selectors import directives_applicable
-from mentalmodels.reflect import prompts
+from mentalmodels.reflect import prompts, toolless
 from mentalmodels.reflect.mm_search import visible_models
 from mentalmodels.reflect.result import ReflectResult, RetrievalError, empty_based_on
 from mentalmodels.reflect.tools import (
@@ -160,7 +162,49 @@ class _Run:
              "content": prompts.with_directives(prompts.SYSTEM, self.result.directives)},
             {"role": "user", "content": prompts.question(self.query, max_tokens=self.max_tokens)},
         ]
+        # docs/behaviour.md#a-model-without-tools: the same searches, up front, one answer.
+        answer: str | None
+        if not self.llm.tools_supported:
+            answer, cited_memories, cited_models = self._answer_without_tools(names)
+        else:
+            try:
+                answer, cited_memories, cited_models = self._agent_turns(names, tools, forced)
+            except LLMToolsUnsupported:
+                answer, cited_memories, cited_models = self._answer_without_tools(names)
+        self._finish(answer or "", cited_memories, cited_models)
+        self.result.warnings[:0] = box.warnings
+        self.result.duration_ms = int((time.monotonic() - started) * 1000)
+        return self.result
 
+    def _answer_without_tools(self, names: list[str]) -> tuple[str, list[str], list[str]]:
+        found = []
+        for name, outcome in toolless.search_up_front(self.box, names, self.query):
+            self.result.tool_calls.append(
+                {"name": name, "input": {"query": self.query},
+                 "result_count": outcome.result_count, "duration_ms": outcome.duration_ms,
+                 "iteration": 1})
+            self.result.tool_outputs.append(outcome.payload)
+            found.append((name, outcome.payload))
+        system = prompts.with_directives(toolless.SYSTEM, self.result.directives)
+        question = prompts.question(self.query, max_tokens=self.max_tokens)
+        answered = self.llm.structured(
+            toolless.answer_messages(system=system, question=question, found=found),
+            schema=toolless.ANSWER_SCHEMA, name=toolless.NAME, max_tokens=self.max_tokens,
+            deadline=self.deadline, purpose="reflect:without_tools",
+        )
+        counts = _add_usage(self.result.usage, answered.usage)
+        self.result.llm_calls.append(
+            {"scope": "without_tools", "duration_ms": int(answered.duration_ms or 0), **counts})
+        self.result.iterations = 1
+        self.result.finish = "without_tools"
+        data = answered.data
+        return (str(data.get("answer") or "").strip(), toolless.cited_ids(data, "memory_ids"),
+                toolless.cited_ids(data, "mental_model_ids"))
+
+    def _agent_turns(
+        self, names: list[str], tools: list[dict[str, Any]], forced: list[str]
+    ) -> tuple[str | None, list[str], list[str]]:
+        box = self.box
         answer: str | None = None
         cited_memories: list[str] = []
         cited_models: list[str] = []
@@ -245,11 +289,7 @@ class _Run:
                 forced.pop(0)
             if release and forced:
                 forced.clear()
-
-        self._finish(answer or "", cited_memories, cited_models)
-        self.result.warnings[:0] = box.warnings
-        self.result.duration_ms = int((time.monotonic() - started) * 1000)
-        return self.result
+        return answer, cited_memories, cited_models
 
     @staticmethod
     def _tool_message(call_id: str, payload: dict[str, Any]) -> dict[str, Any]:
@@ -302,7 +342,7 @@ class _Run:
                      "tags": model["tags"], "is_stale": model["is_stale"]}
                 )
                 result.mental_models_used.append(dict(model))
-            elif result.finish == "done":
+            elif result.finish in ("done", "without_tools"):
                 unknown.append(raw)
         # Applied, not cited: every directive the prompt carried (as upstream reports them).
         based_on["directives"] = [dict(d) for d in result.directives]

@@ -62,7 +62,8 @@ class ReflectResult:
     tool_outputs: list[dict[str, Any]] = field(default_factory=list)
     iterations: int = 0
     # How the run ended: "done" (the model called done), "text" (it answered without the tool),
-    # "synthesis" (the iteration cap forced a tool-less answer).
+    # "synthesis" (the iteration cap forced a tool-less answer), "without_tools" (the model
+    # cannot call tools: the searches ran up front and it answered once).
     finish: str = "done"
     warnings: list[str] = field(default_factory=list)
     duration_ms: int = 0
