@@ -139,5 +139,7 @@ def test_bank_delete_meeting_a_refresh_mid_write_queues_behind_it_instead_of_dea
     writing.go.set()
     _join(writing, delete)
     _no_errors(delete)
-    # Either the job committed first and the delete then removed it all, or the job lost.
+    # The job held its lease row since its fence check, so the delete's fence bump queued
+    # behind it: the job committed whole, and the delete then removed it all.
+    assert writing.error is None, repr(writing.error)
     _nothing_of_the_bank_left()
