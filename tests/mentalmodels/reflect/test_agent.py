@@ -449,3 +449,30 @@ def test_a_plain_text_answer_ends_the_loop_citing_the_ids_it_names(bank, scripte
     assert result.text == f"Alice prefers async ({fact.id})."
     assert result.cited_memory_ids == {str(fact.id)}
     assert str(other.id) in {m.id for m in result.memories_read}
+
+
+def test_a_tool_never_offered_is_refused_and_reads_nothing(bank, scripted_llm):
+    # The model may name any tool: one left out of this run (mental models excluded) or one
+    # that does not exist must be answered with an error, never run.
+    add_memory(bank, "Alice prefers async communication")
+    add_model(bank, "team-comms", name="Team communication", content="The team uses Slack.")
+    scripted_llm.script(
+        Reply.tool_calls([("search_mental_models", {"query": "team"}),
+                          ("drop_bank", {"query": "team"})]),
+        Reply.tool_calls([("done", {"answer": "Nothing.", "mental_model_ids": ["team-comms"]})]),
+    )
+
+    result = _run(bank, include_mental_models=False, scope=TagScope(fact_types=("world",)))
+
+    offered = tool_names(scripted_llm.requests[0])
+    assert "search_mental_models" not in offered and "drop_bank" not in offered
+    answers = [json.loads(m["content"]) for m in scripted_llm.requests[1]["messages"]
+               if m["role"] == "tool"]
+    assert answers == [
+        {"error": "unknown tool 'search_mental_models'; available: recall, done"},
+        {"error": "unknown tool 'drop_bank'; available: recall, done"},
+    ]
+    assert [(c["name"], c["result_count"]) for c in result.tool_calls] == [
+        ("search_mental_models", 0), ("drop_bank", 0)]
+    # The model cites what it was never shown: nothing of it counts as a source.
+    assert result.based_on["mental-models"] == [] and result.mental_models_used == []
