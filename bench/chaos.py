@@ -9,9 +9,9 @@ every call in 50–300 ms. Then, for ``--duration`` seconds, over the HTTP API:
   some on ``refresh_cron`` with a rate floor) are refreshed in rounds (``--refreshes`` each);
 - retains keep arriving (a third of them ``async``), each carrying a unique marker;
 - some models are PATCHed (``source_query``) while a refresh of theirs runs;
-- faults: SIGKILL of random worker children (preferring one that holds a refresh) and of whole
-  worker processes (a new one is started each time), one broker restart (Valkey killed, its
-  queue lost with it) and one PostgreSQL crash-restart (immediate shutdown).
+- faults: SIGKILL of worker children (each holding a refresh, caught waiting on its LLM) and of
+  whole worker processes (a new one is started each time), one broker restart (Valkey killed,
+  its queue lost with it) and one PostgreSQL crash-restart (immediate shutdown).
 
 Then it drains and prints the report; every count marked ``must be 0`` that is not makes the
 exit code 1. What each count means:
@@ -254,6 +254,35 @@ class Chaos:
     # faults ----------------------------------------------------------------------------------
 
     def kill(self, whole: bool) -> None:
+        target = None if whole else self._hold_a_refresh()
+        try:
+            self._kill(whole, target)
+        finally:
+            if target is not None:
+                self.llm.release(target[1])
+
+    def _hold_a_refresh(self, timeout: float = 20.0) -> tuple[str, str] | None:
+        """A model (bank, id) whose refresh is running with one of its LLM requests held.
+
+        A child chosen at random, or one that merely held a refresh when looked up, may hold
+        none when the signal lands (the refreshes come in bursts and take about a second), and
+        the run would then say nothing about recovering a killed refresh. So a model's LLM
+        requests are held, a refresh of it is asked for, and the kill waits until one of its
+        requests arrives: the refresh cannot end before it is released, after the kill."""
+        with self.llm.lock:
+            free = [m for m in self.models if m[2] == "full" and m[1] not in self.llm.holds]
+        if not free:
+            return None
+        bank, mm_id, _kind = self.rng.choice(free)
+        held = self.llm.hold(mm_id)
+        answer = self.call("POST", f"/v1/default/banks/{bank}/mental-models/{mm_id}/refresh",
+                           None, what="refresh")
+        if self.track(answer, "refresh", bank, mm_id) is not None and held.wait(timeout):
+            return bank, mm_id
+        self.llm.release(mm_id)
+        return None
+
+    def _kill(self, whole: bool, target: tuple[str, str] | None) -> None:
         holders = self.processing_holders()
         children = self.stack.children()
         busy = [pid for pid in children if pid in holders]
@@ -272,7 +301,11 @@ class Chaos:
         else:
             if not children:
                 return
-            pid = self.rng.choice(busy) if busy else self.rng.choice(list(children))
+            running = {op for (op,) in self.db_rows(
+                "SELECT id::text FROM operations_operation WHERE status = 'processing' "
+                "AND bank_id = %s AND mental_model_id = %s", list(target))} if target else set()
+            holding = [pid for pid in busy if any(op in running for _key, op in holders[pid])]
+            pid = self.rng.choice(holding or busy) if busy else self.rng.choice(list(children))
             held = {pid: holders[pid]} if pid in holders else {}
             started = time.time()
             with contextlib.suppress(ProcessLookupError):

@@ -41,6 +41,7 @@ def test_bounded_chaos_run_loses_nothing_and_never_overlaps(tmp_path: Path) -> N
     assert "broker restarted (queue lost)" in result["faults"], result["faults"]
     assert any(f.startswith("SIGKILL child") for f in result["faults"]), result["faults"]
     recovery = result["kill_to_recovered_claim_s"]
+    assert recovery["kills_holding_a_refresh"] >= 1, (recovery, result["faults"])
     assert recovery["recovered"] == recovery["kills_holding_a_refresh"], recovery
     # Work happened: operations completed and the LLM answered.
     assert result["operations_by_status"].get("completed", 0) > 10, result["operations_by_status"]
