@@ -16,6 +16,8 @@ Caller-facing API (the tests' fixtures are in tests/fakes/fixtures.py)::
     server.script(Reply.tool_calls([("recall", {"query": "x"})]), Reply.text("done"))
     server.script(Reply.json({"ok": True}), Reply.error(503, "overloaded"))
     server.script(Reply.error(429, "slow down", retry_after="3"))  # with a Retry-After header
+    server.script(Reply.raw("<html>502</html>"))  # a 200 whose body is not JSON
+    server.script(Reply.without_choices(), Reply.null_content())  # 200s a provider may send
     reply, handle = Reply.hold(Reply.text("late")); server.script(reply)
     ...; assert handle.wait_received(5); handle.release()
     server.respond_with(lambda body: Reply.text("always this"))
@@ -23,6 +25,7 @@ Caller-facing API (the tests' fixtures are in tests/fakes/fixtures.py)::
     server.quirks = Quirks(think=True, cut_off=1)  # answer as real servers and models do
     server.fail_embeddings(2, status=500)    # the next two embedding requests fail
     server.embedding_dimensions = 10         # force a wrong dimension
+    server.embedding_fault = "one_short"     # or "shuffled", "nan": see ``EMBEDDING_FAULTS``
     server.refuse_embedding_dimensions = True  # 400 to a request carrying ``dimensions``
     server.requests / server.embedding_requests   # bodies received, in order
     server.wait_for_requests(2, timeout=5)         # a worker process made two chat requests
@@ -145,6 +148,22 @@ class Reply:
         return cls("error", status=status, message=message, retry_after=retry_after)
 
     @classmethod
+    def raw(cls, body: str, *, status: int = 200) -> Reply:
+        """``body`` sent as it is, as ``application/json`` (a provider's or a proxy's broken
+        answer: not JSON, truncated, an HTML error page)."""
+        return cls("raw", content=body, status=status)
+
+    @classmethod
+    def without_choices(cls) -> Reply:
+        """A well-formed completion (id, model, usage) whose ``choices`` key is missing."""
+        return cls("without_choices")
+
+    @classmethod
+    def null_content(cls) -> Reply:
+        """A message whose ``content`` is null and which calls no tool."""
+        return cls("message", content=None, finish_reason="stop")
+
+    @classmethod
     def disconnect(cls) -> Reply:
         """Close the connection without answering (a connection error for the client)."""
         return cls("disconnect")
@@ -209,6 +228,12 @@ def reflect_reply(body: dict[str, Any], answer: str, *, first: int | None = None
 
 _WORD = re.compile(r"[a-z0-9]+")
 
+# What ``embedding_fault`` makes the embeddings endpoint do (a 200 each time):
+#   one_short  one vector fewer than the inputs (the last one missing);
+#   shuffled   the vectors in reverse order, each still carrying its input's ``index``;
+#   nan        the first vector's first number is NaN (``NaN`` in the JSON, as Python writes it).
+EMBEDDING_FAULTS = ("one_short", "shuffled", "nan")
+
 
 @lru_cache(maxsize=65536)
 def _word_vector(word: str, dims: int) -> np.ndarray:
@@ -253,6 +278,7 @@ class ScriptedLLMServer:
         self.quirks = Quirks()
         self.embedding_dimensions: int | None = None
         self.refuse_embedding_dimensions = False
+        self.embedding_fault: str | None = None
         self._httpd = ThreadingHTTPServer((host, port), _handler_for(self))
         self._httpd.daemon_threads = True
         self._thread: threading.Thread | None = None
@@ -292,12 +318,13 @@ class ScriptedLLMServer:
         self.reset_embeddings()
 
     def reset_embeddings(self) -> None:
-        """Forget only the embedding side: failures, forced dimension, records."""
+        """Forget only the embedding side: failures, forced dimension, faults, records."""
         with self._lock:
             self._embedding_failures.clear()
             self.embedding_requests.clear()
             self.embedding_dimensions = None
             self.refuse_embedding_dimensions = False
+            self.embedding_fault = None
 
     # scripting -----------------------------------------------------------------------------
 
@@ -430,6 +457,7 @@ class ScriptedLLMServer:
             failure = self._embedding_failures.popleft() if self._embedding_failures else None
             forced_dims = self.embedding_dimensions
             refuse_dimensions = self.refuse_embedding_dimensions
+            fault = self.embedding_fault
         if failure is not None:
             return failure, _error_body(failure, "scripted embedding failure")
         if refuse_dimensions and "dimensions" in body:
@@ -445,13 +473,22 @@ class ScriptedLLMServer:
             return 400, _error_body(400, "input cannot contain empty strings", "input")
         dims = forced_dims or int(body.get("dimensions") or DEFAULT_EMBEDDING_DIMENSIONS)
         tokens = sum(len(t.split()) for t in inputs)
+        data = [
+            {"object": "embedding", "index": i, "embedding": pseudo_embedding(t, dims)}
+            for i, t in enumerate(inputs)
+        ]
+        if fault == "one_short":
+            data = data[:-1]
+        elif fault == "shuffled":
+            data = data[::-1]
+        elif fault == "nan":
+            data[0]["embedding"][0] = float("nan")
+        elif fault is not None:
+            raise ValueError(f"embedding_fault {fault!r} is none of {EMBEDDING_FAULTS}")
         return 200, {
             "object": "list",
             "model": body.get("model", "scripted-embed"),
-            "data": [
-                {"object": "embedding", "index": i, "embedding": pseudo_embedding(t, dims)}
-                for i, t in enumerate(inputs)
-            ],
+            "data": data,
             "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
         }
 
@@ -571,8 +608,15 @@ def _handler_for(server: ScriptedLLMServer) -> type[BaseHTTPRequestHandler]:
                 headers = {"Retry-After": reply.retry_after} if reply.retry_after else {}
                 self._send(reply.status, _error_body(reply.status, reply.message), headers)
                 return
-            self._send(200, server.quirks.apply(body, server._completion(body, reply),
-                                                lock=server._lock))
+            if reply.kind == "raw":
+                self._send_bytes(reply.status, (reply.content or "").encode())
+                return
+            completion = server._completion(body, reply)
+            if reply.kind == "without_choices":
+                del completion["choices"]
+                self._send(200, completion)
+                return
+            self._send(200, server.quirks.apply(body, completion, lock=server._lock))
 
         def finish(self) -> None:
             try:
@@ -582,7 +626,10 @@ def _handler_for(server: ScriptedLLMServer) -> type[BaseHTTPRequestHandler]:
 
         def _send(self, status: int, payload: dict[str, Any],
                   headers: dict[str, str] | None = None) -> None:
-            data = json.dumps(payload).encode()
+            self._send_bytes(status, json.dumps(payload).encode(), headers)
+
+        def _send_bytes(self, status: int, data: bytes,
+                        headers: dict[str, str] | None = None) -> None:
             try:
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")

@@ -195,6 +195,54 @@ def test_structured_rejects_an_invalid_schema_before_any_request(scripted_llm) -
     assert scripted_llm.requests == []
 
 
+# -- a 200 that is not a usable completion --------------------------------------------------
+
+
+@pytest.mark.parametrize("body", ["<html><body>502 Bad Gateway</body></html>",
+                                  '{"id": "chatcmpl-1", "choices": [{"index": 0, "mess'])
+@pytest.mark.parametrize("kind", ["chat", "structured"])
+def test_a_200_whose_body_is_not_json_is_an_output_error_not_retried(
+    scripted_llm, settings, body, kind
+) -> None:
+    with_retries(settings, 2)
+    scripted_llm.script(Reply.raw(body), Reply.text("never"))
+    llm = get_llm()
+    with collect_llm_calls() as records, pytest.raises(
+        LLMOutputError, match="not a JSON completion"
+    ) as excinfo:
+        if kind == "chat":
+            llm.chat(USER)
+        else:
+            llm.structured(USER, schema=SCHEMA, name="answer")
+    assert excinfo.value.attempts == 1 and len(scripted_llm.requests) == 1
+    [record] = records
+    assert record.error is not None and record.error.startswith("LLMOutputError")
+
+
+@pytest.mark.parametrize("kind", ["chat", "structured"])
+def test_a_200_without_choices_is_an_output_error(scripted_llm, kind) -> None:
+    scripted_llm.script(Reply.without_choices())
+    llm = get_llm()
+    with collect_llm_calls() as records, pytest.raises(LLMOutputError, match="no choices"):
+        if kind == "chat":
+            llm.chat(USER)
+        else:
+            llm.structured(USER, schema=SCHEMA, name="answer")
+    assert len(records) == 1 and "no choices" in (records[0].error or "")
+
+
+def test_a_null_content_answer_is_no_text_to_chat_and_an_error_to_structured(
+    scripted_llm,
+) -> None:
+    # chat() hands the caller what the model said, nothing; the reflect loop asks again.
+    scripted_llm.script(Reply.null_content(), Reply.null_content())
+    result = get_llm().chat(USER, tools=TOOLS)
+    assert result.content is None and result.tool_calls == []
+    assert result.message == {"role": "assistant", "content": None}
+    with pytest.raises(LLMOutputError, match="empty; expected JSON"):
+        get_llm().structured(USER, schema=SCHEMA, name="answer")
+
+
 # -- retries ---------------------------------------------------------------------------------
 
 

@@ -406,6 +406,14 @@ class LLMGateway:
                 self._log_request(request, None, purpose=purpose, kind=kind, attempt=attempt,
                                   started_at=started_at, started=started, error=exc)
                 raise
+            except json.JSONDecodeError as exc:
+                # A 200 whose body is not JSON (a proxy's error page, a cut-off answer): the
+                # SDK's own parse error would escape every caller's ``except LLMError``.
+                error = LLMOutputError(f"LLM answer is not a JSON completion: {exc}",
+                                       attempts=attempt)
+                self._log_request(request, None, purpose=purpose, kind=kind, attempt=attempt,
+                                  started_at=started_at, started=started, error=error)
+                raise error from exc
             self._log_request(request, response, purpose=purpose, kind=kind, attempt=attempt,
                               started_at=started_at, started=started, error=None)
             return response
