@@ -84,3 +84,25 @@ def test_server_refusing_the_dimensions_parameter_is_asked_again_without_it(
     assert len(embed_one("second")) == 384
     sent = [("dimensions" in r) for r in openai_embeddings.embedding_requests]
     assert sent == [True, False, False]  # learnt once, remembered
+
+
+def test_vectors_sent_out_of_order_are_put_back_by_their_index(openai_embeddings) -> None:
+    openai_embeddings.embedding_fault = "shuffled"
+    texts = ["alice likes tea", "bob likes coffee", "carol likes cocoa"]
+    vectors = get_embedder().embed(texts)
+    for text, vector in zip(texts, vectors, strict=True):
+        assert vector == pytest.approx(pseudo_embedding(text, 384), abs=1e-9)
+
+
+def test_one_vector_fewer_than_the_inputs_is_an_error_naming_both_counts(
+    openai_embeddings,
+) -> None:
+    openai_embeddings.embedding_fault = "one_short"
+    with pytest.raises(EmbeddingError, match="returned 2 vectors for 3 inputs"):
+        get_embedder().embed(["one", "two", "three"])
+
+
+def test_a_nan_in_a_vector_is_an_error_not_a_stored_vector(openai_embeddings) -> None:
+    openai_embeddings.embedding_fault = "nan"
+    with pytest.raises(EmbeddingError, match="non-finite"):
+        get_embedder().embed(["one", "two"])
