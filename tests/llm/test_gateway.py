@@ -323,7 +323,7 @@ def test_a_retry_after_beyond_the_in_call_cap_ends_the_call_with_it(scripted_llm
     started = time.monotonic()
     with pytest.raises(LLMProviderError, match="Retry-After 60s") as excinfo:
         get_llm().chat(USER)
-    assert time.monotonic() - started < 5
+    assert time.monotonic() - started < 30  # waiting in the call would take 60 s
     assert len(arrived) == 1  # no retry sent before the provider said
     assert excinfo.value.retry_after == 60 and excinfo.value.status_code == 429
     assert excinfo.value.attempts == 1
@@ -333,13 +333,15 @@ def test_a_retry_after_past_the_slots_deadline_is_not_waited_in_the_call(
     scripted_llm, settings
 ) -> None:
     with_retries(settings, 3)
-    arrived = _timed(scripted_llm, Reply.error(503, "busy", retry_after="3"), Reply.text("never"))
+    # 20 s is under the in-call cap: only the slot's 10 s left rule it out.
+    arrived = _timed(scripted_llm, Reply.error(503, "busy", retry_after="20"),
+                     Reply.text("never"))
     started = time.monotonic()
-    with slot_deadline(Deadline(1.0)), pytest.raises(LLMProviderError) as excinfo:
+    with slot_deadline(Deadline(10.0)), pytest.raises(LLMProviderError) as excinfo:
         get_llm().chat(USER)
-    assert time.monotonic() - started < 1.0  # neither slept to the deadline nor past it
+    assert time.monotonic() - started < 5  # neither slept to the deadline (10 s) nor past it
     assert len(arrived) == 1
-    assert excinfo.value.retry_after == 3
+    assert excinfo.value.retry_after == 20
 
 
 # -- deadlines -------------------------------------------------------------------------------
@@ -348,7 +350,9 @@ def test_a_retry_after_past_the_slots_deadline_is_not_waited_in_the_call(
 def test_deadline_exhausted_during_a_held_request_raises_llm_timeout(
     scripted_llm, settings
 ) -> None:
-    with_retries(settings, 3)  # a deadline is not retried away
+    # A deadline is not retried away, and it, not the 60 s request timeout, ends the wait.
+    settings.HINDSIGHT = dataclasses.replace(settings.HINDSIGHT, llm_max_retries=3,
+                                             llm_timeout_seconds=60)
     reply, handle = Reply.hold(Reply.text("too late"))
     scripted_llm.script(reply)
     started = time.monotonic()
@@ -356,7 +360,7 @@ def test_deadline_exhausted_during_a_held_request_raises_llm_timeout(
         get_llm().chat(USER, deadline=Deadline(0.5))
     elapsed = time.monotonic() - started
     assert handle.received
-    assert 0.4 < elapsed < 2.0
+    assert 0.4 < elapsed < 20
     assert len(scripted_llm.requests) == 1
     handle.release()
 
