@@ -1,11 +1,13 @@
 """Isolation and access, over every route the URL conf has (so a new route cannot be forgotten).
 
 1. Another bank's ids: every route that takes an id, called under bank B with bank A's model,
-   operation, memory or history id, answers 404 (an operation read answers upstream's
-   ``status: "not_found"``) and changes nothing of bank A.
+   operation, memory, history, knowledge-base node or page id, answers 404 (an operation read
+   answers upstream's ``status: "not_found"``) and changes nothing of bank A; bank A's folder
+   named as a parent under bank B is refused, and bank B's tree, search and export show
+   nothing of bank A.
 2. ``HINDSIGHT_API_TENANT_API_KEY``: every ``/v1`` route, with every method its view answers,
-   refuses a missing and a wrong key with 401, and lets the right key through; ``/health``,
-   ``/version`` and the API docs stay open.
+   refuses a missing and a wrong key with 401, and lets the right key through (every method,
+   with a valid body, on real rows); ``/health``, ``/version`` and the API docs stay open.
 3. The admin needs Django's login; the MCP HTTP transport, where the URL conf has one,
    honours the key.
 """
@@ -24,6 +26,7 @@ from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver
 
 from hindsight.banks.models import MemoryUnit
+from mentalmodels.knowledge.models import KnowledgeNode, NodeKind
 from mentalmodels.models import MentalModel, MentalModelHistory
 from operations.models import Operation
 from tests.factories import make_bank, make_memory, make_mental_model, make_operation
@@ -104,9 +107,22 @@ def two_banks(db: None, scripted_llm: Any) -> dict[str, str]:
                                                 previous_content="older secret")
     operation = make_operation(bank_id="bank-a", mental_model_id="team-a", status="failed",
                                dedupe_key="mm:bank-a:team-a")
+    folder, page = _folder_and_page("bank-a", "a")
     return {"mental_model_id": "team-a", "operation_id": str(operation.id),
             "memory_id": str(memory.id), "history_id": str(history.id),
-            "document_id": "doc-a"}
+            "document_id": "doc-a", "node_id": folder.id, "page_id": page.id}
+
+
+def _folder_and_page(bank_id: str, suffix: str) -> tuple[KnowledgeNode, KnowledgeNode]:
+    """A folder of the bank's knowledge base and a page in it (a page is a mental model)."""
+    folder = KnowledgeNode.objects.create(id=f"kf-{uuid.uuid4().hex}", bank_id=bank_id,
+                                          kind=NodeKind.FOLDER, name=f"Folder {suffix}")
+    content = "# Page\n\nsecret page" if bank_id == "bank-a" else "# Page\n\nits own page"
+    model = make_mental_model(bank_id, f"page-{suffix}", content=content)
+    page = KnowledgeNode.objects.create(id=f"kp-{uuid.uuid4().hex}", bank_id=bank_id,
+                                        parent=folder, kind=NodeKind.PAGE,
+                                        name=f"Page {suffix}", mental_model=model)
+    return folder, page
 
 
 def _bank_a_state() -> Any:
@@ -116,7 +132,8 @@ def _bank_a_state() -> Any:
     return (rows(MentalModel.objects.filter(bank_id="bank-a")),
             rows(MentalModelHistory.objects.filter(model__bank_id="bank-a")),
             rows(Operation.objects.filter(bank_id="bank-a")),
-            rows(MemoryUnit.objects.filter(bank_id="bank-a")))
+            rows(MemoryUnit.objects.filter(bank_id="bank-a")),
+            rows(KnowledgeNode.objects.filter(bank_id="bank-a")))
 
 
 ID_ROUTES = [r for r in V1 if set(r.params) - {"bank_id"}]
@@ -146,6 +163,49 @@ def test_another_banks_ids_are_unknown_and_untouched(route: Route,
             continue
         assert response.status_code == 404, (method, url, response.status_code, text[:300])
     assert _bank_a_state() == before, (route.path, "bank A changed")
+
+
+def test_the_id_routes_are_given_bank_as_real_ids() -> None:
+    # A route whose id this test has no bank-A row for would only be asked a random id.
+    assert {name for r in ID_ROUTES for name in r.params} - {"bank_id"} <= {
+        "mental_model_id", "operation_id", "memory_id", "history_id", "node_id", "page_id"}
+
+
+KB = "/v1/default/banks/bank-b/knowledge-base"
+
+
+def test_another_banks_knowledge_base_is_neither_shown_nor_reachable(
+    two_banks: dict[str, str],
+) -> None:
+    folder_a, page_a = two_banks["node_id"], two_banks["page_id"]
+    own_folder, own_page = _folder_and_page("bank-b", "b")
+    before, nodes_of_b = _bank_a_state(), set(KnowledgeNode.objects.filter(bank_id="bank-b"))
+    client = Client()
+    # A page is a node too, and a folder is no page.
+    for method, url, body in [("patch", f"{KB}/nodes/{page_a}", {"name": "hijacked"}),
+                              ("delete", f"{KB}/nodes/{page_a}", None),
+                              ("get", f"{KB}/pages/{folder_a}", None)]:
+        response = call(client, method, url, body)
+        assert response.status_code == 404, (method, url, response.content[:300])
+    # Bank A's folder as the parent of a new or moved node of bank B: not a folder of bank B.
+    for method, url, body in [
+        ("post", f"{KB}/folders", {"name": "Inside A", "parent_id": folder_a}),
+        ("post", f"{KB}/pages", {"name": "Inside A", "source_query": "What?",
+                                 "parent_id": folder_a}),
+        ("patch", f"{KB}/nodes/{own_folder.id}", {"parent_id": folder_a}),
+    ]:
+        response = call(client, method, url, body)
+        assert response.status_code == 400, (method, url, response.content[:300])
+        assert f"Parent folder '{folder_a}' not found" in response.content.decode()
+    # Bank B's own views list bank B's nodes and nothing of bank A's.
+    for url in (f"{KB}/tree", f"{KB}/search?q=page", f"{KB}/export"):
+        response = Client().get(url)
+        text = response.content.decode()
+        assert response.status_code == 200, (url, text[:300])
+        assert own_page.id in text, (url, text[:300])
+        assert folder_a not in text and page_a not in text and "secret" not in text, url
+    assert _bank_a_state() == before, "bank A changed"
+    assert set(KnowledgeNode.objects.filter(bank_id="bank-b")) == nodes_of_b
 
 
 # --------------------------------------------------------------------------------------------
