@@ -30,6 +30,7 @@ from mentalmodels.knowledge.models import KnowledgeNode, NodeKind
 from mentalmodels.models import MentalModel, MentalModelHistory
 from operations.models import Operation
 from tests.factories import make_bank, make_memory, make_mental_model, make_operation
+from tests.fakes.llm_server import Reply
 
 METHODS = ("get", "post", "put", "patch", "delete")
 PARAM = re.compile(r"<(?:(?P<conv>[a-z]+):)?(?P<name>[a-z_]+)>")
@@ -236,14 +237,66 @@ def test_every_v1_route_refuses_a_missing_or_wrong_key(route: Route, with_key: N
     assert not MentalModel.objects.exists() and not Operation.objects.exists()
 
 
-@pytest.mark.parametrize("route", V1, ids=lambda r: r.path)
+@pytest.mark.parametrize("route", [r for r in V1 if "get" in r.methods], ids=lambda r: r.path)
 @pytest.mark.django_db
 def test_the_right_key_gets_through(route: Route, with_key: None) -> None:
-    if "get" not in route.methods:
-        pytest.skip("no GET on this route; the refusals above cover its methods")
     url = route.url(_sample_values(route))
     response = Client().get(url, HTTP_AUTHORIZATION=f"Bearer {KEY}")
     assert response.status_code != 401, (url, response.content[:300])
+
+
+_BANK = "v1/default/banks/<str:bank_id>"
+_MODEL = _BANK + "/mental-models/<str:mental_model_id>"
+_OPERATION = _BANK + "/operations/<str:operation_id>"
+# Every route without a GET: the requests the right key sends it, each with a valid body, and
+# the answer each must get (the work done, on the rows of ``key_bank``).
+WRITE_ONLY: dict[str, list[tuple[str, Any, int]]] = {
+    _BANK + "/memories": [("post", {"items": [{"content": "Bob likes coffee."}],
+                                    "async": True}, 200)],
+    _BANK + "/memories/recall": [("post", {"query": "What does Alice like?"}, 200)],
+    _BANK + "/consolidate": [("post", {}, 200)],
+    _BANK + "/reflect": [("post", {"query": "What does Alice like?"}, 200)],
+    _OPERATION + "/retry": [("post", {}, 200)],
+    _OPERATION + "/delete": [("delete", None, 200)],
+    _MODEL + "/refresh": [("post", {}, 200)],
+    _MODEL + "/clear": [("post", {}, 200)],
+    _MODEL + "/dry-run-refresh": [("post", {}, 200)],
+    _BANK + "/knowledge-base/folders": [("post", {"name": "Ops"}, 201)],
+    _BANK + "/knowledge-base/pages": [("post", {"name": "Runbook", "source_query": "How?"}, 201)],
+    _BANK + "/knowledge-base/nodes/<str:node_id>": [("patch", {"name": "Renamed"}, 200),
+                                                    ("delete", None, 200)],
+}
+WRITE_ONLY_ROUTES = [r for r in V1 if "get" not in r.methods]
+
+
+def test_every_route_without_a_get_has_its_right_key_requests() -> None:
+    assert {r.path for r in WRITE_ONLY_ROUTES} == set(WRITE_ONLY)
+    for route in WRITE_ONLY_ROUTES:
+        assert {method for method, _, _ in WRITE_ONLY[route.path]} == set(route.methods), route
+
+
+@pytest.fixture
+def key_bank(with_key: None, llm: Any, sent: list[str]) -> dict[str, str]:
+    """The rows the right-key requests name, and an LLM that answers every question."""
+    make_bank("bank-key")
+    make_memory("bank-key", "Alice likes tea.", embed=True)
+    make_mental_model("bank-key", "mm", content="# Team\n\nAlice likes tea.")
+    operation = make_operation(bank_id="bank-key", mental_model_id="mm", status="failed",
+                               dedupe_key="mm:bank-key:mm")
+    folder, _page = _folder_and_page("bank-key", "key")
+    llm.respond_with(lambda body: Reply.tool_calls([("done", {"answer": "Alice likes tea."})])
+                     if body.get("tools") else Reply.text("Alice likes tea."))
+    return {"bank_id": "bank-key", "mental_model_id": "mm", "operation_id": str(operation.id),
+            "node_id": folder.id}
+
+
+@pytest.mark.parametrize("route", WRITE_ONLY_ROUTES, ids=lambda r: r.path)
+@pytest.mark.django_db
+def test_the_right_key_gets_a_write_through(route: Route, key_bank: dict[str, str]) -> None:
+    url = route.url(key_bank)
+    for method, body, status in WRITE_ONLY[route.path]:
+        response = call(Client(), method, url, body, HTTP_AUTHORIZATION=f"Bearer {KEY}")
+        assert response.status_code == status, (method, url, response.content[:300])
 
 
 @pytest.mark.parametrize("path", ["/health", "/version", "/openapi.json", "/docs"])
