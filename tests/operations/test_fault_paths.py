@@ -24,6 +24,7 @@ from operations.locks import key_lock
 from operations.models import COMPLETED, FAILED, PENDING, Lease, Operation
 from operations.queue import operation_submit, operations_release_due
 from operations.recovery import operations_recover
+from tests.workers import wait_until
 
 KEY = "fp:key"
 WAIT = 10.0
@@ -253,12 +254,14 @@ def test_a_heartbeat_that_learns_its_job_was_recovered_stops_holding_the_key_loc
     gate, parked = threading.Event(), threading.Event()
     gate.set()
     stamp = engine.operation_heartbeat
+    stamped: list[bool] = []
 
     def gated_stamp(**kwargs):
         if not gate.is_set():
             parked.set()
             gate.wait()
-        return stamp(**kwargs)
+        stamped.append(stamp(**kwargs))
+        return stamped[-1]
 
     monkeypatch.setattr(engine, "operation_heartbeat", gated_stamp)
     Bank.objects.create(id="fp")
@@ -269,9 +272,9 @@ def test_a_heartbeat_that_learns_its_job_was_recovered_stops_holding_the_key_loc
     beat = _Heartbeat(Job(claimed, fence=claimed.fence, key=KEY), lock)
     beat.start()
     try:
-        time.sleep(0.3)
+        wait_until(lambda: len(stamped) >= 2, WAIT, message="the heartbeat stamping")
         gate.clear()
-        assert parked.wait(5.0)  # no stamp in flight from here until the gate opens
+        assert parked.wait(WAIT)  # no stamp in flight from here until the gate opens
         Operation.objects.filter(id=op.id).update(heartbeat_at=_db_now() - timedelta(seconds=60))
         # The heartbeat cannot send before the recovery commits: what is sent from here on is
         # the recovery's own two (sent, and on commit; they meet the held lock and are
@@ -279,12 +282,10 @@ def test_a_heartbeat_that_learns_its_job_was_recovered_stops_holding_the_key_loc
         already = len(sent)
         assert [r.operation.id for r in operations_recover().recovered] == [op.id]
         gate.set()
-        # The retry must not wait for the doomed job to end: the lock goes, the retry is sent.
-        deadline = time.monotonic() + 3.0
-        while time.monotonic() < deadline and key_lock(KEY).locked():
-            time.sleep(0.1)
-        assert not key_lock(KEY).locked()
-        beat.join(3.0)
+        # The retry must not wait for the doomed job to end (it never ends here: the gate
+        # was its only wait): the lock goes, the retry is sent.
+        wait_until(lambda: not key_lock(KEY).locked(), WAIT, message="the key lock let go")
+        beat.join(WAIT)
         assert beat.lease_lost and sent[already:] == [str(op.id)] * 3
     finally:
         gate.set()
@@ -307,7 +308,9 @@ def test_a_heartbeat_whose_connection_broke_reconnects_and_keeps_stamping(
     beat = _Heartbeat(Job(claimed, fence=claimed.fence, key=KEY), lock)
     beat.start()
     try:
-        time.sleep(0.4)
+        # A stamp committed: the heartbeat thread holds a connection of its own to break.
+        wait_until(lambda: Operation.objects.get(id=op.id).heartbeat_at > claimed.heartbeat_at,
+                   WAIT, message="a first stamp")
         with connection.cursor() as cursor:
             # Every other client connection of this database: the heartbeat thread's.
             cursor.execute(
@@ -315,16 +318,12 @@ def test_a_heartbeat_whose_connection_broke_reconnects_and_keeps_stamping(
                 "WHERE datname = current_database() AND pid <> pg_backend_pid() "
                 "AND backend_type = 'client backend'"
             )
-        time.sleep(0.3)
+        # The broken connection is really met (a stamp failed on it), and then got over.
+        wait_until(lambda: any("cannot stamp" in r.getMessage() for r in caplog.records),
+                   WAIT, message="a stamp failing on the broken connection")
         broke_at = _db_now()
-        deadline = time.monotonic() + 3.0
-        while time.monotonic() < deadline:
-            if Operation.objects.get(id=op.id).heartbeat_at > broke_at:
-                break
-            time.sleep(0.1)
-        assert Operation.objects.get(id=op.id).heartbeat_at > broke_at, "heartbeat never came back"
-        # The broken connection was really met (one stamp failed), and got over.
-        assert any("cannot stamp" in r.getMessage() for r in caplog.records)
+        wait_until(lambda: Operation.objects.get(id=op.id).heartbeat_at > broke_at, WAIT,
+                   message="the heartbeat coming back")
     finally:
         beat.stop()
         lock.release()
