@@ -6,7 +6,6 @@ test workers run ``--without-heartbeat``, so they are not asserted here.)"""
 from __future__ import annotations
 
 import threading
-import time
 
 import pytest
 
@@ -38,7 +37,14 @@ def test_a_worker_without_dash_e_sends_the_events_flower_shows(worker_factory) -
     listener = threading.Thread(target=listen, daemon=True)
     listener.start()
     assert ready.wait(10)
-    time.sleep(1.0)  # the receiver's queue is bound once capture() consumes
+    # The receiver's queue is bound only once capture() consumes: an event of our own, sent
+    # until it comes back, says it does (a task-sent sent before would be lost).
+    with app.events.default_dispatcher() as dispatcher:
+        def probe_came_back() -> bool:
+            dispatcher.send("test-probe")
+            return any(e.get("type") == "test-probe" for e in events)
+
+        wait_until(probe_came_back, 15, interval=0.2, message="the event receiver listening")
     # The worker factory starts ``celery worker`` without -E: the setting alone must do it.
     worker = worker_factory()
     assert "-E" not in worker.process.args
