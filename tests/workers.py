@@ -506,6 +506,7 @@ class BeatThread(threading.Thread):
         self.interval = interval
         self.stopped = threading.Event()
         self.errors: list[BaseException] = []
+        self.ticks = 0  # beat runs completed, failed ones included
 
     def run(self) -> None:
         from django.db import connection
@@ -516,8 +517,16 @@ class BeatThread(threading.Thread):
                     run_beat_once()
                 except Exception as exc:  # a broker outage, say: keep ticking, like beat
                     self.errors.append(exc)
+                self.ticks += 1
         finally:
             connection.close()
+
+    def wait_ticks(self, n: int, timeout: float = 30.0) -> None:
+        """Until ``n`` more beat runs have completed from now (the first may have begun before:
+        ``n`` is at least 2 for one whole run after this call)."""
+        target = self.ticks + n
+        wait_until(lambda: self.ticks >= target, timeout, interval=0.05,
+                   message=f"{n} beat ticks")
 
     def stop(self) -> None:
         self.stopped.set()
