@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import re
 import threading
-import time
 
 import pytest
 from django.db import connection, transaction
@@ -18,6 +17,7 @@ from mentalmodels.models import MentalModel
 from mentalmodels.staleness import stale_flags
 from tests.factories import make_memory, make_mental_model
 from tests.mentalmodels.fenced import refresh_run
+from tests.workers import wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -100,6 +100,13 @@ class Refresh(threading.Thread):
             connection.close()
 
 
+def _a_session_waits_on_an_advisory_lock() -> bool:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                       "AND wait_event_type = 'Lock' AND wait_event = 'advisory'")
+        return cursor.fetchone()[0] > 0
+
+
 def watermark() -> object:
     return MentalModel.objects.get(mental_model_id="m").last_memory_seen_at
 
@@ -136,8 +143,9 @@ def test_writer_open_when_the_cutoff_is_taken_is_waited_for_and_read(bank, llm):
     assert writer.inserted.wait(10) and writer.error is None
     refresh = Refresh(bank.id)
     refresh.start()
-    time.sleep(0.7)
-    # The cutoff waits for the open writer: the refresh cannot have asked the LLM anything.
+    # The cutoff waits for the open writer (on the bank's advisory lock): the refresh, seen
+    # waiting there, cannot have asked the LLM anything.
+    wait_until(_a_session_waits_on_an_advisory_lock, 20, message="the cutoff waiting")
     assert llm.requests == [] and refresh.is_alive()
     writer.commit.set()
     writer.join(10)
