@@ -132,16 +132,21 @@ def test_a_401_pauses_the_model_until_a_manual_refresh(
     spent = len(llm.requests)
 
     answers.failure = None  # fixed credentials; automatic triggers still skip the paused model
+    refreshes = Operation.objects.filter(bank_id=BANK, operation_type="refresh_mental_model")
+    before = set(refreshes.values_list("id", flat=True))
     api.post(f"{API}/memories", {"items": [{"content": "Bob joined the team", "tags": ["team"]}]},
              format="json")
     wait_until(lambda: Operation.objects.filter(bank_id=BANK, operation_type="consolidation",
                                                 status="completed").exists(), 60,
                message="the consolidation ran")
+    # The consolidation's refreshes commit with its completion: none was queued, not even a
+    # parked one (a transient failure's backoff) that a beat tick would release.
+    assert set(refreshes.values_list("id", flat=True)) == before
     assert mental_model_refresh_auto(model=model_row("team"), reason="refresh_cron").action == (
         "skipped_paused")
-    time.sleep(1.0)  # the backoff of a transient failure would have passed by now
-    assert not Operation.objects.filter(bank_id=BANK, operation_type="refresh_mental_model",
-                                        status__in=("pending", "processing")).exists()
+    beat.wait_ticks(2)
+    assert set(refreshes.values_list("id", flat=True)) == before
+    assert not refreshes.filter(status__in=("pending", "processing")).exists()
     refresh_requests = [b for b in llm.requests[spent:] if b.get("tool_choice") is not None
                         or b.get("tools")]
     assert refresh_requests == []  # nothing spent on the paused model
