@@ -23,7 +23,9 @@ pytestmark = pytest.mark.integration
 # Far above every bound below: a recovery inside them cannot be the sweep's.
 SLOW_PATHS_OFF = {"recovery_threshold_seconds": 600.0, "redispatch_after_seconds": 600.0,
                   "lock_ttl_seconds": 20.0}
-FAST_BOUND = 6.0  # seconds from the kill to the recovered claim
+# Seconds from the kill to the recovered claim: a tenth of the slow paths, so a machine many
+# times slower than ours still recovers inside it, and the sweep still cannot.
+FAST_BOUND = 60.0
 
 
 def _attempt_started(op_id, attempt: int):
