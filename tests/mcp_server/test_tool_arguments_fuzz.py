@@ -61,17 +61,38 @@ def _tools() -> dict[str, dict[str, Any]]:
 TOOLS = _tools()
 
 
-@pytest.mark.parametrize("name", list(TOOLS))
-# No shrinking: the failing value is in the assertion's message already.
-@settings(max_examples=3, deadline=None, derandomize=True, database=None,
-          phases=[Phase.explicit, Phase.generate], suppress_health_check=list(HealthCheck))
-@given(data=st.data())
-def test_any_json_in_any_argument_is_forwarded_or_refused_naming_it(name: str, data: Any) -> None:
+# One value or more of each JSON type, edges included (empty, past 64 bits, control
+# characters, nested): every argument of every tool gets each of them, by construction.
+EVERY_JSON_TYPE: list[tuple[str, Any]] = [
+    ("null", None), ("boolean", True), ("boolean", False),
+    ("integer", 0), ("integer", -1), ("integer", 2**70),
+    ("number", 0.5), ("number", -1e308),
+    ("string", ""), ("string", "x"), ("string", "\x00\n\u202e"),
+    ("array", []), ("array", [None, 1, "a", {"k": []}]),
+    ("object", {}), ("object", {"k": [1, {"": None}]}),
+]
+
+
+def test_the_values_cover_every_json_type_and_every_tool_has_arguments() -> None:
+    assert {kind for kind, _ in EVERY_JSON_TYPE} == {
+        "null", "boolean", "integer", "number", "string", "array", "object"}
+    assert TOOLS and all(schema.get("properties") for schema in TOOLS.values())
+
+
+def _base(name: str) -> dict[str, Any]:
+    """The tool's required arguments, valid, and the bank."""
     schema = TOOLS[name]
     properties = schema.get("properties") or {}
     base = {arg: _valid(properties[arg]) for arg in schema.get("required") or ()}
     base["bank_id"] = "fuzz-bank"
-    cases = [(arg, data.draw(JSON, label=arg)) for arg in properties for _ in range(2)]
+    return base
+
+
+def _call(name: str, cases: list[tuple[str, Any]]) -> tuple[str, list[tuple[Any, ...]]]:
+    """The refusal of the call with only the base arguments, and for each ``(arg, value)``
+    case: the argument, the value, whether it is an error, its text, whether it reached the
+    API."""
+    base = _base(name)
     api = RefusingApi()
 
     async def main() -> list[tuple[str, Any, bool, str, bool]]:
@@ -88,6 +109,10 @@ def test_any_json_in_any_argument_is_forwarded_or_refused_naming_it(name: str, d
         return answers
 
     [(_, _, _, refusal, _), *answers] = anyio.run(main)
+    return refusal, answers
+
+
+def _check(name: str, refusal: str, answers: list[tuple[Any, ...]]) -> None:
     for arg, value, is_error, text, forwarded in answers:
         assert text != f"Error executing tool {name}", (arg, value)  # a crash
         if forwarded:
@@ -96,3 +121,24 @@ def test_any_json_in_any_argument_is_forwarded_or_refused_naming_it(name: str, d
             # Refused before the API: the message names the argument, or the value changed
             # nothing (the call without it is refused the same way, e.g. nothing to update).
             assert is_error and (arg in text or text == refusal), (arg, value, text)
+
+
+@pytest.mark.parametrize("name", list(TOOLS))
+def test_every_json_type_in_every_argument_is_forwarded_or_refused_naming_it(name: str) -> None:
+    properties = TOOLS[name].get("properties") or {}
+    cases = [(arg, value) for arg in properties for _, value in EVERY_JSON_TYPE]
+    refusal, answers = _call(name, cases)
+    assert len(answers) == len(properties) * len(EVERY_JSON_TYPE)
+    _check(name, refusal, answers)
+
+
+@pytest.mark.parametrize("name", list(TOOLS))
+# Beyond the enumeration: a few drawn values (nested mixes), deterministic. No shrinking: the
+# failing value is in the assertion's message already.
+@settings(max_examples=3, deadline=None, derandomize=True, database=None,
+          phases=[Phase.explicit, Phase.generate], suppress_health_check=list(HealthCheck))
+@given(data=st.data())
+def test_any_json_in_any_argument_is_forwarded_or_refused_naming_it(name: str, data: Any) -> None:
+    properties = TOOLS[name].get("properties") or {}
+    cases = [(arg, data.draw(JSON, label=arg)) for arg in properties for _ in range(2)]
+    _check(name, *_call(name, cases))
