@@ -58,8 +58,15 @@ def test_create_without_id_generates_mm_hex(api, bank):
 
 
 def test_create_accepts_explicit_nulls_the_client_sends(api, bank):
+    # A null is "not given": the defaults, exactly as if the keys were left out.
     response = create(api, id=None, tags=None, max_tokens=None, trigger=None)
-    assert response.status_code == 200
+    assert response.status_code == 200, response.content
+    body = response.json()
+    assert re.fullmatch(r"mm-[0-9a-f]{32}", body["mental_model_id"])
+    operation = Operation.objects.get(id=body["operation_id"])
+    assert operation.mental_model_id == body["mental_model_id"]
+    model = MentalModel.objects.get(bank_id="mm-bank", mental_model_id=body["mental_model_id"])
+    assert model.tags == [] and model.max_tokens == 2048 and model.trigger == TRIGGER_DEFAULTS
 
 
 @pytest.mark.parametrize("bad_id", ["Bad ID!", "-leading", "x" * 65, "UPPER", "", 12])
