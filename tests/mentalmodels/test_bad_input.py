@@ -185,14 +185,20 @@ def test_a_response_schema_nested_up_to_the_limit_is_accepted(api, bank):
     assert response.status_code == 200, response.content
 
 
-def test_deep_nesting_outside_properties_is_a_4xx_not_500(api, bank):
+def test_deep_nesting_outside_properties_is_a_422_naming_the_depth_limit(api, bank):
     inner: dict = {"type": "string"}
     for _ in range(31):
         inner = {"allOf": [inner]}
     schema = {"type": "object", "properties": {"a": {"type": "string", "not": inner}}}
     response = call(api, "post", MM, {"name": "a", "source_query": "q",
                                       "trigger": {"response_schema": schema}})
-    assert response.status_code in (200, 422), response.content
+    # Each ``allOf`` level is two levels of the document (the key, the list): past the limit.
+    assert response.status_code == 422, response.content
+    [error] = response.json()["detail"]
+    assert error["loc"][:8] == ["body", "trigger", "response_schema", "properties", "a", "not",
+                                "allOf", 0]
+    assert error["msg"] == "response_schema may nest at most 64 levels deep"
+    assert not MentalModel.objects.exists()
 
 
 def test_too_many_query_parameters_is_a_json_400(api, bank):
