@@ -30,7 +30,7 @@ from mentalmodels.knowledge.models import KnowledgeNode, NodeKind
 from mentalmodels.models import MentalModel, MentalModelHistory
 from operations.models import Operation
 from tests.factories import make_bank, make_memory, make_mental_model, make_operation
-from tests.fakes.llm_server import Reply
+from fakes.llm_server import Reply
 
 METHODS = ("get", "post", "put", "patch", "delete")
 PARAM = re.compile(r"<(?:(?P<conv>[a-z]+):)?(?P<name>[a-z_]+)>")
