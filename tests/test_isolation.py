@@ -25,12 +25,12 @@ import pytest
 from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver
 
+from fakes.llm_server import Reply
 from hindsight.banks.models import MemoryUnit
 from mentalmodels.knowledge.models import KnowledgeNode, NodeKind
 from mentalmodels.models import MentalModel, MentalModelHistory
 from operations.models import Operation
 from tests.factories import make_bank, make_memory, make_mental_model, make_operation
-from fakes.llm_server import Reply
 
 METHODS = ("get", "post", "put", "patch", "delete")
 PARAM = re.compile(r"<(?:(?P<conv>[a-z]+):)?(?P<name>[a-z_]+)>")
