@@ -27,6 +27,7 @@ from django.urls import URLPattern, URLResolver, get_resolver
 
 from fakes.llm_server import Reply
 from hindsight.banks.models import MemoryUnit
+from mentalmodels.directives.models import Directive
 from mentalmodels.knowledge.models import KnowledgeNode, NodeKind
 from mentalmodels.models import MentalModel, MentalModelHistory
 from operations.models import Operation
@@ -109,9 +110,11 @@ def two_banks(db: None, scripted_llm: Any) -> dict[str, str]:
     operation = make_operation(bank_id="bank-a", mental_model_id="team-a", status="failed",
                                dedupe_key="mm:bank-a:team-a")
     folder, page = _folder_and_page("bank-a", "a")
+    directive = Directive.objects.create(bank_id="bank-a", name="Formal", content="secret rule")
     return {"mental_model_id": "team-a", "operation_id": str(operation.id),
             "memory_id": str(memory.id), "history_id": str(history.id),
-            "document_id": "doc-a", "node_id": folder.id, "page_id": page.id}
+            "document_id": "doc-a", "node_id": folder.id, "page_id": page.id,
+            "directive_id": str(directive.id)}
 
 
 def _folder_and_page(bank_id: str, suffix: str) -> tuple[KnowledgeNode, KnowledgeNode]:
@@ -134,7 +137,8 @@ def _bank_a_state() -> Any:
             rows(MentalModelHistory.objects.filter(model__bank_id="bank-a")),
             rows(Operation.objects.filter(bank_id="bank-a")),
             rows(MemoryUnit.objects.filter(bank_id="bank-a")),
-            rows(KnowledgeNode.objects.filter(bank_id="bank-a")))
+            rows(KnowledgeNode.objects.filter(bank_id="bank-a")),
+            rows(Directive.objects.filter(bank_id="bank-a")))
 
 
 ID_ROUTES = [r for r in V1 if set(r.params) - {"bank_id"}]
@@ -169,7 +173,8 @@ def test_another_banks_ids_are_unknown_and_untouched(route: Route,
 def test_the_id_routes_are_given_bank_as_real_ids() -> None:
     # A route whose id this test has no bank-A row for would only be asked a random id.
     assert {name for r in ID_ROUTES for name in r.params} - {"bank_id"} <= {
-        "mental_model_id", "operation_id", "memory_id", "history_id", "node_id", "page_id"}
+        "mental_model_id", "operation_id", "memory_id", "history_id", "node_id", "page_id",
+        "directive_id"}
 
 
 KB = "/v1/default/banks/bank-b/knowledge-base"
