@@ -1,7 +1,8 @@
 """What the mental-models app plugs into the layers below it, connected once from
 ``MentalModelsConfig.ready`` (these imports load models, so the app registry must be ready):
-the refresh handler and its operation details, the worker-start catch-up of refreshes that
-waited for an LLM, the consolidation listener, and mental-model tags in the tag registry."""
+the refresh handler and its operation details, the bank transfer's handlers, the worker-start
+catch-up of refreshes that waited for an LLM, the consolidation listener, and mental-model tags
+in the tag registry."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from mentalmodels.models import MentalModel
 from mentalmodels.refresh.awaiting_llm import refresh_awaiting_llm_at_worker_start
 from mentalmodels.refresh.handler import RefreshMentalModelHandler
 from mentalmodels.refresh.records import MentalModelOperationType
+from mentalmodels.transfer.handlers import CloneBankHandler, ExportBankHandler, ImportBankHandler
 from mentalmodels.triggers_auto import on_consolidation_completed
 from operations.api.details import details_register
 from operations.registry import register
@@ -26,6 +28,8 @@ from operations.registry import register
 
 def connect() -> None:
     register(RefreshMentalModelHandler())
+    for transfer in (ExportBankHandler(), ImportBankHandler(), CloneBankHandler()):
+        register(transfer)
     details_register(MentalModelOperationType.REFRESH, render=refresh_details_render,
                      serializer=RefreshMentalModelOperationDetailsSerializer)
     # A worker that starts with an LLM queues the refreshes that waited for one.

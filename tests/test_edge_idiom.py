@@ -128,7 +128,8 @@ def test_every_documented_body_is_in_the_table(api):
     document = api.get("/openapi.json").json()
     documented = {(method, re.sub(r"\{(\w+)\}", lambda m: ids[m.group(1)], path))
                   for path, item in document["paths"].items() for method, op in item.items()
-                  if isinstance(op, dict) and "requestBody" in op}
+                  if isinstance(op, dict) and "application/json" in op.get("requestBody", {})
+                  .get("content", {})}  # a multipart archive upload is a file, not fields
     assert documented <= {(method, path) for method, path, _, _ in BODIES}, documented
 
 

@@ -41,6 +41,7 @@ urlpatterns = [
     path("v1/default/", include("mentalmodels.urls")),
     path("v1/default/", include("mentalmodels.reflect.urls")),
     path("v1/default/", include("mentalmodels.knowledge.urls")),
+    path("v1/default/", include("mentalmodels.transfer.urls")),
     path("v1/default/", include("mentalmodels.directives.urls")),
     # MCP (streamable HTTP): all banks, or one bank pinned by the path.
     path("mcp", mcp_endpoint, name="mcp"),

@@ -1,5 +1,6 @@
 """Request guards applied before any view: the body size limit
-(``HINDSIGHT_API_MAX_REQUEST_BYTES``, a 413) and NUL characters in path parameters (a 422)."""
+(``HINDSIGHT_API_MAX_REQUEST_BYTES``, a 413; a bank archive's upload has its own,
+``HINDSIGHT_API_TRANSFER_MAX_UPLOAD_BYTES``) and NUL characters in path parameters (a 422)."""
 
 from __future__ import annotations
 
@@ -11,13 +12,20 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 
 from hindsight.infra.edge.problems import problem
 
+# The bank import route (mentalmodels.transfer): the one body that is an archive.
+ARCHIVE_UPLOAD_SUFFIX = "/transfer/import"
+
 
 class RequestSizeLimitMiddleware:
     def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]):
         self.get_response = get_response
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
-        limit = settings.HINDSIGHT.max_request_bytes
+        limit, variable = settings.HINDSIGHT.max_request_bytes, "HINDSIGHT_API_MAX_REQUEST_BYTES"
+        # An archive upload is streamed to disk by the multipart parser, never held whole.
+        if request.path.endswith(ARCHIVE_UPLOAD_SUFFIX):
+            limit = settings.HINDSIGHT.transfer_max_upload_bytes
+            variable = "HINDSIGHT_API_TRANSFER_MAX_UPLOAD_BYTES"
         try:
             length = int(request.META.get("CONTENT_LENGTH") or 0)
         except ValueError:
@@ -25,7 +33,7 @@ class RequestSizeLimitMiddleware:
         if length > limit:
             return JsonResponse(
                 {"detail": f"request body of {length} bytes exceeds the limit of {limit} bytes "
-                           "(HINDSIGHT_API_MAX_REQUEST_BYTES)"},
+                           f"({variable})"},
                 status=413,
             )
         return self.get_response(request)

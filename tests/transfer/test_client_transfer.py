@@ -1,0 +1,117 @@
+"""Bank transfer through the official hindsight-client 1.1.0 (live_server + a real worker):
+export_bank → import_bank into a new id and clone_bank give back the same bank — memories and
+their clocks, observations, models with content, trigger and history, the knowledge tree,
+directives, config, the request log — fresh as it was, with no chat request to the LLM."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hindsight_client import Hindsight
+from hindsight_client.hindsight_client import _run_async
+
+from hindsight.banks.models import Bank, MemoryUnit
+from hindsight.infra.llm.models import LLMRequest
+from mentalmodels.directives.models import Directive, DirectiveScopeStamp
+from mentalmodels.knowledge.models import KnowledgeNode
+from mentalmodels.models import MentalModel, MentalModelHistory
+from mentalmodels.staleness import stale_flags
+from operations.models import Operation
+from tests.transfer.conftest import build_bank
+from tests.workers import wait_until
+
+pytestmark = pytest.mark.integration
+
+
+def finished(client: Hindsight, bank: str, op_id: str) -> Any:
+    return wait_until(
+        lambda: (s := _run_async(client.operations.get_operation_status(bank, op_id))).status
+        in ("completed", "failed", "cancelled") and s,
+        timeout=60, interval=0.2, message=f"operation {op_id} finished")
+
+
+def snapshot(bank_id: str) -> dict[str, Any]:
+    """Everything a move must keep, by value (never by id: memory ids are new)."""
+    texts = dict(MemoryUnit.objects.filter(bank_id=bank_id).values_list("id", "text"))
+    memories = sorted(
+        (m.text, m.fact_type, tuple(m.tags), m.document_id, m.context, m.metadata,
+         tuple(m.entities), m.mentioned_at, m.consolidated_at, m.created_at, m.updated_at,
+         tuple(sorted(texts[s] for s in m.source_memory_ids)))
+        for m in MemoryUnit.objects.filter(bank_id=bank_id))
+    models = {
+        m.mental_model_id: (m.name, m.source_query, m.content, m.document, tuple(m.tags),
+                            m.trigger, m.max_tokens, m.last_memory_seen_at, m.last_refreshed_at,
+                            m.last_refresh_source_query,
+                            [(h.kind, h.previous_content, h.outcome, h.reason, h.exception,
+                              h.changed_at)
+                             for h in MentalModelHistory.objects.filter(model=m).order_by("id")])
+        for m in MentalModel.objects.filter(bank_id=bank_id)}
+    names = dict(KnowledgeNode.objects.filter(bank_id=bank_id).values_list("id", "name"))
+    tree = sorted((n.kind, n.name, names.get(n.parent_id or ""),
+                   n.mental_model.mental_model_id if n.mental_model else None)
+                  for n in KnowledgeNode.objects.filter(bank_id=bank_id).select_related("mental_model"))
+    directives = sorted((d.name, d.content, d.priority, d.is_active, tuple(d.tags))
+                        for d in Directive.objects.filter(bank_id=bank_id))
+    stamps = sorted((tuple(s.tags), s.changed_at)
+                    for s in DirectiveScopeStamp.objects.filter(bank_id=bank_id))
+    bank = Bank.objects.get(id=bank_id)
+    requests = sorted((r.operation, r.prompt, r.response, r.input_tokens)
+                      for r in LLMRequest.objects.filter(bank_id=bank_id))
+    return {"memories": memories, "models": models, "tree": tree, "directives": directives,
+            "stamps": stamps, "config": bank.config, "disposition": bank.disposition,
+            "requests": requests}
+
+
+def cited(bank_id: str) -> list[str]:
+    model = MentalModel.objects.get(bank_id=bank_id, mental_model_id="team-stack")
+    return [MemoryUnit.objects.get(id=e["id"]).text for e in model.reflect_response["based_on"]["world"]]
+
+
+def _quiet(bank_id: str) -> None:
+    # The page's first refresh was queued by its creation: it must not run mid-test.
+    Operation.objects.filter(bank_id=bank_id, status="pending").update(status="cancelled")
+
+
+def test_export_then_import_into_a_new_id_gives_back_the_same_bank(
+        client: Hindsight, scripted_llm, worker_factory) -> None:
+    worker_factory()
+    build_bank("source")
+    _quiet("source")
+    before = snapshot("source")
+
+    archive = client.export_bank("source", include_history=True, poll_interval=0.2, timeout=60)
+    op_id = client.import_bank("source", archive, target_bank_id="copy", include_history=True)
+    done = finished(client, "source", op_id)
+    assert done.status == "completed", done.error_message
+
+    assert snapshot("copy") == before
+    # Every memory re-embedded here (the observation had no vector at the source).
+    assert not MemoryUnit.objects.filter(bank_id="copy", embedding__isnull=True).exists()
+    assert snapshot("source") == before
+    assert cited("copy") == ["The team writes its services in Python."]
+    models = list(MentalModel.objects.filter(bank_id="copy"))
+    assert not any(stale_flags(models).values())
+    assert client.get_mental_model("copy", "team-stack").is_stale is False
+    assert done.result_metadata["facts_imported"] == 3
+    assert done.result_metadata["observations_imported"] == 1
+    assert done.result_metadata["mental_models_imported"] == 1
+    assert done.result_metadata["knowledge_pages_imported"] == 2
+    assert done.result_metadata["directives_imported"] == 2
+    assert scripted_llm.requests == []
+
+
+def test_clone_gives_the_same_bank_under_another_id(
+        client: Hindsight, scripted_llm, worker_factory) -> None:
+    worker_factory()
+    build_bank("source")
+    _quiet("source")
+    before = snapshot("source")
+    op_id = client.clone_bank("source", "twin")
+    done = finished(client, "source", op_id)
+    assert done.status == "completed", done.error_message
+    after = snapshot("twin")
+    assert after == {**before, "requests": []}  # the request log only with include_history
+    assert not set(KnowledgeNode.objects.filter(bank_id="twin").values_list("id", flat=True)) & \
+        set(KnowledgeNode.objects.filter(bank_id="source").values_list("id", flat=True))
+    assert scripted_llm.requests == []
