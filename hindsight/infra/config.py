@@ -8,7 +8,6 @@ Django system checks (``hindsight.infra.checks``), which stop start-up naming th
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import os
 from collections.abc import Mapping
@@ -31,6 +30,7 @@ MCP_CORE_TOOL_NAMES = (
     "retain", "sync_retain", "recall", "reflect", "list_banks", "create_bank",
     "list_mental_models", "get_mental_model", "create_mental_model", "update_mental_model",
     "delete_mental_model", "refresh_mental_model", "clear_mental_model",
+    "list_directives", "create_directive", "delete_directive",
     "list_memories", "list_operations", "get_operation", "cancel_operation", "list_tags",
     "get_bank", "get_bank_stats", "update_bank", "delete_bank",
 )
@@ -267,27 +267,6 @@ class Config:
         "for banks whose config sets no `llm_token_budget_per_day`; a spent bank's calls answer "
         "429 and its due work is parked.", shown="unset (unlimited)"))
 
-    # Bank transfer (mentalmodels.transfer): where archives are kept and what an upload may be.
-    transfer_dir: str = field(default="", metadata=_env(
-        "TRANSFER_DIR", "The folder bank export archives and uploaded imports are kept in, when "
-        "no `HINDSIGHT_API_TRANSFER_STORAGE` is set.", shown="`.devdata/transfer`"))
-    transfer_storage: str = field(default="", metadata=_env(
-        "TRANSFER_STORAGE", "A Django storage backend for the archives instead of the folder: "
-        "its dotted class path, e.g. `storages.backends.s3.S3Storage` (django-storages).",
-        shown="unset (the folder)"))
-    transfer_storage_options: str = field(default="{}", metadata=_env(
-        "TRANSFER_STORAGE_OPTIONS", "That backend's options, a JSON object (e.g. "
-        "`{\"bucket_name\": \"archives\"}`).", shown="`{}`"))
-    transfer_download_ttl_seconds: int = field(default=86_400, metadata=_env(
-        "TRANSFER_DOWNLOAD_TTL_SECONDS", "How long an export's download key works; an expired "
-        "archive is deleted."))
-    transfer_max_upload_bytes: int = field(default=2 * 1024 ** 3, metadata=_env(
-        "TRANSFER_MAX_UPLOAD_BYTES", "The largest archive `…/transfer/import` takes (a larger "
-        "upload is a 413).", shown="2 GiB"))
-    transfer_max_unpacked_bytes: int = field(default=20 * 1024 ** 3, metadata=_env(
-        "TRANSFER_MAX_UNPACKED_BYTES", "The most an archive may unpack to, counted while it is "
-        "read: past it the import fails (a ZIP bomb).", shown="20 GiB"))
-
     errors: tuple[ConfigProblem, ...] = field(default=())
 
     @property
@@ -412,14 +391,6 @@ def read_config(env: Mapping[str, str] | None = None) -> Config:
     if redis_url and not redis_url.startswith(("redis://", "rediss://", "unix://")):
         r.problem(INVALID_VALUE, p + "REDIS_URL", "must be a redis:// URL")
 
-    transfer_storage_options = r.text(p + "TRANSFER_STORAGE_OPTIONS", "{}")
-    try:
-        if not isinstance(json.loads(transfer_storage_options), dict):
-            raise ValueError
-    except ValueError:
-        r.problem(INVALID_VALUE, p + "TRANSFER_STORAGE_OPTIONS", "must be a JSON object")
-        transfer_storage_options = "{}"
-
     cfg = Config(
         host=r.text(p + "HOST", "127.0.0.1"),
         port=r.integer(p + "PORT", 8888, minimum=1),
@@ -503,15 +474,6 @@ def read_config(env: Mapping[str, str] | None = None) -> Config:
             r.integer(p + "LLM_TOKEN_BUDGET_PER_DAY", 0, minimum=0)
             if r.raw(p + "LLM_TOKEN_BUDGET_PER_DAY") is not None else None
         ),
-        transfer_dir=r.text(p + "TRANSFER_DIR"),
-        transfer_storage=r.text(p + "TRANSFER_STORAGE"),
-        transfer_storage_options=transfer_storage_options,
-        transfer_download_ttl_seconds=r.integer(p + "TRANSFER_DOWNLOAD_TTL_SECONDS", 86_400,
-                                                minimum=1),
-        transfer_max_upload_bytes=r.integer(p + "TRANSFER_MAX_UPLOAD_BYTES", 2 * 1024 ** 3,
-                                            minimum=1024),
-        transfer_max_unpacked_bytes=r.integer(p + "TRANSFER_MAX_UNPACKED_BYTES", 20 * 1024 ** 3,
-                                              minimum=1024),
         errors=(),
     )
     # DESIGN: reflect wall timeout < soft limit < hard limit < broker visibility timeout.
@@ -541,7 +503,6 @@ _PAGE_SECTIONS = (
     ("Mental models", "mental_model_refresh_tick_seconds"), ("MCP", "mcp_enabled"),
     ("Consolidation", "consolidation_batch_size"),
     ("The LLM request log and the token budget", "llm_request_log_retention_hours"),
-    ("Bank transfer", "transfer_dir"),
 )
 # Read by other modules, not part of ``Config``: the page lists them after it.
 _OTHER_VARIABLES = (

@@ -290,8 +290,6 @@ UPSTREAM: dict[str, tuple[str, list[Arg]]] = {
 UPSTREAM_ONE_BANK_EXCLUDED = {"list_banks", "create_bank", "get_bank_stats"}
 # Upstream tools this server cannot back: no such concept here (README, "MCP").
 NOT_BACKED = {
-    "list_directives": "no directives", "create_directive": "no directives",
-    "delete_directive": "no directives",
     "get_memory": "no REST route reads one memory", "update_memory": "memories are not edited",
     "invalidate_memory": "memories are not invalidated",
     "list_documents": "no documents", "get_document": "no documents",

@@ -250,8 +250,8 @@ def reflect(
     tags: Annotated[list[str] | None, Field(description="Only memories with these tags.")] = None,
     tags_match: Annotated[TagsMatchWord, Field(description="How tags match.")] = "any",
     apply_all_directives: Annotated[
-        bool, Field(description="Accepted for upstream's callers; this server has no "
-                                "directives.")
+        bool, Field(description="Apply every active directive, whatever its tags (by default "
+                                "the untagged ones and those the tags select).")
     ] = False,
     include_based_on: Annotated[
         bool, Field(description="Include the memories and models the answer cites.")
@@ -270,7 +270,8 @@ def reflect(
         include["tool_calls"] = {}
     body = _body(query=query, context=context, budget=budget, max_tokens=max_tokens,
                  response_schema=response_schema, tags=tags,
-                 tags_match=tags_match if tags is not None else None, include=include or None)
+                 tags_match=tags_match if tags is not None else None, include=include or None,
+                 apply_all_directives=apply_all_directives or None)
     result: dict[str, Any] = _call(bank_id, lambda api, bank: api.reflect(bank, body))
     if not include_based_on:
         result.pop("based_on", None)
@@ -487,6 +488,57 @@ def clear_mental_model(mental_model_id: ModelIdArg, bank_id: BankArg = None) -> 
     return {"mental_model_id": result["id"], "status": "cleared",
             "message": f"Mental model '{mental_model_id}' content cleared. Call "
                        "refresh_mental_model to rebuild."}
+
+
+# --- directives -----------------------------------------------------------------------------
+
+DirectiveLimit = Annotated[int, Field(ge=1, le=1000)]
+
+
+@tool(READ_ONLY)
+def list_directives(
+    tags: Annotated[list[str] | None, Field(
+        description="Only the directives a reflect with these tags applies (the untagged ones "
+                    "too).")] = None,
+    active_only: Annotated[bool, Field(description="Only the active ones.")] = True,
+    limit: DirectiveLimit = 100,
+    offset: Offset = 0,
+    bank_id: BankArg = None,
+) -> dict[str, Any]:
+    """List the bank's directives (hard rules every reflect and refresh follows), highest
+    priority first: {items, total}. Page until the items add up to total."""
+    result: dict[str, Any] = _call(bank_id, lambda api, bank: api.directive_list(
+        bank, tags=tags, active_only="true" if active_only else "false", limit=limit,
+        offset=offset))
+    return {"items": result["items"], "total": result["total"]}
+
+
+@tool(WRITE)
+def create_directive(
+    name: Annotated[str, Field(description="A short name for the rule.")],
+    content: Annotated[str, Field(description="The rule, as the prompt should state it.")],
+    priority: Annotated[int, Field(description="Higher comes first.")] = 0,
+    is_active: Annotated[bool, Field(description="Whether it applies now.")] = True,
+    tags: Annotated[list[str] | None, Field(
+        description="Apply it only to requests with these tags (none: to every request).")
+    ] = None,
+    bank_id: BankArg = None,
+) -> dict[str, Any]:
+    """Create a directive: a hard rule put into every reflect and refresh prompt it applies to
+    (the pages it applies to turn stale until their next refresh)."""
+    body = _body(name=name, content=content, priority=priority, is_active=is_active, tags=tags)
+    result: dict[str, Any] = _call(bank_id, lambda api, bank: api.directive_create(bank, body))
+    return result
+
+
+@tool(DESTRUCTIVE)
+def delete_directive(
+    directive_id: Annotated[str, Field(description="The directive's id.")],
+    bank_id: BankArg = None,
+) -> dict[str, Any]:
+    """Delete a directive."""
+    _call(bank_id, lambda api, bank: api.directive_delete(bank, directive_id))
+    return {"status": "deleted", "directive_id": directive_id}
 
 
 # --- memories, operations, tags, the bank ---------------------------------------------------
