@@ -2,8 +2,9 @@
 
 Loaded only when named in ``HINDSIGHT_API_EXTRA_HANDLER_MODULES`` (the worker fixtures and the
 benchmark do so). Every attempt records its start and end with ``clock_timestamp()`` in
-``test_job_log``; with ``effect`` it writes one row to ``test_job_effect`` inside the fenced
-completion, so a test can count effects exactly.
+``test_job_log`` (a completed attempt's end inside its completing transaction); with ``effect`` it
+writes one row to ``test_job_effect`` inside the fenced completion, so a test can count effects
+exactly.
 
 Payload keys (all optional):
 
@@ -60,6 +61,9 @@ CREATE TABLE IF NOT EXISTS test_job_effect (
 """
 
 
+_END = "UPDATE test_job_log SET ended_at = clock_timestamp(), outcome = %s WHERE id = %s"
+
+
 def ensure_tables() -> None:
     """Create the record tables (idempotent; serialized so concurrent workers do not race)."""
     with connection.cursor() as cursor:
@@ -104,6 +108,12 @@ class TestJobHandler:
                                 "INSERT INTO test_job_effect (op_id, key, fence) VALUES (%s, %s, %s)",
                                 [job.id, job.key, job.fence],
                             )
+                    # The job's end is its completion's commit: from there the key is free and
+                    # the next job of it may run, while this thread still returns from the
+                    # handler. Stamped in that transaction, a completed job's span ends before
+                    # any follower's claim can begin.
+                    with connection.cursor() as cursor:
+                        cursor.execute(_END, ["completed", log_id])
             except FenceLost:
                 outcome = "fence_lost"
                 if payload.get("raise_on_fence_lost", True):
@@ -111,7 +121,8 @@ class TestJobHandler:
                 return
             outcome = "completed"
         finally:
-            self._end(log_id, outcome)
+            if outcome != "completed":
+                self._end(log_id, outcome)
 
     @staticmethod
     def _start(job: Job) -> int:
@@ -127,10 +138,7 @@ class TestJobHandler:
     def _end(log_id: int, outcome: str) -> None:
         try:
             with connection.cursor() as cursor:
-                cursor.execute(
-                    "UPDATE test_job_log SET ended_at = clock_timestamp(), outcome = %s WHERE id = %s",
-                    [outcome, log_id],
-                )
+                cursor.execute(_END, [outcome, log_id])
         except Exception:  # a broken connection (wall timeout) must not hide the real error
             connection.close()
 
