@@ -75,7 +75,7 @@ def test_start_up_stops_on_invalid_configuration() -> None:
         capture_output=True, text=True, timeout=120,
     )
     assert result.returncode != 0
-    assert "HINDSIGHT_API_LLM_PROVIDER must be one of openai, none" in result.stderr
+    assert "HINDSIGHT_API_LLM_PROVIDER must be one of openai, groq, " in result.stderr
 
 
 _OFFLINE_SERVERS = {"PATH": "/usr/bin:/bin", "HINDSIGHT_API_SECRET_KEY": "k" * 50,
@@ -90,7 +90,7 @@ def test_a_worker_with_invalid_configuration_stops_at_start_up_naming_the_variab
         capture_output=True, text=True, timeout=120,
     )
     assert result.returncode != 0
-    assert "HINDSIGHT_API_LLM_PROVIDER must be one of openai, none" in result.stderr
+    assert "HINDSIGHT_API_LLM_PROVIDER must be one of openai, groq, " in result.stderr
     assert " ready." not in result.stdout + result.stderr
 
 

@@ -124,6 +124,7 @@ def run(args: argparse.Namespace) -> int:
         # Said once gunicorn answers there: a port lost to someone else since the check above
         # ends the run instead of announcing an address that serves something else.
         stack.wait_answering()
+        _log(config.llm_description)
         _log(f"serving on {stack.base_url} (Ctrl-C stops everything)")
         while not stopping:
             for child in stack.processes():

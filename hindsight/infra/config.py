@@ -8,16 +8,68 @@ Django system checks (``hindsight.infra.checks``), which stop start-up naming th
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
+from urllib.parse import urlsplit
 
 # The package version, as /version reports it.
 VERSION = "0.1.0"
 
-LLM_PROVIDERS = ("openai", "none")
+
+
+class LLMProvider(NamedTuple):
+    """A provider name's defaults: its OpenAI-compatible base URL, the model used when
+    ``LLM_MODEL`` is unset ("" : it must be set), and whether it needs ``LLM_API_KEY``."""
+
+    base_url: str
+    model: str
+    needs_key: bool
+
+
+# Every name here is served through OpenAI's chat completions (the openai SDK). Base URLs, default
+# models and which names need a key are upstream Hindsight 1.1.0's, so an upstream environment
+# carries over; where upstream talks to a name some other way (gemini and anthropic through
+# their own SDKs, llamacpp a server it starts itself), the provider's documented
+# OpenAI-compatible address instead (docs/providers.md says which).
+OPENAI_COMPATIBLE_PROVIDERS: dict[str, LLMProvider] = {
+    "openai": LLMProvider("https://api.openai.com/v1", "", False),
+    "groq": LLMProvider("https://api.groq.com/openai/v1", "openai/gpt-oss-120b", True),
+    "ollama": LLMProvider("http://localhost:11434/v1", "gemma3:12b", False),
+    "ollama-cloud": LLMProvider("https://ollama.com/v1", "gemma3:12b", True),
+    "lmstudio": LLMProvider("http://localhost:1234/v1", "local-model", False),
+    "llamacpp": LLMProvider("http://127.0.0.1:8080/v1", "gemma-4-e2b-it", False),
+    "deepseek": LLMProvider("https://api.deepseek.com", "deepseek-v4-flash", True),
+    "openrouter": LLMProvider("https://openrouter.ai/api/v1", "qwen/qwen3.5-9b", True),
+    "requesty": LLMProvider("https://router.requesty.ai/v1", "openai/gpt-4o-mini", True),
+    "zai": LLMProvider("https://api.z.ai/api/coding/paas/v4", "glm-4.5-flash", True),
+    "fireworks": LLMProvider("https://api.fireworks.ai/inference/v1",
+                             "accounts/fireworks/models/llama-v3p1-8b-instruct", True),
+    "minimax": LLMProvider("https://api.minimax.io/v1", "MiniMax-M3", True),
+    "atlas": LLMProvider("https://api.atlascloud.ai/v1", "deepseek-ai/deepseek-v4-pro", True),
+    "nous": LLMProvider("https://inference-api.nousresearch.com/v1", "deepseek/deepseek-v4-flash",
+                        True),
+    "meta": LLMProvider("https://api.meta.ai/v1", "muse-spark-1.3", True),
+    "opencode-go": LLMProvider("https://opencode.ai/zen/go/v1", "deepseek-v4-flash", True),
+    "gemini": LLMProvider("https://generativelanguage.googleapis.com/v1beta/openai/",
+                          "gemini-3.5-flash", True),
+    "anthropic": LLMProvider("https://api.anthropic.com/v1/", "claude-haiku-4-5", True),
+    # Upstream has no default address for it: HINDSIGHT_API_LLM_BASE_URL is required.
+    "volcano": LLMProvider("", "doubao-pro-32k", True),
+}
+LLM_PROVIDERS = (*OPENAI_COMPATIBLE_PROVIDERS, "none")
+# Upstream's names that need another protocol than chat completions (its own SDKs, LiteLLM, the
+# Responses API, OAuth subscriptions): refused at start, naming the supported set.
+OTHER_PROTOCOL_PROVIDERS = (
+    "openai-responses", "vertexai", "bedrock", "litellm", "litellmrouter", "openai-codex",
+    "chatgpt", "claude-code", "cursor", "github-copilot", "xai-oauth", "mock",
+)
+# Local servers whose OpenAI-compatible routes are always under /v1: a bare host gets it, as
+# their UIs show the address without it (upstream does the same).
+_V1_LOCAL_PROVIDERS = ("ollama", "lmstudio")
 EMBEDDINGS_PROVIDERS = ("local", "openai")
 # Celery pools a worker may run (HINDSIGHT_API_WORKER_POOL): ``threads`` keeps many LLM-bound
 # jobs in flight in one process; ``prefork`` isolates each job in a child process.
@@ -30,7 +82,6 @@ MCP_CORE_TOOL_NAMES = (
     "retain", "sync_retain", "recall", "reflect", "list_banks", "create_bank",
     "list_mental_models", "get_mental_model", "create_mental_model", "update_mental_model",
     "delete_mental_model", "refresh_mental_model", "clear_mental_model",
-    "list_directives", "create_directive", "delete_directive",
     "list_memories", "list_operations", "get_operation", "cancel_operation", "list_tags",
     "get_bank", "get_bank_stats", "update_bank", "delete_bank",
 )
@@ -96,16 +147,24 @@ class Config:
 
     # The LLM.
     llm_provider: str = field(default="none", metadata=_env(
-        "LLM_PROVIDER", "`openai` (any OpenAI-compatible server) or `none`. Without an LLM, "
-        "reflect and dry runs answer 400 naming these variables, retain stores items verbatim, "
-        "and refreshes wait for one."))
+        "LLM_PROVIDER", "`openai` (any OpenAI-compatible server), one of upstream's provider "
+        "names that speak its protocol (`groq`, `ollama`, `ollama-cloud`, `lmstudio`, "
+        "`llamacpp`, `deepseek`, `openrouter`, `requesty`, `zai`, `fireworks`, `minimax`, "
+        "`atlas`, `nous`, `meta`, `opencode-go`, `gemini`, `anthropic`, `volcano`: "
+        "docs/providers.md), or `none`. A name that needs another protocol (`bedrock`, "
+        "`vertexai`, `litellm`, …) stops start-up. Without an LLM, reflect and dry runs answer "
+        "400 naming these variables, retain stores items verbatim, and refreshes wait for one."))
     llm_base_url: str = field(default="", metadata=_env(
         "LLM_BASE_URL", "The LLM server's base URL, `/v1` included "
-        "(`https://api.openai.com/v1`, `http://127.0.0.1:11434/v1`)."))
+        "(`http://127.0.0.1:8000/v1`); overrides the provider's default address.",
+        shown="the provider's (docs/providers.md)"))
     llm_api_key: str = field(default="", metadata=_env(
-        "LLM_API_KEY", "The LLM server's key (any non-empty value for a local server)."))
+        "LLM_API_KEY", "The LLM server's key; required by the cloud providers "
+        "(docs/providers.md), any value or none for a local server."))
     llm_model: str = field(default="", metadata=_env(
-        "LLM_MODEL", "The chat model; required with `LLM_PROVIDER=openai`."))
+        "LLM_MODEL", "The chat model; required with `LLM_PROVIDER=openai`, the other names "
+        "default to upstream's model for them (docs/providers.md).",
+        shown="the provider's (docs/providers.md)"))
     llm_timeout_seconds: float = field(default=120.0, metadata=_env(
         "LLM_TIMEOUT", "Seconds one LLM request may take."))
     llm_max_retries: int = field(default=2, metadata=_env(
@@ -267,11 +326,47 @@ class Config:
         "for banks whose config sets no `llm_token_budget_per_day`; a spent bank's calls answer "
         "429 and its due work is parked.", shown="unset (unlimited)"))
 
+    # Bank transfer (mentalmodels.transfer): where archives are kept and what an upload may be.
+    transfer_dir: str = field(default="", metadata=_env(
+        "TRANSFER_DIR", "The folder bank export archives and uploaded imports are kept in, when "
+        "no `HINDSIGHT_API_TRANSFER_STORAGE` is set.", shown="`.devdata/transfer`"))
+    transfer_storage: str = field(default="", metadata=_env(
+        "TRANSFER_STORAGE", "A Django storage backend for the archives instead of the folder: "
+        "its dotted class path, e.g. `storages.backends.s3.S3Storage` (django-storages).",
+        shown="unset (the folder)"))
+    transfer_storage_options: str = field(default="{}", metadata=_env(
+        "TRANSFER_STORAGE_OPTIONS", "That backend's options, a JSON object (e.g. "
+        "`{\"bucket_name\": \"archives\"}`).", shown="`{}`"))
+    transfer_download_ttl_seconds: int = field(default=86_400, metadata=_env(
+        "TRANSFER_DOWNLOAD_TTL_SECONDS", "How long an export's download key works; an expired "
+        "archive is deleted."))
+    transfer_max_upload_bytes: int = field(default=2 * 1024 ** 3, metadata=_env(
+        "TRANSFER_MAX_UPLOAD_BYTES", "The largest archive `…/transfer/import` takes (a larger "
+        "upload is a 413).", shown="2 GiB"))
+    transfer_max_unpacked_bytes: int = field(default=20 * 1024 ** 3, metadata=_env(
+        "TRANSFER_MAX_UNPACKED_BYTES", "The most an archive may unpack to, counted while it is "
+        "read: past it the import fails (a ZIP bomb).", shown="20 GiB"))
+
     errors: tuple[ConfigProblem, ...] = field(default=())
 
     @property
     def llm_configured(self) -> bool:
         return self.llm_provider != "none" and bool(self.llm_model)
+
+    @property
+    def llm_summary(self) -> dict[str, str | None]:
+        """The resolved LLM, as the start log and ``GET /version`` name it."""
+        if self.llm_provider == "none":
+            return {"provider": "none", "base_url": None, "model": None}
+        return {"provider": self.llm_provider, "base_url": self.llm_base_url,
+                "model": self.llm_model}
+
+    @property
+    def llm_description(self) -> str:
+        """The start log's line for the resolved LLM."""
+        if self.llm_provider == "none":
+            return "LLM: none (HINDSIGHT_API_LLM_PROVIDER): refreshes wait for one"
+        return f"LLM: {self.llm_provider} at {self.llm_base_url}, model {self.llm_model}"
 
 
 class _Reader:
@@ -342,16 +437,42 @@ class _Reader:
         return default
 
 
+def _read_llm(r: _Reader) -> tuple[str, str, str]:
+    """The provider name, its base URL and model, each the provider's default when unset."""
+    p = ENV_PREFIX + "LLM_"
+    name = r.text(p + "PROVIDER", "none").lower()
+    supported = ", ".join(LLM_PROVIDERS)
+    if name in OTHER_PROTOCOL_PROVIDERS:
+        r.problem(INVALID_VALUE, p + "PROVIDER", f"{name!r} needs another protocol than OpenAI's "
+                  f"chat completions, which every call here uses; supported: {supported}")
+        return "none", "", ""
+    if name != "none" and name not in OPENAI_COMPATIBLE_PROVIDERS:
+        r.problem(INVALID_VALUE, p + "PROVIDER", f"must be one of {supported}; got {name!r}")
+        return "none", "", ""
+    if name == "none":
+        return name, r.text(p + "BASE_URL"), r.text(p + "MODEL")
+    provider = OPENAI_COMPATIBLE_PROVIDERS[name]
+    base_url = r.text(p + "BASE_URL")
+    if base_url and name in _V1_LOCAL_PROVIDERS and not urlsplit(base_url).path.strip("/"):
+        base_url = base_url.rstrip("/") + "/v1"
+    base_url = base_url or provider.base_url
+    if not base_url:
+        r.problem(MISSING_TOGETHER, p + "BASE_URL",
+                  f"must be set when HINDSIGHT_API_LLM_PROVIDER={name} (it has no default)")
+    model = r.text(p + "MODEL", provider.model)
+    if not model:
+        r.problem(MISSING_TOGETHER, p + "MODEL", f"must be set when HINDSIGHT_API_LLM_PROVIDER={name}")
+    if provider.needs_key and not r.raw(p + "API_KEY"):
+        r.problem(MISSING_TOGETHER, p + "API_KEY", f"must be set when HINDSIGHT_API_LLM_PROVIDER={name}")
+    return name, base_url, model
+
+
 def read_config(env: Mapping[str, str] | None = None) -> Config:
     """Read the whole configuration from ``env`` (the process environment by default)."""
     r = _Reader(os.environ if env is None else env)
     p = ENV_PREFIX
 
-    llm_provider = r.choice(p + "LLM_PROVIDER", LLM_PROVIDERS, "none")
-    llm_base_url = r.text(p + "LLM_BASE_URL")
-    llm_model = r.text(p + "LLM_MODEL")
-    if llm_provider == "openai" and not llm_model:
-        r.problem(MISSING_TOGETHER, p + "LLM_MODEL", "must be set when HINDSIGHT_API_LLM_PROVIDER=openai")
+    llm_provider, llm_base_url, llm_model = _read_llm(r)
 
     emb_provider = r.choice(p + "EMBEDDINGS_PROVIDER", EMBEDDINGS_PROVIDERS, "local")
     if emb_provider == "local":
@@ -390,6 +511,14 @@ def read_config(env: Mapping[str, str] | None = None) -> Config:
     redis_url = r.text(p + "REDIS_URL")
     if redis_url and not redis_url.startswith(("redis://", "rediss://", "unix://")):
         r.problem(INVALID_VALUE, p + "REDIS_URL", "must be a redis:// URL")
+
+    transfer_storage_options = r.text(p + "TRANSFER_STORAGE_OPTIONS", "{}")
+    try:
+        if not isinstance(json.loads(transfer_storage_options), dict):
+            raise ValueError
+    except ValueError:
+        r.problem(INVALID_VALUE, p + "TRANSFER_STORAGE_OPTIONS", "must be a JSON object")
+        transfer_storage_options = "{}"
 
     cfg = Config(
         host=r.text(p + "HOST", "127.0.0.1"),
@@ -474,6 +603,15 @@ def read_config(env: Mapping[str, str] | None = None) -> Config:
             r.integer(p + "LLM_TOKEN_BUDGET_PER_DAY", 0, minimum=0)
             if r.raw(p + "LLM_TOKEN_BUDGET_PER_DAY") is not None else None
         ),
+        transfer_dir=r.text(p + "TRANSFER_DIR"),
+        transfer_storage=r.text(p + "TRANSFER_STORAGE"),
+        transfer_storage_options=transfer_storage_options,
+        transfer_download_ttl_seconds=r.integer(p + "TRANSFER_DOWNLOAD_TTL_SECONDS", 86_400,
+                                                minimum=1),
+        transfer_max_upload_bytes=r.integer(p + "TRANSFER_MAX_UPLOAD_BYTES", 2 * 1024 ** 3,
+                                            minimum=1024),
+        transfer_max_unpacked_bytes=r.integer(p + "TRANSFER_MAX_UNPACKED_BYTES", 20 * 1024 ** 3,
+                                              minimum=1024),
         errors=(),
     )
     # DESIGN: reflect wall timeout < soft limit < hard limit < broker visibility timeout.
@@ -503,6 +641,7 @@ _PAGE_SECTIONS = (
     ("Mental models", "mental_model_refresh_tick_seconds"), ("MCP", "mcp_enabled"),
     ("Consolidation", "consolidation_batch_size"),
     ("The LLM request log and the token budget", "llm_request_log_retention_hours"),
+    ("Bank transfer", "transfer_dir"),
 )
 # Read by other modules, not part of ``Config``: the page lists them after it.
 _OTHER_VARIABLES = (

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import warnings
 from typing import Any
@@ -121,6 +122,7 @@ def _stop_on_invalid_configuration(**_: Any) -> None:
     if errors:
         # SystemExit, not an exception: Celery logs and swallows what a signal handler raises.
         raise SystemExit("invalid configuration:\n" + "\n".join(errors))
+    logging.getLogger("hindsight").info("%s", settings.HINDSIGHT.llm_description)
 
 
 @worker_init.connect(weak=False)

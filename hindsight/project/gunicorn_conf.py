@@ -10,6 +10,7 @@ Only the hook lives here: bind address, workers and threads stay on the command 
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 
@@ -20,3 +21,4 @@ def post_worker_init(worker: Any) -> None:
 
     connections_pool_use(max_size=settings.HINDSIGHT.web_db_pool_size,
                          application_name="hindsight-api")
+    logging.getLogger("hindsight").info("%s", settings.HINDSIGHT.llm_description)

@@ -65,9 +65,18 @@ class FeaturesSerializer(serializers.Serializer):
     mental_models = serializers.BooleanField()
 
 
+class LLMSerializer(serializers.Serializer):
+    """The LLM this deployment resolved: provider name, base URL and model (null without one)."""
+
+    provider = serializers.CharField()
+    base_url = serializers.CharField(allow_null=True)
+    model = serializers.CharField(allow_null=True)
+
+
 class VersionSerializer(serializers.Serializer):
     api_version = serializers.CharField()
     features = FeaturesSerializer()
+    llm = LLMSerializer()
 
 
 class ClosedObjectExtension(OpenApiSerializerExtension):

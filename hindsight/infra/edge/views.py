@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.db import connection
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework.decorators import api_view, permission_classes
@@ -33,4 +34,5 @@ def health(request: Request) -> Response:
 @api_view(["GET"])
 @permission_classes([AllowAny])
 def version(request: Request) -> Response:
-    return Response({"api_version": VERSION, "features": {"mental_models": True}})
+    return Response({"api_version": VERSION, "features": {"mental_models": True},
+                     "llm": settings.HINDSIGHT.llm_summary})
