@@ -671,6 +671,8 @@ class Quirks:
       ``needs_schema``      the model answers the asked shape only when the request shows it the
                             schema (``response_format`` json_schema, or the schema's JSON in a
                             message); otherwise ``{"answer": …}``, a shape of its own;
+      ``ignore_response_format``  ``response_format`` is accepted and dropped before the model
+                            sees it (Anthropic's OpenAI-compatible endpoint);
       ``cut_off``           the next that many answers stop half-way, ``finish_reason: length``;
       ``broken_tool_arguments``  the next that many answers with tool calls carry arguments cut
                             in half (not JSON).
@@ -688,6 +690,7 @@ class Quirks:
     prose: bool = False
     fence: bool = False
     needs_schema: bool = False
+    ignore_response_format: bool = False
     cut_off: int = 0
     broken_tool_arguments: int = 0
     refuse_json_schema: bool = False
@@ -717,8 +720,10 @@ class Quirks:
             self.cut_off -= cut
             broken = bool(calls) and self.broken_tool_arguments > 0
             self.broken_tool_arguments -= broken
+        seen = {k: v for k, v in body.items() if k != "response_format"} \
+            if self.ignore_response_format else body
         if self.needs_schema and isinstance(content, str) and _is_json(content) \
-                and not _shows_schema(body):
+                and not _shows_schema(seen):
             content = json.dumps({"answer": content})
         if self.fence and isinstance(content, str) and _is_json(content):
             content = "```json\n" + content + "\n```"

@@ -110,6 +110,20 @@ def test_a_server_refusing_every_response_format_is_asked_with_the_schema_in_the
         "content"]
 
 
+def test_a_server_ignoring_response_format_is_asked_again_with_the_schema_in_the_prompt(
+    scripted_llm, settings
+) -> None:
+    with_retries(settings, 1)
+    scripted_llm.quirks = Quirks(ignore_response_format=True, needs_schema=True)
+    scripted_llm.respond_with(lambda body: Reply.json(GOOD))
+    result = get_llm().structured(USER, schema=SCHEMA, name="answer")
+    assert (result.data, result.mode, result.attempts) == (GOOD, "json_object", 2)
+    # Remembered: the next call tells the model the schema at once.
+    get_llm().structured(USER, schema=SCHEMA, name="answer")
+    assert [r["response_format"]["type"] for r in scripted_llm.requests] == [
+        "json_schema", "json_object", "json_object"]
+
+
 @pytest.mark.django_db
 def test_the_working_step_is_remembered_per_server_and_model_and_logged(
     scripted_llm, settings

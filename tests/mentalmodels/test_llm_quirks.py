@@ -32,6 +32,7 @@ QUIRKS = {
     "json_in_prose": Quirks(prose=True),
     "json_schema_refused": Quirks(refuse_json_schema=True, needs_schema=True),
     "every_response_format_refused": Quirks(refuse_response_format=True, needs_schema=True),
+    "response_format_ignored": Quirks(ignore_response_format=True, needs_schema=True),
     "tools_refused": Quirks(refuse_tools=True),
     "cut_off_once": Quirks(cut_off=1),
     "reasoning_content_and_a_fence": Quirks(reasoning_content=True, fence=True),

@@ -20,8 +20,10 @@ What it adds on top of the SDK, once for every caller:
 - **Structured output** on the first step the server takes: a strict JSON schema, else JSON
   mode, else no ``response_format`` at all — each step below the first tells the model the
   schema in the prompt. A 400 naming ``response_format`` steps down once per call (not a failed
-  attempt), and the step that worked is remembered per server and model (``servers``), so
-  later calls start there. The answer is validated with jsonschema.
+  attempt); an answer breaking a strict schema the server accepted (it ignores
+  ``response_format``) steps down too, asked again within the retry budget. The step that
+  worked is remembered per server and model (``servers``), so later calls start there. The
+  answer is validated with jsonschema.
 - **Answers as real servers write them** (``answers``): reasoning blocks (``<think>…</think>``)
   are taken out of every answer's content and ``reasoning_content`` is never read; the JSON of a
   structured answer is found in a fence or in prose around it; a tool call's arguments that are
@@ -356,7 +358,6 @@ class LLMGateway:
             while True:
                 try:
                     response = create(_structured_request(messages, schema, name, strict, mode))
-                    break
                 except LLMProviderError as exc:
                     lower = _step_below(mode, exc)
                     if lower is None:
@@ -365,8 +366,22 @@ class LLMGateway:
                                 mode, exc, lower)
                     servers.structured_step_remember(self.base_url, self.model, lower)
                     mode = lower
-            usage = Usage.from_openai(response.usage)
-            data = _parse_structured(response, validator, attempts=attempts)
+                    continue
+                usage = usage + Usage.from_openai(response.usage)
+                try:
+                    data = _parse_structured(response, validator, attempts=attempts)
+                    break
+                except LLMOutputError:
+                    # A strict schema the server took yet an answer that breaks it: the server
+                    # accepts response_format and ignores it (Anthropic's OpenAI endpoint does),
+                    # so the model never saw the schema. Ask again with it in the prompt.
+                    if not (strict and mode == servers.JSON_SCHEMA) \
+                            or attempts > self._retries():
+                        raise
+                    logger.info("LLM answer ignored the strict json_schema; using %s",
+                                servers.JSON_OBJECT)
+                    mode = servers.JSON_OBJECT
+                    servers.structured_step_remember(self.base_url, self.model, mode)
         except LLMError as exc:
             self._report(
                 kind="structured", purpose=purpose, started=started, usage=usage,
