@@ -82,6 +82,7 @@ MCP_CORE_TOOL_NAMES = (
     "retain", "sync_retain", "recall", "reflect", "list_banks", "create_bank",
     "list_mental_models", "get_mental_model", "create_mental_model", "update_mental_model",
     "delete_mental_model", "refresh_mental_model", "clear_mental_model",
+    "list_directives", "create_directive", "delete_directive",
     "list_memories", "list_operations", "get_operation", "cancel_operation", "list_tags",
     "get_bank", "get_bank_stats", "update_bank", "delete_bank",
 )
