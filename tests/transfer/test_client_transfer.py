@@ -18,6 +18,7 @@ from mentalmodels.knowledge.models import KnowledgeNode
 from mentalmodels.models import MentalModel, MentalModelHistory
 from mentalmodels.staleness import stale_flags
 from operations.models import Operation
+from tests.transfer.archives import upstream_archive
 from tests.transfer.conftest import build_bank
 from tests.workers import wait_until
 
@@ -65,7 +66,9 @@ def snapshot(bank_id: str) -> dict[str, Any]:
 
 def cited(bank_id: str) -> list[str]:
     model = MentalModel.objects.get(bank_id=bank_id, mental_model_id="team-stack")
-    return [MemoryUnit.objects.get(id=e["id"]).text for e in model.reflect_response["based_on"]["world"]]
+    # Looked up in the bank itself: the evidence must name the bank's own (new) memories.
+    return [MemoryUnit.objects.get(id=e["id"], bank_id=bank_id).text
+            for e in model.reflect_response["based_on"]["world"]]
 
 
 def _quiet(bank_id: str) -> None:
@@ -114,4 +117,52 @@ def test_clone_gives_the_same_bank_under_another_id(
     assert after == {**before, "requests": []}  # the request log only with include_history
     assert not set(KnowledgeNode.objects.filter(bank_id="twin").values_list("id", flat=True)) & \
         set(KnowledgeNode.objects.filter(bank_id="source").values_list("id", flat=True))
+    assert scripted_llm.requests == []
+
+
+def test_an_archive_written_by_upstream_restores_here(
+        client: Hindsight, scripted_llm, worker_factory) -> None:
+    # tests/fixtures/upstream-1.1.0-bank.zip: written by upstream 1.1.0's own export_bank
+    # (tests/fixtures/README.md says how).
+    worker_factory()
+    client.create_bank("host")
+    op_id = client.import_bank("host", upstream_archive(), target_bank_id="moved")
+    done = finished(client, "host", op_id)
+    assert done.status == "completed", done.error_message
+
+    memories = list(MemoryUnit.objects.filter(bank_id="moved"))
+    assert sorted((m.text, m.fact_type, tuple(m.tags), m.document_id is not None, m.context)
+                  for m in memories) == sorted([
+        ("The team writes its services in Python.", "world", ("team",), True, ""),
+        ("The team stores data in PostgreSQL with pgvector.", "world", ("team",), True, ""),
+        ("Alice leads the platform group.", "world", ("people",), True, "org chart"),
+        ("Observation: the team builds on Python and PostgreSQL.", "observation", ("team",),
+         False, ""),
+        ("Observation: the team builds on Python and PostgreSQL.", "observation", ("people",),
+         False, ""),
+    ])
+    assert MemoryUnit.objects.get(bank_id="moved", text__contains="Python.").document_id == "doc-lang"
+    team = MemoryUnit.objects.get(bank_id="moved", fact_type="observation", tags=["team"])
+    assert sorted(MemoryUnit.objects.get(id=s).text for s in team.source_memory_ids) == [
+        "The team stores data in PostgreSQL with pgvector.",
+        "The team writes its services in Python."]
+    assert not MemoryUnit.objects.filter(bank_id="moved", embedding__isnull=True).exists()
+
+    model = client.get_mental_model("moved", "team-stack")
+    assert model.name == "Team stack" and model.tags == ["team"]
+    assert model.content.startswith("## answer") and model.trigger.mode == "full"
+    assert cited("moved") == ["The team writes its services in Python.",
+                              "The team stores data in PostgreSQL with pgvector."]
+    history = client.get_mental_model_history("moved", "team-stack")
+    assert [h["previous_content"][:9] if h["previous_content"] else h["previous_content"]
+            for h in history] == ["## answer", "## answer", ""]
+    tree = client.get_knowledge_base_tree("moved")
+    [folder] = tree.roots
+    assert folder.name == "Guides" and [c.name for c in folder.children] == ["Onboarding"]
+    [directive] = client.list_directives("moved").items
+    assert (directive.name, directive.content, directive.priority) == (
+        "Formal", "Answer in formal English.", 5)
+    config = client.get_bank_config("moved")["config"]
+    assert config["reflect_mission"] == "Answer about the team."
+    assert config["mental_model_min_refresh_interval_seconds"] == 0
     assert scripted_llm.requests == []
