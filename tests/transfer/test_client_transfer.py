@@ -18,7 +18,7 @@ from mentalmodels.knowledge.models import KnowledgeNode
 from mentalmodels.models import MentalModel, MentalModelHistory
 from mentalmodels.staleness import stale_flags
 from operations.models import Operation
-from tests.transfer.archives import upstream_archive
+from tests.transfer.archives import entry, rewritten, upstream_archive
 from tests.transfer.conftest import build_bank
 from tests.workers import wait_until
 
@@ -166,3 +166,18 @@ def test_an_archive_written_by_upstream_restores_here(
     assert config["reflect_mission"] == "Answer about the team."
     assert config["mental_model_min_refresh_interval_seconds"] == 0
     assert scripted_llm.requests == []
+
+
+def test_a_problem_found_while_importing_fails_the_operation_naming_it(
+        client: Hindsight, scripted_llm, worker_factory) -> None:
+    worker_factory()
+    client.create_bank("host")
+    models = entry(upstream_archive(), "mental_models.json")
+    models[0]["trigger"] = {"mode": "sideways"}
+    archive = rewritten(upstream_archive(), {"mental_models.json": models})
+    op_id = client.import_bank("host", archive, target_bank_id="broken")
+    done = finished(client, "host", op_id)
+    assert done.status == "failed"
+    assert "mental_models.json[0].trigger.mode" in done.error_message
+    assert not Bank.objects.filter(id="broken").exists()
+    assert done.retry_count == 0  # no attempt can read it better
