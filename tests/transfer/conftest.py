@@ -20,6 +20,7 @@ from hindsight.infra.llm.models import LLMRequest
 from mentalmodels.directives.services import directive_create
 from mentalmodels.knowledge.services import knowledge_folder_create, knowledge_page_create
 from mentalmodels.models import HistoryKind, MentalModel, MentalModelHistory
+from operations.models import Operation
 from tests.factories import make_bank, make_memory, make_mental_model
 
 
@@ -77,4 +78,7 @@ def build_bank(bank_id: str = "source") -> dict[str, Any]:
                               status="success", started_at=timezone.now() - timedelta(minutes=1),
                               prompt="What stack?", response="Python.", input_tokens=10,
                               output_tokens=3)
+    # The page's first refresh was queued by its creation: it must not run (and call the LLM)
+    # while a test moves the bank.
+    Operation.objects.filter(bank_id=bank_id, status="pending").update(status="cancelled")
     return {"bank_id": bank_id, "page_id": page.id, "folder_id": folder.id}

@@ -17,7 +17,6 @@ from mentalmodels.directives.models import Directive, DirectiveScopeStamp
 from mentalmodels.knowledge.models import KnowledgeNode
 from mentalmodels.models import MentalModel, MentalModelHistory
 from mentalmodels.staleness import stale_flags
-from operations.models import Operation
 from tests.transfer.archives import entry, rewritten, upstream_archive
 from tests.transfer.conftest import build_bank
 from tests.workers import wait_until
@@ -71,16 +70,10 @@ def cited(bank_id: str) -> list[str]:
             for e in model.reflect_response["based_on"]["world"]]
 
 
-def _quiet(bank_id: str) -> None:
-    # The page's first refresh was queued by its creation: it must not run mid-test.
-    Operation.objects.filter(bank_id=bank_id, status="pending").update(status="cancelled")
-
-
 def test_export_then_import_into_a_new_id_gives_back_the_same_bank(
         client: Hindsight, scripted_llm, worker_factory) -> None:
-    worker_factory()
+    worker_factory(env=scripted_llm.env)
     build_bank("source")
-    _quiet("source")
     before = snapshot("source")
 
     archive = client.export_bank("source", include_history=True, poll_interval=0.2, timeout=60)
@@ -106,9 +99,8 @@ def test_export_then_import_into_a_new_id_gives_back_the_same_bank(
 
 def test_clone_gives_the_same_bank_under_another_id(
         client: Hindsight, scripted_llm, worker_factory) -> None:
-    worker_factory()
+    worker_factory(env=scripted_llm.env)
     build_bank("source")
-    _quiet("source")
     before = snapshot("source")
     op_id = client.clone_bank("source", "twin")
     done = finished(client, "source", op_id)
@@ -124,7 +116,7 @@ def test_an_archive_written_by_upstream_restores_here(
         client: Hindsight, scripted_llm, worker_factory) -> None:
     # tests/fixtures/upstream-1.1.0-bank.zip: written by upstream 1.1.0's own export_bank
     # (tests/fixtures/README.md says how).
-    worker_factory()
+    worker_factory(env=scripted_llm.env)
     client.create_bank("host")
     op_id = client.import_bank("host", upstream_archive(), target_bank_id="moved")
     done = finished(client, "host", op_id)
@@ -170,7 +162,7 @@ def test_an_archive_written_by_upstream_restores_here(
 
 def test_a_problem_found_while_importing_fails_the_operation_naming_it(
         client: Hindsight, scripted_llm, worker_factory) -> None:
-    worker_factory()
+    worker_factory(env=scripted_llm.env)
     client.create_bank("host")
     models = entry(upstream_archive(), "mental_models.json")
     models[0]["trigger"] = {"mode": "sideways"}

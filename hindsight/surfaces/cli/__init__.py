@@ -1,13 +1,15 @@
 """The ``hindsight`` console script: a client of the HTTP API (``api``), never of Django.
 
 ``main`` is the entry point pyproject declares; the commands live in ``app``, the knowledge
-base's (``hindsight kb …``) in ``knowledge`` and the directives' (``hindsight directive …``) in
-``directives``, registered on the app here (they use ``app``'s options and helpers, so ``app``
-cannot import them).
+base's (``hindsight kb …``) in ``knowledge``, the directives' (``hindsight directive …``) in
+``directives`` and the bank transfer's (``hindsight bank export|import|clone``) in ``transfer``,
+registered on the app here (they use ``app``'s options and helpers, so ``app`` cannot import
+them).
 """
 
 from __future__ import annotations
 
+from hindsight.surfaces.cli import transfer  # noqa: F401 - registers bank export|import|clone
 from hindsight.surfaces.cli.app import app, main
 from hindsight.surfaces.cli.directives import directive_app
 from hindsight.surfaces.cli.knowledge import kb_app

@@ -13,7 +13,8 @@ shape and services: one behaviour.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import IO, Any
 from urllib.parse import quote
 
 import httpx2
@@ -163,6 +164,54 @@ class HindsightApi:
 
     def reflect(self, bank_id: str, body: dict[str, Any]) -> Any:
         return self.request("POST", f"/banks/{_seg(bank_id)}/reflect", json=body)
+
+    # bank transfer ----------------------------------------------------------------------
+
+    def bank_export(self, bank_id: str, **params: Any) -> Any:
+        return self.request("POST", f"/banks/{_seg(bank_id)}/transfer/export", params=params)
+
+    def bank_clone(self, bank_id: str, **params: Any) -> Any:
+        return self.request("POST", f"/banks/{_seg(bank_id)}/clone", params=params)
+
+    def bank_import(self, bank_id: str, archive: IO[bytes], **params: Any) -> Any:
+        """Upload ``archive`` (an open file: streamed, never read whole) as the multipart file."""
+        query = {k: v for k, v in params.items() if v is not None}
+        return self._checked(lambda: self._http.post(
+            f"/v1/default/banks/{_seg(bank_id)}/transfer/import", params=query or None,
+            files={"file": ("bank.zip", archive, "application/zip")}))
+
+    def file_download(self, download_url: str, out: IO[bytes]) -> int:
+        """Stream the file at the API-relative ``download_url`` into ``out``; its size."""
+        size = 0
+        try:
+            with self._http.stream("GET", download_url) as response:
+                if response.status_code >= 400:
+                    response.read()
+                    self._raise_for(response)
+                for chunk in response.iter_bytes():
+                    out.write(chunk)
+                    size += len(chunk)
+        except httpx2.HTTPError as exc:
+            raise ApiError(0, f"cannot reach the Hindsight API at {self.base_url}: {exc}") from exc
+        return size
+
+    def _checked(self, send: Callable[[], httpx2.Response]) -> Any:
+        try:
+            response = send()
+        except httpx2.HTTPError as exc:
+            raise ApiError(0, f"cannot reach the Hindsight API at {self.base_url}: {exc}") from exc
+        if response.status_code >= 400:
+            self._raise_for(response)
+        return response.json() if response.content else None
+
+    @staticmethod
+    def _raise_for(response: httpx2.Response) -> None:
+        try:
+            body = response.json() if response.content else None
+        except ValueError:
+            body = response.text
+        raise ApiError(response.status_code,
+                       error_message(body, response.reason_phrase or "request failed"), body)
 
     # mental models ----------------------------------------------------------------------
 
