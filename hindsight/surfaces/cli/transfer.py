@@ -74,7 +74,7 @@ def bank_export(
         op = _wait(settings, api, bank, result["operation_id"])
         if op.get("status") != "completed":
             _finish_wait(op, settings.output_for(output), result)
-        url = (op.get("result_metadata") or {}).get("download_url")
+        url = str((op.get("result_metadata") or {}).get("download_url") or "")
         with target.open("wb") as out:
             size = api.file_download(url, out)
     if settings.output_for(output).value == "json":
