@@ -810,7 +810,7 @@ EXPECTED: dict[str, tuple[int, str]] = {
         '","candidate_content":"","preview_content":"# doc","diff":"","delta_operations":'
         'null,"retraction":null,"trace":{"recorded_at":"<datetime>","effective_mode":"ful'
         'l","mode_fallback_reason":null,"outcome":"content_preserved_no_new_facts","tool_'
-        'calls":[],"llm_calls":[],"delta_operations":null,"retraction":null,"usage":{"inp'
+        'calls":[],"llm_calls":[],"directives":[],"delta_operations":null,"retraction":null,"usage":{"inp'
         'ut_tokens":0,"output_tokens":0,"total_tokens":0,"cached_tokens":0,"thoughts_toke'
         'ns":0},"duration_ms":"<ms>","warnings":["Nothing in this document\'s scope was re'
         'adable, so the reflect loop was skipped and the document left as it is. Check th'
