@@ -14,6 +14,7 @@ at once, naming the problem; the embedder failing is worth another attempt.
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import tempfile
@@ -60,7 +61,12 @@ class _Progress:
             return
         self.last = now
         if self.connection is None:
-            self.connection = connections.create_connection("default")
+            # A connection of its own, outside any pool (a pooled worker's pool would be
+            # copied, and left open, with it).
+            default = connections["default"]
+            settings_dict = copy.deepcopy(default.settings_dict)
+            settings_dict.get("OPTIONS", {}).pop("pool", None)
+            self.connection = type(default)(settings_dict, alias="transfer-progress")
         with self.connection.cursor() as cursor:
             cursor.execute(
                 "UPDATE operations_operation SET result_metadata = %s::jsonb, "
