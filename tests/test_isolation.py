@@ -22,6 +22,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver
 
@@ -32,6 +33,7 @@ from mentalmodels.knowledge.models import KnowledgeNode, NodeKind
 from mentalmodels.models import MentalModel, MentalModelHistory
 from operations.models import Operation
 from tests.factories import make_bank, make_memory, make_mental_model, make_operation
+from tests.transfer.archives import upstream_archive
 
 METHODS = ("get", "post", "put", "patch", "delete")
 PARAM = re.compile(r"<(?:(?P<conv>[a-z]+):)?(?P<name>[a-z_]+)>")
@@ -71,6 +73,13 @@ def _methods(callback: Any) -> tuple[str, ...]:
     if view is None:  # a function view: ask it with every method
         return METHODS
     return tuple(m for m in METHODS if hasattr(view, m))
+
+
+@dataclasses.dataclass(frozen=True)
+class Upload:
+    """A request body sent as a multipart file named ``file`` (an archive to import)."""
+
+    content: bytes
 
 
 def call(client: Client, method: str, url: str, body: Any = None, **headers: str) -> Any:
@@ -141,7 +150,9 @@ def _bank_a_state() -> Any:
             rows(Directive.objects.filter(bank_id="bank-a")))
 
 
-ID_ROUTES = [r for r in V1 if set(r.params) - {"bank_id"}]
+# The routes that name a bank and one of its rows. A download key (``files/download/<key>``) is
+# the tenant's, not a bank's: its scoping is the transfer tests' (another tenant's key).
+ID_ROUTES = [r for r in V1 if "bank_id" in r.params and set(r.params) - {"bank_id"}]
 
 
 @pytest.mark.parametrize("route", ID_ROUTES, ids=lambda r: r.path)
@@ -270,6 +281,14 @@ WRITE_ONLY: dict[str, list[tuple[str, Any, int]]] = {
     _BANK + "/knowledge-base/pages": [("post", {"name": "Runbook", "source_query": "How?"}, 201)],
     _BANK + "/knowledge-base/nodes/<str:node_id>": [("patch", {"name": "Renamed"}, 200),
                                                     ("delete", None, 200)],
+    _BANK + "/transfer/export": [("post", None, 202)],
+    _BANK + "/clone": [("post", None, 202)],
+    _BANK + "/transfer/import": [("post", Upload(upstream_archive()), 202)],
+}
+# The query a write-only route's request carries with its body.
+WRITE_ONLY_QUERY = {
+    _BANK + "/clone": "?target_bank_id=bank-key-clone",
+    _BANK + "/transfer/import": "?target_bank_id=bank-key-restored",
 }
 WRITE_ONLY_ROUTES = [r for r in V1 if "get" not in r.methods]
 
@@ -298,9 +317,13 @@ def key_bank(with_key: None, llm: Any, sent: list[str]) -> dict[str, str]:
 @pytest.mark.parametrize("route", WRITE_ONLY_ROUTES, ids=lambda r: r.path)
 @pytest.mark.django_db
 def test_the_right_key_gets_a_write_through(route: Route, key_bank: dict[str, str]) -> None:
-    url = route.url(key_bank)
+    url = route.url(key_bank) + WRITE_ONLY_QUERY.get(route.path, "")
     for method, body, status in WRITE_ONLY[route.path]:
-        response = call(Client(), method, url, body, HTTP_AUTHORIZATION=f"Bearer {KEY}")
+        if isinstance(body, Upload):
+            response = Client().post(url, {"file": SimpleUploadedFile("bank.zip", body.content)},
+                                     HTTP_AUTHORIZATION=f"Bearer {KEY}")
+        else:
+            response = call(Client(), method, url, body, HTTP_AUTHORIZATION=f"Bearer {KEY}")
         assert response.status_code == status, (method, url, response.content[:300])
 
 
