@@ -42,6 +42,7 @@ from pathlib import PurePosixPath
 from typing import IO, Any
 
 from hindsight.infra.errors import BadRequest
+from hindsight.infra.vocabulary import iso
 
 SCHEMA_VERSION = 1
 ARCHIVE_TYPE = "bank"
@@ -76,8 +77,10 @@ class ArchiveInvalid(BadRequest):
 
 
 def json_default(value: Any) -> Any:
-    if isinstance(value, datetime | date):
-        return value.isoformat()
+    if isinstance(value, datetime):
+        return iso(value)
+    if isinstance(value, date):
+        return str(value)  # a calendar day: YYYY-MM-DD
     if isinstance(value, uuid.UUID | Decimal):
         return str(value)
     raise TypeError(f"{type(value).__name__} is not JSON serializable")
