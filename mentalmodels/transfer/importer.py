@@ -41,8 +41,7 @@ from typing import Any
 import numpy as np
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
-from django.db.models import Value
-from django.db.models.functions import Cast
+from psycopg.types.json import Jsonb
 
 from hindsight.banks import bankconfig
 from hindsight.banks.models import Bank, MemoryUnit
@@ -68,6 +67,10 @@ MODES = (RESTORE, MERGE)
 CONFLICT_RULES = ("skip", "replace", "new-id")
 _EMBED_BATCH = 256
 _WRITE_BATCH = 500
+_COPY_MEMORIES = (
+    "COPY banks_memoryunit (id, bank_id, text, context, fact_type, tags, document_id, metadata, "
+    "entities, occurred_start, occurred_end, mentioned_at, source_memory_ids, consolidated_at, "
+    "created_at, updated_at, embedding, text_tokens) FROM STDIN")
 _UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
 _JSON_COLUMNS = {"disposition", "config", "trigger", "reflect_response", "structured_content",
                  "content", "input", "output", "metadata"}
@@ -393,15 +396,15 @@ class _Import:
         cited_new: dict[str, str] = {}
         written: set[uuid.UUID] | None = set() if merge else None  # a merge's sources may be skipped
         decisions: dict[str, str | None] = {}
-        pending: list[MemoryUnit] = []
+        pending: list[list[Any]] = []
         facts = observations = skipped_documents = skipped_observations = 0
-        field_ = MemoryUnit._meta.get_field("embedding")
 
         def flush() -> None:
-            tokens = count_tokens_to_store([unit.text for unit in pending])
-            for unit, count in zip(pending, tokens, strict=True):
-                unit.text_tokens = count
-            MemoryUnit.objects.bulk_create(pending)
+            # COPY, in the transaction: a row built by the ORM cost more than its embedding.
+            tokens = count_tokens_to_store([row[2] for row in pending])
+            with connection.cursor() as cursor, cursor.cursor.copy(_COPY_MEMORIES) as copy:
+                for row, count in zip(pending, tokens, strict=True):
+                    copy.write_row([*row, count])
             pending.clear()
 
         with open(vectors_path, "rb") as vectors:
@@ -440,21 +443,18 @@ class _Import:
                 updated = (self._capped(item.get("updated_at") or item.get("created_at"), where)
                            if not merge else None)
                 metadata = item.get("hindsight_metadata") or item.get("metadata") or {}
-                vector = np.frombuffer(raw, dtype=np.float32).tolist()
-                pending.append(MemoryUnit(
-                    id=new_id, bank_id=plan.target_bank_id, text=item["text"],
-                    context=item.get("context") or "", fact_type=fact_type,
-                    tags=_strings(item.get("tags"), where), document_id=doc,
-                    metadata=metadata if isinstance(metadata, dict) else {},
-                    entities=_strings(item.get("entities"), where),
-                    occurred_start=_when(item.get("occurred_start"), where),
-                    occurred_end=_when(item.get("occurred_end"), where),
-                    mentioned_at=_when(item.get("mentioned_at"), where),
-                    source_memory_ids=sources,
-                    consolidated_at=_when(item.get("consolidated_at"), where),
-                    created_at=created or self.stamp, updated_at=updated or self.stamp,
-                    embedding=Cast(Value(vector_literal(vector)), output_field=field_),
-                ))
+                pending.append([
+                    new_id, plan.target_bank_id, item["text"], item.get("context") or "",
+                    fact_type, _strings(item.get("tags"), where), doc,
+                    Jsonb(metadata if isinstance(metadata, dict) else {}),
+                    _strings(item.get("entities"), where),
+                    _when(item.get("occurred_start"), where),
+                    _when(item.get("occurred_end"), where),
+                    _when(item.get("mentioned_at"), where), sources,
+                    _when(item.get("consolidated_at"), where),
+                    created or self.stamp, updated or self.stamp,
+                    vector_literal(np.frombuffer(raw, dtype=np.float32).tolist()),
+                ])
                 if written is not None:
                     written.add(new_id)
                 source_id = item.get("source_id")
