@@ -9,9 +9,9 @@ from mcp import Client
 from mentalmodels.directives.models import Directive
 from tests.factories import make_bank, make_memory
 from tests.knowledge.test_mcp import session
-from tests.mcp_server.test_mcp import call
-from tests.mcp_server.test_mcp import call_error as refused
 from tests.mentalmodels.test_pipeline import answer_with
+from tests.surfaces.mcp_server.test_mcp import call
+from tests.surfaces.mcp_server.test_mcp import call_error as refused
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.integration]
 

@@ -14,8 +14,8 @@ from mcp.client.streamable_http import streamable_http_client
 
 from hindsight.surfaces.mcp_server.knowledge_tools import KNOWLEDGE_TOOL_NAMES
 from tests.factories import make_bank
-from tests.mcp_server.test_mcp import call
-from tests.mcp_server.test_mcp import call_error as refused
+from tests.surfaces.mcp_server.test_mcp import call
+from tests.surfaces.mcp_server.test_mcp import call_error as refused
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.integration]
 

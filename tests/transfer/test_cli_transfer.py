@@ -10,8 +10,8 @@ import pytest
 
 from hindsight.banks.models import MemoryUnit
 from mentalmodels.models import MentalModel
-from tests.cli.test_cli import hindsight
 from tests.live import LiveStack
+from tests.surfaces.cli.test_cli import hindsight
 from tests.transfer.conftest import build_bank
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.integration]

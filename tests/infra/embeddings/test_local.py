@@ -45,8 +45,8 @@ def test_local_vectors_match_the_golden_reference_values(embedder: LocalEmbedder
 
 
 def test_int8_model_reproduces_the_fp32_all_minilm_reference(embedder: LocalEmbedder) -> None:
-    # fp32_reference.json: the original weights run in plain numpy (tests/embeddings/
-    # fp32_reference.py). Quantisation costs a little; a tokenisation or pooling mistake
+    # fp32_reference.json: the original weights run in plain numpy (fp32_reference.py beside
+    # this file). Quantisation costs a little; a tokenisation or pooling mistake
     # would cost far more (cosine < 0.9).
     reference = json.loads(Path(__file__).with_name("fp32_reference.json").read_text())
     vectors = embedder.embed(list(reference))

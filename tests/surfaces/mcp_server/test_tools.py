@@ -20,8 +20,8 @@ from hindsight.infra.config import MCP_ONE_BANK_EXCLUDED, MCP_TOOL_NAMES, read_c
 from hindsight.surfaces.cli.api import HindsightApi
 from hindsight.surfaces.mcp_server.tools import ToolBackend, build_server, set_backend
 from mentalmodels.models import MentalModel
-from tests.mcp_server.test_mcp import call as _call
-from tests.mcp_server.test_mcp import call_error as _refused
+from tests.surfaces.mcp_server.test_mcp import call as _call
+from tests.surfaces.mcp_server.test_mcp import call_error as _refused
 
 Arg = tuple[str, str, Any]
 REQUIRED = "<required>"

@@ -29,7 +29,7 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.integration]
 
 BANK = "cli-bank"
 HINDSIGHT = shutil.which("hindsight", path=str(Path(sys.executable).parent))
-CLIENTS_DOC = Path(__file__).resolve().parents[2] / "docs" / "clients.md"
+CLIENTS_DOC = Path(__file__).resolve().parents[3] / "docs" / "clients.md"
 DOC = "## Team\n\nAlice prefers async; Bob runs the Monday standup."
 DOC_2 = "## Team\n\nAlice prefers async; Bob runs standups; Dana likes email."
 QUERY = "How does the team communicate?"

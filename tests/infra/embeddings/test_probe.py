@@ -13,7 +13,7 @@ from hindsight.infra.config import read_config
 from hindsight.infra.embeddings.openai_provider import OpenAIEmbedder
 from hindsight.infra.embeddings.probe import VARIABLE, embeddings_dimensions_probe
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def _env(server: ScriptedLLMServer, **extra: str) -> dict[str, str]:
