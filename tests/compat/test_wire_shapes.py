@@ -77,8 +77,11 @@ DRY_RUN_KEYS = [
 SCOPE_KEYS = ["tags", "tags_match", "tag_groups", "fact_types", "exclude_mental_models",
               "exclude_mental_model_ids"]
 WINDOW_KEYS = ["created_after", "created_before", "watermark"]
+# Upstream's trace keys, and one of ours beside them: ``directives``, the directives the refresh
+# applied (upstream's clients read the trace's known keys and ignore it).
 TRACE_KEYS = ["recorded_at", "effective_mode", "mode_fallback_reason", "outcome", "tool_calls",
-              "llm_calls", "delta_operations", "retraction", "usage", "duration_ms", "warnings"]
+              "llm_calls", "directives", "delta_operations", "retraction", "usage", "duration_ms",
+              "warnings"]
 USAGE_KEYS = ["input_tokens", "output_tokens", "total_tokens", "cached_tokens",
               "thoughts_tokens"]
 VERSION_KEYS = ["previous_content", "previous_reflect_response", "changed_at", "kind"]

@@ -226,7 +226,9 @@ def test_a_page_turns_stale_after_an_in_scope_memory_on_the_tree_in_bounded_quer
     make_memory(BANK, "The team ships on Fridays.", tags=["team"])
     with CaptureQueriesContext(connection) as captured:
         tree = selectors.knowledge_tree(bank_id=BANK)
-    assert len(captured) <= 2
+    # The tree, the staleness probe, and the bank's directive change stamps (a directive
+    # change stales the pages it applies to): constant, whatever the number of pages.
+    assert len(captured) <= 3
     stale = {n.name for n in tree.nodes if tree.stale.get(n.id)}
     assert stale == {p.name for i, p in enumerate(pages) if i % 2}
 
