@@ -74,25 +74,16 @@ _NUMBERED_FACTS = f"""
 _FACTS_SQL = _NUMBERED_FACTS + " ORDER BY m.document_id NULLS LAST, m.rn"
 
 _OBSERVATIONS_SQL = f"""
-    WITH f AS MATERIALIZED ({_NUMBERED_FACTS}),
-    src AS (
-        SELECT o.id, s.ord, f.doc, f.ordinal
-        FROM banks_memoryunit o
-        CROSS JOIN LATERAL unnest(o.source_memory_ids) WITH ORDINALITY AS s(sid, ord)
-        LEFT JOIN f ON f.id = s.sid
-        WHERE o.bank_id = %s AND o.fact_type = '{FactType.OBSERVATION}'
-    ),
-    agg AS (
-        SELECT id, bool_and(doc IS NOT NULL) AS complete,
-               json_agg(json_build_object('document_id', doc, 'fact_index', ordinal)
-                        ORDER BY ord) AS sources
-        FROM src GROUP BY id
-    )
+    WITH f AS MATERIALIZED ({_NUMBERED_FACTS})
     SELECT o.id, o.text, o.tags, o.created_at, o.updated_at, o.occurred_start, o.occurred_end,
-           o.mentioned_at, o.consolidated_at, o.metadata, COALESCE(agg.complete, false),
-           agg.sources
-    FROM banks_memoryunit o LEFT JOIN agg ON agg.id = o.id
+           o.mentioned_at, o.consolidated_at, bool_and(f.doc IS NOT NULL),
+           json_agg(json_build_object('document_id', f.doc, 'fact_index', f.ordinal)
+                    ORDER BY s.ord)
+    FROM banks_memoryunit o
+    CROSS JOIN LATERAL unnest(o.source_memory_ids) WITH ORDINALITY AS s(sid, ord)
+    LEFT JOIN f ON f.id = s.sid
     WHERE o.bank_id = %s AND o.fact_type = '{FactType.OBSERVATION}'
+    GROUP BY o.id
     ORDER BY o.created_at, o.id
 """
 
@@ -172,17 +163,13 @@ class _Exporter:
         self.counts.update(document_count=documents, fact_count=facts)
 
     def observations(self) -> None:
-        skipped = 0
-
         def items() -> Iterator[dict[str, Any]]:
-            nonlocal skipped
             for (uid, text, tags, created_at, updated_at, occurred_start, occurred_end,
-                 mentioned_at, consolidated_at, _metadata, complete, sources) in _rows(
-                    _OBSERVATIONS_SQL, [self.bank.id, self.bank.id, self.bank.id]):
+                 mentioned_at, consolidated_at, complete, sources) in _rows(
+                    _OBSERVATIONS_SQL, [self.bank.id, self.bank.id]):
                 sources = _json(sources)
                 if not complete or not sources:
-                    skipped += 1  # a source fact was deleted: no reference could name it
-                    continue
+                    continue  # a source fact was deleted: no reference could name it
                 yield {"source_id": str(uid), "text": text, "created_at": created_at,
                        "tags": list(tags or []),
                        "event_date": occurred_start or mentioned_at or created_at,
@@ -191,8 +178,11 @@ class _Exporter:
                        "proof_count": len(sources), "sources": sources,
                        "updated_at": updated_at, "consolidated_at": consolidated_at}
 
-        self.counts["observation_count"] = self.writer.write_array(archive.OBSERVATIONS, items())
-        self.counts["observations_skipped"] = skipped
+        total = self.bank.memories.filter(fact_type=FactType.OBSERVATION).count()
+        written = self.writer.write_array(archive.OBSERVATIONS, items())
+        self.counts["observation_count"] = written
+        # Those with a source gone (or none listed: not in the query at all) are left out.
+        self.counts["observations_skipped"] = total - written
 
     # -- what the bank wrote from its memories -------------------------------------------------------
 
@@ -351,13 +341,17 @@ def bank_export(*, bank_id: str, scope: Scope, out: IO[bytes],
     Raises ``Bank.DoesNotExist`` when the bank is gone."""
     writer = ArchiveWriter(out)
     try:
+        outermost = not connection.in_atomic_block
         with transaction.atomic():
             with connection.cursor() as cursor:
-                # One snapshot for every read below (the first statement of the transaction).
-                cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
-                # Every row of every cursor is read: plan for all of them, not the first tenth
-                # (a fast-start plan joined the observations' sources by nested loops).
+                if outermost:  # inside a caller's transaction, that one is the snapshot
+                    # One snapshot for every read below (the transaction's first statement).
+                    cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
+                # Every row of every cursor is read: plan for all of them, not the first tenth,
+                # and never join by nested loops — with no statistics yet (a bank just
+                # imported) the planner took one, and the observations' sources cost minutes.
                 cursor.execute("SET LOCAL cursor_tuple_fraction = 1.0")
+                cursor.execute("SET LOCAL enable_nestloop = off")
             bank = Bank.objects.get(id=bank_id)
             exporter = _Exporter(bank=bank, scope=scope, writer=writer, progress=progress)
             if scope.data:

@@ -1,0 +1,43 @@
+"""What an export writes: memories without a document ride in synthetic documents of 500 and come
+back without one; an observation whose source fact is gone is left out and counted."""
+
+from __future__ import annotations
+
+import io
+import zipfile
+
+import pytest
+from django.db import transaction
+
+from hindsight.banks.models import MemoryUnit
+from hindsight.banks.writeclock import hold_bank_write_lock
+from mentalmodels.transfer.exporter import Scope, bank_export
+from mentalmodels.transfer.importer import ImportRequest, bank_import
+from tests.transfer.conftest import build_bank
+
+pytestmark = pytest.mark.django_db
+
+
+def test_undocumented_memories_travel_in_groups_and_come_back_without_a_document(tmp_path) -> None:
+    build_bank("source")
+    with transaction.atomic():
+        hold_bank_write_lock("source")
+        MemoryUnit.objects.bulk_create(MemoryUnit(bank_id="source", text=f"Loose fact {i}.")
+                                       for i in range(600))
+    path = tmp_path / "a.zip"
+    with path.open("wb") as out:
+        manifest = bank_export(bank_id="source", scope=Scope(), out=out)
+    names = zipfile.ZipFile(io.BytesIO(path.read_bytes())).namelist()
+    assert manifest["document_count"] == 3  # doc-lang, then 601 loose facts in 500 + 101
+    assert sum(n.startswith("documents/") for n in names) == 3
+    bank_import(path=str(path), request=ImportRequest(target_bank_id="copy"))
+    assert MemoryUnit.objects.filter(bank_id="copy", document_id__isnull=True).count() == 602
+    assert not MemoryUnit.objects.filter(bank_id="copy", document_id__startswith="hindsight-").exists()
+
+
+def test_an_observation_whose_source_is_gone_is_left_out(tmp_path) -> None:
+    build_bank("source")
+    MemoryUnit.objects.filter(bank_id="source", text="The team stores data in PostgreSQL.").delete()
+    with (tmp_path / "a.zip").open("wb") as out:
+        manifest = bank_export(bank_id="source", scope=Scope(), out=out)
+    assert manifest["observation_count"] == 0 and manifest["observations_skipped"] == 1
