@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 import schemathesis
 from django.core import signals
-from django.db import close_old_connections, connection
+from django.db import close_old_connections, connection, transaction
 from hypothesis import HealthCheck, Phase
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
@@ -260,7 +260,20 @@ stateful_schema.hook("flatmap_path_parameters")(_known_ids_half_the_time)
 
 
 class _Workflow(stateful_schema.as_state_machine()):  # type: ignore[misc]
-    """The stateful phase: each step one call chosen along the inferred links."""
+    """The stateful phase: each step one call chosen along the inferred links.
+
+    Every sequence starts from the same rows: it runs inside a savepoint that its teardown rolls
+    back. Otherwise a sequence would meet what the ones before it left, and hypothesis, replaying
+    one to confirm a failure, would find other links open (FlakyStrategyDefinition) instead of
+    the failure."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._savepoint = transaction.savepoint()
+
+    def teardown(self) -> None:
+        transaction.savepoint_rollback(self._savepoint)
+        super().teardown()
 
     def before_call(self, case: Any) -> None:
         _resolve_known_ids(case)
