@@ -68,9 +68,13 @@ def build_bank(bank_id: str = "source") -> dict[str, Any]:
                                       outcome="refresh_failed_error", reason="llm_error",
                                       exception="scripted outage")
     folder = knowledge_folder_create(bank_id=bank_id, name="Guides")
-    page, _ = knowledge_page_create(bank_id=bank_id, name="Onboarding",
-                                    source_query="How does a newcomer start?",
-                                    parent_id=folder.id)
+    # The page's creation queues its first refresh: cancelled in the same transaction, so no
+    # worker can claim it (and call the LLM) while a test moves the bank.
+    with transaction.atomic():
+        page, first_refresh = knowledge_page_create(bank_id=bank_id, name="Onboarding",
+                                                    source_query="How does a newcomer start?",
+                                                    parent_id=folder.id)
+        Operation.objects.filter(id=first_refresh.id).update(status="cancelled")
     cutoff = take_cutoff(bank_id)
     MentalModel.objects.filter(bank_id=bank_id).update(last_memory_seen_at=cutoff,
                                                        last_refreshed_at=cutoff)
@@ -78,7 +82,4 @@ def build_bank(bank_id: str = "source") -> dict[str, Any]:
                               status="success", started_at=timezone.now() - timedelta(minutes=1),
                               prompt="What stack?", response="Python.", input_tokens=10,
                               output_tokens=3)
-    # The page's first refresh was queued by its creation: it must not run (and call the LLM)
-    # while a test moves the bank.
-    Operation.objects.filter(bank_id=bank_id, status="pending").update(status="cancelled")
     return {"bank_id": bank_id, "page_id": page.id, "folder_id": folder.id}
