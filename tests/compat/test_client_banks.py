@@ -1,7 +1,7 @@
 """The official hindsight-client 1.1.0 against our server (live_server): banks, retain, recall.
 
 Asserts the returned facts, not only status codes: every tags_match mode selects exactly the
-memories SPEC section 1's table says it does.
+memories the tag-matching rules say it does.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Malformed requests to the mental-model and operations endpoints: a 4xx naming the field and
-the rule, never a 500, and nothing changed (SPEC section 8).
+the rule, never a 500, and nothing changed.
 
 PostgreSQL text and jsonb cannot hold NUL characters, so a NUL anywhere in a path id, a query
 parameter or a body string must be refused before it reaches a query.
