@@ -306,7 +306,13 @@ class _Import:
 
     # -- 2. embed ------------------------------------------------------------------------------------
 
+    @property
+    def writes_memories(self) -> bool:
+        return self.request.mode == MERGE or self.plan.restoring.data
+
     def embed(self, vectors_path: str) -> None:
+        if not self.writes_memories:
+            return  # a restore without include_data: nothing to embed
         embedder = get_embedder()
         done = 0
         with open(vectors_path, "wb") as out:
@@ -345,7 +351,7 @@ class _Import:
             elif not Bank.objects.filter(id=plan.target_bank_id).exists():
                 raise ArchiveInvalid(f"bank '{plan.target_bank_id}' no longer exists")
             cited_new: dict[str, str] = {}
-            if plan.restoring.data or self.request.mode == MERGE:
+            if self.writes_memories:
                 cited_new = self._write_memories(vectors_path)
             if self.request.mode == RESTORE and plan.restoring.data:
                 self._write_models(cited_new)

@@ -9,8 +9,9 @@ import zipfile
 import pytest
 from django.db import transaction
 
-from hindsight.banks.models import MemoryUnit
+from hindsight.banks.models import Bank, MemoryUnit
 from hindsight.banks.writeclock import hold_bank_write_lock
+from mentalmodels.models import MentalModel
 from mentalmodels.transfer.exporter import Scope, bank_export
 from mentalmodels.transfer.importer import ImportRequest, bank_import
 from tests.transfer.conftest import build_bank
@@ -41,3 +42,16 @@ def test_an_observation_whose_source_is_gone_is_left_out(tmp_path) -> None:
     with (tmp_path / "a.zip").open("wb") as out:
         manifest = bank_export(bank_id="source", scope=Scope(), out=out)
     assert manifest["observation_count"] == 0 and manifest["observations_skipped"] == 1
+
+
+def test_a_restore_without_data_brings_the_config_and_directives_only(tmp_path) -> None:
+    build_bank("source")
+    path = tmp_path / "a.zip"
+    with path.open("wb") as out:
+        bank_export(bank_id="source", scope=Scope(), out=out)
+    counts = bank_import(path=str(path), request=ImportRequest(
+        target_bank_id="bare", scope=Scope(data=False)))
+    assert counts["directives_imported"] == 2 and "memories_embedded" not in counts
+    assert Bank.objects.get(id="bare").config["reflect_mission"] == "Answer about the team."
+    assert not MemoryUnit.objects.filter(bank_id="bare").exists()
+    assert not MentalModel.objects.filter(bank_id="bare").exists()
