@@ -23,6 +23,7 @@ import json
 import os
 import random
 import resource
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -181,6 +182,8 @@ def main() -> None:
                             "import": imported})
     finally:
         stack.stop()
+        stack.remove_data()
+        shutil.rmtree(scratch, ignore_errors=True)
         llm.stop()
     print(report(results))
     if args.json:
