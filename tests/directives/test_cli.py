@@ -3,15 +3,11 @@ API's answer, the table says what happened, a refused call is one line and exit 
 
 from __future__ import annotations
 
-import json
-from typing import Any
-
 import pytest
-from typer.testing import CliRunner
 
-from hindsight.surfaces.cli.app import app
 from mentalmodels.directives.models import Directive
 from tests.factories import make_bank
+from tests.surfaces.cli.invoke import as_json, cli_against
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.integration]
 
@@ -21,18 +17,7 @@ BANK = "cli-directives"
 @pytest.fixture
 def cli(live_server):
     make_bank(BANK)
-    runner = CliRunner()
-
-    def run(*args: str, code: int = 0) -> Any:
-        result = runner.invoke(app, ["--api-url", live_server.url, *args])
-        assert result.exit_code == code, (result.exit_code, result.output)
-        return result
-
-    return run
-
-
-def as_json(result) -> Any:
-    return json.loads(result.stdout)
+    return cli_against(live_server.url)
 
 
 def test_the_directive_commands_create_list_get_update_and_delete(cli):

@@ -4,15 +4,12 @@ is one line and exit code 1."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
-from typing import Any
 
 import pytest
-from typer.testing import CliRunner
 
-from hindsight.surfaces.cli.app import app
 from tests.factories import make_bank
+from tests.surfaces.cli.invoke import as_json, cli_against
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.integration]
 
@@ -22,18 +19,7 @@ BANK = "cli-kb"
 @pytest.fixture
 def kb(live_server):
     make_bank(BANK)
-    runner = CliRunner()
-
-    def run(*args: str, code: int = 0) -> Any:
-        result = runner.invoke(app, ["--api-url", live_server.url, *args])
-        assert result.exit_code == code, (result.exit_code, result.output)
-        return result
-
-    return run
-
-
-def as_json(result) -> Any:
-    return json.loads(result.stdout)
+    return cli_against(live_server.url)
 
 
 def test_the_kb_commands_build_read_move_search_export_and_delete(kb, tmp_path: Path):
