@@ -149,6 +149,8 @@ SPECTACULAR_SETTINGS = {
         "OperationStatus": "operations.api.serializers.OPERATION_STATUSES",
         "TriggerFactType": "hindsight.infra.vocabulary.SCOPE_FACT_TYPES",
         "FactType": "hindsight.infra.vocabulary.FACT_TYPES",
+        "HealthStatus": "hindsight.infra.edge.schema.HEALTH_STATUSES",
+        "LivenessStatus": "hindsight.infra.edge.schema.LIVENESS_STATUSES",
     },
 }
 

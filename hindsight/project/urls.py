@@ -27,6 +27,8 @@ _redoc = SpectacularRedocView.as_view(url_name="openapi", template_name="hindsig
 
 urlpatterns = [
     path("health", core_views.health, name="health"),
+    path("health/live", core_views.health_live, name="health-live"),
+    path("health/ready", core_views.health_ready, name="health-ready"),
     path("version", core_views.version, name="version"),
     path("metrics", metrics_view, name="metrics"),
     path("openapi.json", SpectacularJSONAPIView.as_view(), name="openapi"),

@@ -56,9 +56,25 @@ def errors(*codes: int) -> dict[int, OpenApiResponse]:
     return out
 
 
+HEALTH_STATUSES = ("healthy", "unhealthy")
+
+
 class HealthSerializer(serializers.Serializer):
-    status = serializers.ChoiceField(choices=("healthy", "unhealthy"))
+    status = serializers.ChoiceField(choices=HEALTH_STATUSES)
     database = serializers.CharField()
+
+
+LIVENESS_STATUSES = ("alive",)
+
+
+class LivenessSerializer(serializers.Serializer):
+    status = serializers.ChoiceField(choices=LIVENESS_STATUSES)
+    version = serializers.CharField()
+    uptime_seconds = serializers.FloatField()
+
+
+class ReadinessSerializer(HealthSerializer):
+    broker = serializers.CharField()
 
 
 class FeaturesSerializer(serializers.Serializer):
