@@ -1,6 +1,8 @@
 from __future__ import annotations
 
+import contextlib
 import socket
+from collections.abc import Iterator
 
 import pytest
 from django.db import connection
@@ -20,20 +22,32 @@ def test_unknown_route_is_a_json_404(client) -> None:
     assert response.json() == {"detail": "Not Found"}
 
 
-def test_health_answers_503_while_the_database_is_down(django_db_setup, django_db_blocker) -> None:
-    # The database "goes down": the connection is pointed at a port nobody listens on (held
-    # bound, so nothing else takes it), which refuses every connection attempt.
-    with socket.socket() as closed, django_db_blocker.unblock():
-        closed.bind(("127.0.0.1", 0))
-        address = {"HOST": "127.0.0.1", "PORT": str(closed.getsockname()[1])}
+def _refusing_port(sock: socket.socket) -> str:
+    """A port on 127.0.0.1 that refuses every connection: bound by ``sock``, never listened on."""
+    sock.bind(("127.0.0.1", 0))
+    return str(sock.getsockname()[1])
+
+
+@contextlib.contextmanager
+def database_down() -> Iterator[None]:
+    """The database "goes down": the connection is pointed at a port nobody listens on (held
+    bound, so nothing else takes it), which refuses every connection attempt; back up after."""
+    with socket.socket() as closed:
+        address = {"HOST": "127.0.0.1", "PORT": _refusing_port(closed)}
         saved = {key: connection.settings_dict[key] for key in address}
         connection.close()
         connection.settings_dict.update(address)
         try:
-            response = APIClient().get("/health")
+            yield
         finally:
             connection.close()
             connection.settings_dict.update(saved)
+
+
+def test_health_answers_503_while_the_database_is_down(django_db_setup, django_db_blocker) -> None:
+    with django_db_blocker.unblock():
+        with database_down():
+            response = APIClient().get("/health")
         assert response.status_code == 503, response.content
         body = response.json()
         assert body["status"] == "unhealthy", body
@@ -42,10 +56,6 @@ def test_health_answers_503_while_the_database_is_down(django_db_setup, django_d
         assert APIClient().get("/health").json() == {"status": "healthy", "database": "connected"}
 
 
-def _refusing_port(sock: socket.socket) -> str:
-    """A port on 127.0.0.1 that refuses every connection: bound by ``sock``, never listened on."""
-    sock.bind(("127.0.0.1", 0))
-    return str(sock.getsockname()[1])
 
 
 @pytest.mark.django_db
@@ -60,17 +70,10 @@ def test_the_probes_answer_live_and_ready_with_the_database_and_broker_up() -> N
 
 def test_readiness_fails_while_postgresql_is_down_and_passes_once_it_is_back(
         django_db_setup, django_db_blocker) -> None:
-    with socket.socket() as closed, django_db_blocker.unblock():
-        address = {"HOST": "127.0.0.1", "PORT": _refusing_port(closed)}
-        saved = {key: connection.settings_dict[key] for key in address}
-        connection.close()
-        connection.settings_dict.update(address)
-        try:
+    with django_db_blocker.unblock():
+        with database_down():
             ready = APIClient().get("/health/ready")
             live = APIClient().get("/health/live")
-        finally:
-            connection.close()
-            connection.settings_dict.update(saved)
         assert ready.status_code == 503, ready.content
         body = ready.json()
         assert body["status"] == "unhealthy" and body["database"].startswith("error: "), body
