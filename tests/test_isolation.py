@@ -284,6 +284,8 @@ WRITE_ONLY: dict[str, list[tuple[str, Any, int]]] = {
     _BANK + "/transfer/export": [("post", None, 202)],
     _BANK + "/clone": [("post", None, 202)],
     _BANK + "/transfer/import": [("post", Upload(upstream_archive()), 202)],
+    _BANK + "/import": [("post", {"version": "1", "directives": [
+        {"name": "Formal", "content": "Answer formally."}]}, 200)],
 }
 # The query a write-only route's request carries with its body.
 WRITE_ONLY_QUERY = {
@@ -303,7 +305,7 @@ def test_every_route_without_a_get_has_its_right_key_requests() -> None:
 def key_bank(with_key: None, llm: Any, sent: list[str]) -> dict[str, str]:
     """The rows the right-key requests name, and an LLM that answers every question."""
     make_bank("bank-key")
-    make_memory("bank-key", "Alice likes tea.", embed=True)
+    memory = make_memory("bank-key", "Alice likes tea.", embed=True)
     make_mental_model("bank-key", "mm", content="# Team\n\nAlice likes tea.")
     operation = make_operation(bank_id="bank-key", mental_model_id="mm", status="failed",
                                dedupe_key="mm:bank-key:mm")
@@ -311,7 +313,7 @@ def key_bank(with_key: None, llm: Any, sent: list[str]) -> dict[str, str]:
     llm.respond_with(lambda body: Reply.tool_calls([("done", {"answer": "Alice likes tea."})])
                      if body.get("tools") else Reply.text("Alice likes tea."))
     return {"bank_id": "bank-key", "mental_model_id": "mm", "operation_id": str(operation.id),
-            "node_id": folder.id}
+            "node_id": folder.id, "memory_id": str(memory.id)}
 
 
 @pytest.mark.parametrize("route", WRITE_ONLY_ROUTES, ids=lambda r: r.path)

@@ -13,6 +13,7 @@ from drf_spectacular.views import (
 
 from hindsight.infra.edge import views as core_views
 from hindsight.surfaces.mcp_server.http import mcp_endpoint
+from mentalmodels.bank_templates.urls import schema_urlpatterns as bank_template_schema_urls
 from operations.metrics import metrics_view
 
 handler400 = "hindsight.infra.edge.errors.json_400"
@@ -45,6 +46,8 @@ urlpatterns = [
     path("v1/default/", include("mentalmodels.knowledge.urls")),
     path("v1/default/", include("mentalmodels.transfer.urls")),
     path("v1/default/", include("mentalmodels.directives.urls")),
+    path("v1/default/", include("mentalmodels.bank_templates.urls")),
+    path("v1/", include(bank_template_schema_urls)),
     # MCP (streamable HTTP): all banks, or one bank pinned by the path.
     path("mcp", mcp_endpoint, name="mcp"),
     path("mcp/", mcp_endpoint),

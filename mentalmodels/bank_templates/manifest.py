@@ -1,0 +1,207 @@
+"""Reading a bank template manifest: every problem found at once, each naming the field and the
+rule, before anything is written (docs/behaviour.md#bank-templates).
+
+First the manifest's JSON Schema (``mentalmodels.bank_templates.schema``, with jsonschema): JSON
+types, required and unknown keys, bounds. Then the rules the schema cannot say, each the one this
+server applies elsewhere: the version this server reads; a mental model's id
+(``mental_model_id_problem``) and its trigger (``trigger_normalize``: crons, the
+refresh_after_consolidation / refresh_cron exclusion, ``fact_types: []``, ``tag_groups``,
+``response_schema``); the config values (``bankconfig.validate_updates``); no blank name, text or
+query; no id or name twice; no NUL character (PostgreSQL's text cannot hold one).
+
+A manifest with problems is ``ManifestInvalid``: upstream's status (400) and message prefix,
+and the problems one by one in FastAPI's shape under ``errors``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import jsonschema
+
+from hindsight.banks import bankconfig
+from hindsight.infra.errors import BadRequest, FieldError, FieldErrors
+from mentalmodels.bank_templates.schema import CURRENT_VERSION, manifest_schema
+from mentalmodels.services import mental_model_id_problem
+from mentalmodels.triggers import trigger_normalize
+
+Loc = tuple[str | int, ...]
+_VALIDATOR = jsonschema.Draft202012Validator(manifest_schema())
+
+
+def _dotted(loc: object) -> str:
+    return ".".join(str(part) for part in loc) if isinstance(loc, list) else str(loc)
+
+
+class ManifestInvalid(BadRequest):
+    def __init__(self, errors: list[dict[str, object]]):
+        lines = [f"{_dotted(e['loc'])}: {e['msg']}" for e in errors]
+        super().__init__("Template validation failed: " + "; ".join(lines))
+        self.errors = errors
+
+    def body_extra(self) -> dict[str, Any]:
+        return {"errors": self.errors}
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    id: str
+    name: str
+    source_query: str
+    tags: list[str]
+    max_tokens: int
+    trigger: dict[str, Any]  # normalised: every key, defaults filled
+
+
+@dataclass(frozen=True)
+class DirectiveSpec:
+    name: str
+    content: str
+    priority: int
+    is_active: bool
+    tags: list[str]
+
+
+@dataclass(frozen=True)
+class Manifest:
+    version: str
+    # The config keys the manifest sets (null and left-out keys are not here: unchanged).
+    config: dict[str, Any] = field(default_factory=dict)
+    models: list[ModelSpec] = field(default_factory=list)
+    directives: list[DirectiveSpec] = field(default_factory=list)
+
+
+def _err(loc: Sequence[str | int], msg: str, type_: str = "value_error") -> dict[str, object]:
+    return {"loc": list(loc), "msg": msg, "type": type_}
+
+
+def _schema_problems(data: Any) -> list[dict[str, object]]:
+    errors: list[dict[str, object]] = []
+    for error in sorted(_VALIDATOR.iter_errors(data), key=lambda e: list(e.absolute_path)):
+        loc = list(error.absolute_path)
+        if error.validator == "additionalProperties" and isinstance(error.instance, dict):
+            known = error.schema.get("properties", {})
+            for key in error.instance:
+                if key not in known:
+                    errors.append(_err([*loc, key], f"unknown field {key!r}: the manifest has no "
+                                       "such key", "extra_forbidden"))
+        elif error.validator == "required" and isinstance(error.instance, dict):
+            for key in error.validator_value:
+                if key not in error.instance:
+                    errors.append(_err([*loc, key], "Field required", "missing"))
+        elif error.validator == "anyOf" and error.context:
+            # Not the null branch's complaint: the value is not null, the other branch tells why.
+            best = jsonschema.exceptions.best_match(
+                [e for e in error.context if e.validator_value != "null"] or error.context)
+            errors.append(_err(list(best.absolute_path), best.message, str(best.validator)))
+        else:
+            errors.append(_err(loc, error.message, str(error.validator)))
+    return errors
+
+
+def _nul_problems(data: Any, loc: Loc) -> Iterator[dict[str, object]]:
+    stack: list[tuple[Any, Loc]] = [(data, loc)]
+    while stack:
+        value, where = stack.pop()
+        if isinstance(value, str) and "\x00" in value:
+            yield _err(where, "Null characters are not allowed.", "null_characters_not_allowed")
+        elif isinstance(value, dict):
+            stack.extend((v, (*where, k)) for k, v in value.items())
+        elif isinstance(value, list):
+            stack.extend((v, (*where, i)) for i, v in enumerate(value))
+
+
+def _blank(item: dict[str, Any], key: str, loc: Loc) -> list[dict[str, object]]:
+    if not item[key].strip():
+        return [_err((*loc, key), "must not be empty or only whitespace", "string_too_short")]
+    return []
+
+
+def _version_problems(version: str) -> list[dict[str, object]]:
+    if int(version) < 1:
+        return [_err(("version",), "version must be >= 1")]
+    if int(version) > int(CURRENT_VERSION):
+        return [_err(("version",), f"version {version!r} is not supported by this server "
+                                   f"(it reads up to {CURRENT_VERSION!r})")]
+    return []
+
+
+def _config(bank: dict[str, Any] | None) -> tuple[dict[str, Any], list[dict[str, object]]]:
+    updates = {key: value for key, value in (bank or {}).items() if value is not None}
+    try:
+        clean = bankconfig.validate_updates(updates, loc=("bank",))
+    except (FieldError, FieldErrors) as exc:
+        return {}, list(exc.errors)
+    if clean.get("retain_custom_instructions") and clean.get("retain_extraction_mode") != "custom":
+        return clean, [_err(("bank", "retain_custom_instructions"),
+                            "requires retain_extraction_mode 'custom' in the same manifest")]
+    return clean, []
+
+
+def _model(index: int, raw: dict[str, Any], seen: set[str]) -> tuple[ModelSpec | None,
+                                                                     list[dict[str, object]]]:
+    loc: Loc = ("mental_models", index)
+    errors = _blank(raw, "name", loc) + _blank(raw, "source_query", loc)
+    problem = mental_model_id_problem(raw["id"])
+    if problem:
+        errors.append(_err((*loc, "id"), f"id {problem}", "string_pattern_mismatch"))
+    elif raw["id"] in seen:
+        errors.append(_err((*loc, "id"), f"duplicate id {raw['id']!r}: a manifest names a "
+                                         "mental model once"))
+    seen.add(raw["id"])
+    trigger: dict[str, Any] = {}
+    try:
+        trigger = trigger_normalize(raw.get("trigger") or {}, loc=(*loc, "trigger"))
+    except (FieldError, FieldErrors) as exc:
+        errors.extend(exc.errors)
+    if errors:
+        return None, errors
+    return ModelSpec(id=raw["id"], name=raw["name"], source_query=raw["source_query"],
+                     tags=list(dict.fromkeys(raw.get("tags") or [])),
+                     max_tokens=raw.get("max_tokens", 2048), trigger=trigger), []
+
+
+def _directive(index: int, raw: dict[str, Any], seen: set[str]) -> tuple[DirectiveSpec | None,
+                                                                         list[dict[str, object]]]:
+    loc: Loc = ("directives", index)
+    errors = _blank(raw, "name", loc) + _blank(raw, "content", loc)
+    if raw["name"] in seen:
+        errors.append(_err((*loc, "name"), f"duplicate name {raw['name']!r}: directives are "
+                                           "matched by name, so a manifest names each once"))
+    seen.add(raw["name"])
+    if errors:
+        return None, errors
+    return DirectiveSpec(name=raw["name"], content=raw["content"],
+                         priority=raw.get("priority", 0), is_active=raw.get("is_active", True),
+                         tags=list(dict.fromkeys(raw.get("tags") or []))), []
+
+
+def manifest_parse(data: Any) -> Manifest:
+    """The manifest ``data`` (decoded JSON) describes, or ``ManifestInvalid`` with every problem."""
+    if not isinstance(data, dict):
+        raise ManifestInvalid([_err((), "a manifest is a JSON object", "dict_type")])
+    errors = _schema_problems(data) or list(_nul_problems(data, ()))
+    if errors:
+        raise ManifestInvalid(errors)
+    errors = _version_problems(data["version"])
+    config, problems = _config(data.get("bank"))
+    errors += problems
+    models: list[ModelSpec] = []
+    seen: set[str] = set()
+    for index, raw in enumerate(data.get("mental_models") or []):
+        model, problems = _model(index, raw, seen)
+        errors += problems
+        if model is not None:
+            models.append(model)
+    directives: list[DirectiveSpec] = []
+    seen = set()
+    for index, raw in enumerate(data.get("directives") or []):
+        directive, problems = _directive(index, raw, seen)
+        errors += problems
+        if directive is not None:
+            directives.append(directive)
+    if errors:
+        raise ManifestInvalid(errors)
+    return Manifest(version=data["version"], config=config, models=models, directives=directives)
