@@ -2,19 +2,21 @@
 
 ``main`` is the entry point pyproject declares; the commands live in ``app``, the knowledge
 base's (``hindsight kb …``) in ``knowledge``, the directives' (``hindsight directive …``) in
-``directives`` and the bank transfer's (``hindsight bank export|import|clone``) in ``transfer``,
-registered on the app here (they use ``app``'s options and helpers, so ``app`` cannot import
-them).
+``directives``, the bank transfer's (``hindsight bank export|import|clone``) in ``transfer``
+and bank templates' (``hindsight bank template …``) in ``templates``, registered on the app here
+(they use ``app``'s options and helpers, so ``app`` cannot import them).
 """
 
 from __future__ import annotations
 
 from hindsight.surfaces.cli import transfer  # noqa: F401 - registers bank export|import|clone
-from hindsight.surfaces.cli.app import app, main
+from hindsight.surfaces.cli.app import app, bank_app, main
 from hindsight.surfaces.cli.directives import directive_app
 from hindsight.surfaces.cli.knowledge import kb_app
+from hindsight.surfaces.cli.templates import template_app
 
 app.add_typer(kb_app, name="kb")
 app.add_typer(directive_app, name="directive")
+bank_app.add_typer(template_app, name="template")
 
 __all__ = ["main"]

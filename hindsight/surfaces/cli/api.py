@@ -180,6 +180,18 @@ class HindsightApi:
             f"/v1/default/banks/{_seg(bank_id)}/transfer/import", params=query or None,
             files={"file": ("bank.zip", archive, "application/zip")}))
 
+    # bank templates ---------------------------------------------------------------------
+
+    def bank_template_export(self, bank_id: str) -> Any:
+        return self.request("GET", f"/banks/{_seg(bank_id)}/export")
+
+    def bank_template_import(self, bank_id: str, manifest: Any, *, dry_run: bool = False) -> Any:
+        return self.request("POST", f"/banks/{_seg(bank_id)}/import", json=manifest,
+                            params={"dry_run": "true" if dry_run else None})
+
+    def bank_template_schema(self) -> Any:
+        return self._checked(lambda: self._http.get("/v1/bank-template-schema"))
+
     def file_download(self, download_url: str, out: IO[bytes]) -> int:
         """Stream the file at the API-relative ``download_url`` into ``out``; its size."""
         size = 0
