@@ -57,7 +57,8 @@ INSERT INTO operations_operation
 VALUES
     (%s, %s, %s, %s, %s, 'pending', %s, %s::jsonb,
      CASE WHEN %s AND %s::timestamptz > clock_timestamp() THEN %s::timestamptz END,
-     0, NULL, %s::jsonb, %s::jsonb, NULL, NULL, 0, clock_timestamp(), clock_timestamp(), NULL)
+     0, CASE WHEN %s AND %s::timestamptz > clock_timestamp() THEN %s END,
+     %s::jsonb, %s::jsonb, NULL, NULL, 0, clock_timestamp(), clock_timestamp(), NULL)
 ON CONFLICT DO NOTHING
 RETURNING *
 """
@@ -75,6 +76,7 @@ def operation_submit(
     details: dict[str, Any] | None = None,
     result_metadata: dict[str, Any] | None = None,
     operation_id: uuid.UUID | str | None = None,
+    parked_by: dict[str, Any] | None = None,
 ) -> SubmitResult:
     """Queue an operation, or fold the request into the key's pending one.
 
@@ -87,9 +89,16 @@ def operation_submit(
     winning; a manual request makes the operation manual and releases its park; an automatic
     request leaves a park as it is. An automatic request with ``not_before`` in the future
     creates a *parked* operation (pending, ``next_retry_at = not_before``, not sent).
+    ``parked_by`` with ``not_before`` in the future creates a new operation parked, automatic
+    or not, saying why as a handler's hold would (``error_message`` and
+    ``result_metadata.parked_by``): the caller already knows what holds it back.
     ``operation_id`` makes a keyless submit idempotent (a repeat returns the same operation).
     """
     payload = payload or {}
+    parks = not_before is not None and (automatic or parked_by is not None)
+    if parked_by is not None:
+        result_metadata = {**(result_metadata or {}), PARKED_BY: parked_by}
+    parked_message = str((parked_by or {}).get("message") or "parked")
     new_id = uuid.UUID(str(operation_id)) if operation_id is not None else None
     for _ in range(_SUBMIT_ATTEMPTS):
         candidate = new_id or uuid.uuid4()
@@ -100,8 +109,9 @@ def operation_submit(
             [
                 candidate, bank_id, operation_type, dedupe_key, mental_model_id,
                 automatic, json.dumps(payload),
-                bool(automatic and not_before is not None), not_before, not_before,
-                json.dumps(result_metadata or {}),
+                parks, not_before, not_before,
+                parked_by is not None and parks, not_before, parked_message,
+                json.dumps(result_metadata or {}, default=str),
                 json.dumps(details) if details is not None else None,
             ],
         ))

@@ -52,3 +52,14 @@ class RetainResult:
     items_count: int
     memory_ids: list[str]
     usage: Usage
+
+
+@dataclass(frozen=True)
+class RetainQueued:
+    """A retain queued as an operation: sent with ``async``, or parked because the bank has
+    spent its token budget (``parked``: why and until when; None when it runs now)."""
+
+    bank_id: str
+    items_count: int
+    operation_id: str
+    parked: dict[str, Any] | None = None

@@ -17,7 +17,7 @@ from rest_framework import serializers
 
 from hindsight.banks import selectors
 from hindsight.banks.models import Bank
-from hindsight.banks.retaintypes import RetainResult
+from hindsight.banks.retaintypes import RetainQueued, RetainResult
 from hindsight.banks.serializers import OBSERVATION_SCOPE_MODES
 from hindsight.infra.edge.serializers import Rendered, computed, const, page_fields
 from hindsight.infra.vocabulary import FACT_TYPES, iso
@@ -225,11 +225,16 @@ class RetainResponseSerializer(Rendered):
                                      "operation_ids": None})
 
     @classmethod
-    def render_async(cls, bank_id: str, *, items_count: int, operation_id: str) -> dict[str, Any]:
-        """A retain queued: the operation that will run it."""
-        return cls.render({"bank_id": bank_id, "items_count": items_count,
-                           "operation_id": operation_id, "operation_ids": [operation_id],
-                           "usage": None}, **{"async": True})
+    def render_async(cls, queued: RetainQueued) -> dict[str, Any]:
+        """A retain queued: the operation that will run it; one the budget parked also says
+        why and until when (``parked``, a key upstream does not send)."""
+        body = cls.render({"bank_id": queued.bank_id, "items_count": queued.items_count,
+                           "operation_id": queued.operation_id,
+                           "operation_ids": [queued.operation_id], "usage": None},
+                          **{"async": True})
+        if queued.parked is not None:
+            body["parked"] = queued.parked
+        return body
 
 
 class RecallScoresSerializer(Rendered):

@@ -21,12 +21,19 @@ from django.db.models.functions import Cast
 from django.utils import timezone
 
 from hindsight.banks import bankconfig
-from hindsight.banks.budget import BUDGET_KEY, bank_budget_require, budget_parked_release
+from hindsight.banks.budget import (
+    BUDGET_KEY,
+    PARKED_BY_BUDGET,
+    bank_budget_require,
+    bank_budget_spent,
+    budget_parked_by,
+    budget_parked_release,
+)
 from hindsight.banks.consolidation import consolidation_submit, consolidation_submit_after_retain
 from hindsight.banks.extraction import ExtractedFact, facts_extract_many, uses_llm
 from hindsight.banks.models import Bank, MemoryUnit
 from hindsight.banks.operation_types import BankOperationType
-from hindsight.banks.retaintypes import RetainItem, RetainResult, Usage
+from hindsight.banks.retaintypes import RetainItem, RetainQueued, RetainResult, Usage
 from hindsight.banks.selectors import bank_disposition, bank_mission
 from hindsight.banks.serializers import parse_datetime_value
 from hindsight.banks.tokens import count_tokens_to_store
@@ -42,9 +49,9 @@ from hindsight.infra.errors import (
     UpstreamFailed,
 )
 from hindsight.infra.llm import Deadline, LLMTimeout
-from hindsight.infra.vocabulary import FactType
+from hindsight.infra.vocabulary import FactType, iso
 from operations.leases import lease_bump
-from operations.models import CANCELLED, PENDING, PROCESSING, Operation
+from operations.models import CANCELLED, PARKED_BY, PENDING, PROCESSING, Operation
 from operations.queue import operation_submit
 
 BANK_ID_MAX = 255
@@ -227,19 +234,21 @@ def _parse_iso(value: str | None) -> datetime | None:
     return parse_datetime_value(value)
 
 
-def memories_retain_sync(*, bank_id: str, items: Sequence[RetainItem]) -> RetainResult:
+def memories_retain_sync(
+    *, bank_id: str, items: Sequence[RetainItem]
+) -> RetainResult | RetainQueued:
     """``POST …/memories`` without ``async``: ``memories_retain`` within the request's time.
 
     A batch with more items to extract by the LLM than
     ``HINDSIGHT_API_RETAIN_SYNC_MAX_LLM_ITEMS`` is refused at once (422 on ``body.items``,
     pointing to ``async: true``) rather than left to run past any client's timeout; the
     extraction of a batch under the bound is cut at ``HINDSIGHT_API_RETAIN_SYNC_TIMEOUT``
-    (504, nothing stored).
+    (504, nothing stored). A batch the LLM would extract from while the bank has spent its
+    token budget is queued parked instead, the whole batch kept in the operation
+    (docs/behaviour.md#over-budget-nothing-is-lost).
     """
     cfg = settings.HINDSIGHT
     llm_items = sum(1 for item in items if uses_llm(item))
-    if llm_items:
-        bank_budget_require(bank_id=bank_id)
     if llm_items > cfg.retain_sync_max_llm_items:
         raise FieldError(
             ("body", "items"),
@@ -248,6 +257,8 @@ def memories_retain_sync(*, bank_id: str, items: Sequence[RetainItem]) -> Retain
             '"async": true, or in smaller batches',
             "too_long",
         )
+    if llm_items and bank_budget_spent(bank_id=bank_id) is not None:
+        return retain_submit_async(bank_id=bank_id, items=items)
     try:
         return memories_retain(
             bank_id=bank_id, items=items, deadline=Deadline(cfg.retain_sync_timeout_seconds)
@@ -428,14 +439,17 @@ def retain_submit_async(
     items: Sequence[RetainItem],
     document_tags: Sequence[str] | None = None,
     operation_id: str | None = None,
-) -> str:
-    """Queue a retain as an operation and return its id.
+) -> RetainQueued:
+    """Queue a retain as an operation: its items are kept in the operation's payload.
 
     The job later calls ``memories_retain`` with ``before_commit=job.complete_in_transaction``.
+    When the LLM would extract from an item and the bank has spent its token budget, the
+    operation is queued parked until the bank frees (a raised budget releases it sooner):
+    nothing is sent to the LLM meanwhile, nothing is lost
+    (docs/behaviour.md#over-budget-nothing-is-lost).
     """
     bank_id_validate(bank_id)
-    if any(uses_llm(item) for item in items):
-        bank_budget_require(bank_id=bank_id)
+    spend = bank_budget_spent(bank_id=bank_id) if any(uses_llm(i) for i in items) else None
     with transaction.atomic():
         bank_ensure(bank_id=bank_id)
         result = operation_submit(
@@ -446,5 +460,19 @@ def retain_submit_async(
                 "document_tags": list(document_tags or []),
             },
             operation_id=operation_id,
+            not_before=spend.park_until if spend is not None else None,
+            parked_by=budget_parked_by(spend) if spend is not None else None,
         )
-    return str(result.operation.id)
+    return RetainQueued(bank_id=bank_id, items_count=len(items),
+                        operation_id=str(result.operation.id),
+                        parked=_parked_by_budget(result.operation))
+
+
+def _parked_by_budget(operation: Operation) -> dict[str, Any] | None:
+    """What a retain's answer says of its operation when the budget holds it: the budget's
+    ``parked_by`` and ``until`` (when it is sent again), else None."""
+    parked_by = (operation.result_metadata or {}).get(PARKED_BY) or {}
+    if (operation.status != PENDING or operation.next_retry_at is None
+            or parked_by.get("reason") != PARKED_BY_BUDGET):
+        return None
+    return {**parked_by, "until": iso(operation.next_retry_at)}

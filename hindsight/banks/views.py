@@ -13,6 +13,7 @@ from rest_framework.views import APIView
 
 from hindsight.banks import schema, selectors, services
 from hindsight.banks.recall import RecallFloors, RecallHit, memory_recall
+from hindsight.banks.retaintypes import RetainQueued
 from hindsight.banks.serializers import (
     BankConfigUpdateSerializer,
     BankListQuery,
@@ -157,16 +158,17 @@ class MemoriesView(APIView):
         data = RetainRequestSerializer.parse(body_of(request))
         items = RetainRequestSerializer.retain_items(data)
         if data.get("async"):
-            operation_id = services.retain_submit_async(
+            queued = services.retain_submit_async(
                 bank_id=bank_id,
                 items=items,
                 operation_id=str(data["operation_id"]) if data.get("operation_id") else None,
             )
-            return Response(schema.RetainResponseSerializer.render_async(
-                bank_id, items_count=len(items), operation_id=operation_id))
+            return Response(schema.RetainResponseSerializer.render_async(queued))
         # document_tags were merged into each item by the serializer.
         with llm_context(bank_id=bank_id, operation="retain"):  # the request log's labels
             result = services.memories_retain_sync(bank_id=bank_id, items=items)
+        if isinstance(result, RetainQueued):  # the bank's budget is spent: parked, kept
+            return Response(schema.RetainResponseSerializer.render_async(result))
         return Response(schema.RetainResponseSerializer.render_sync(result))
 
 

@@ -325,7 +325,7 @@ class Config:
     llm_token_budget_per_day: int | None = field(default=None, metadata=_env(
         "LLM_TOKEN_BUDGET_PER_DAY", "Tokens a bank may spend on the LLM in a rolling 24 hours, "
         "for banks whose config sets no `llm_token_budget_per_day`; a spent bank's calls answer "
-        "429 and its due work is parked.", shown="unset (unlimited)"))
+        "429, its retains and due work are parked.", shown="unset (unlimited)"))
 
     # Bank transfer (mentalmodels.transfer): where archives are kept and what an upload may be.
     transfer_dir: str = field(default="", metadata=_env(

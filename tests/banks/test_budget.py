@@ -1,6 +1,7 @@
 """A bank's LLM token budget, in-process (the engine's ``operation_execute``, no worker): what
-is counted, when a spent bank frees, the 429 of every call that would spend, the parking of
-due work at claim time, its release when the budget changes, the stats and the gauges."""
+is counted, when a spent bank frees, the 429 of every call that would spend (a retain is
+parked instead: ``test_budget_retain``), the parking of due work at claim time, its release
+when the budget changes, the stats and the gauges."""
 
 from __future__ import annotations
 
@@ -123,15 +124,12 @@ def test_every_call_that_would_spend_answers_429_and_verbatim_retain_does_not(ba
         "reflect": client.post(f"{API}/reflect", {"query": "who?"}, format="json"),
         "dry run": client.post(f"{API}/mental-models/team/dry-run-refresh", format="json"),
         "consolidate": client.post(f"{API}/consolidate", format="json"),
-        "retain (LLM)": client.post(f"{API}/memories", {"items": [{"content": "x"}]},
-                                    format="json"),
-        "retain async (LLM)": client.post(
-            f"{API}/memories", {"items": [{"content": "x"}], "async": True}, format="json"),
     }
     assert {name: r.status_code for name, r in calls.items()} == dict.fromkeys(calls, 429)
     assert all(BUDGET_KEY in r.json()["detail"] and r.json()["budget"][BUDGET_KEY] == 10
                for r in calls.values())
     assert llm.requests == [] and not MemoryUnit.objects.filter(bank_id=BANK).exists()
+    # (A retain the LLM would extract is parked instead: tests/banks/test_budget_retain.py.)
     verbatim = client.post(f"{API}/memories",
                            {"items": [{"content": "kept as said", "strategy": "verbatim"}]},
                            format="json")

@@ -10,7 +10,7 @@ from typing import Any
 from hindsight.banks import schema
 from hindsight.banks.models import Bank, MemoryUnit
 from hindsight.banks.recall import RecallHit
-from hindsight.banks.retaintypes import RetainResult, Usage
+from hindsight.banks.retaintypes import RetainQueued, RetainResult, Usage
 from hindsight.infra.llm.models import LLMRequest
 
 NOW = datetime(2025, 1, 1, tzinfo=UTC)
@@ -70,7 +70,8 @@ def _retain_wire_order() -> list[str]:
 def test_a_retain_answer_has_the_declared_fields_both_ways() -> None:
     sync = schema.RetainResponseSerializer.render_sync(
         RetainResult(bank_id="b", items_count=1, memory_ids=[], usage=Usage(1, 2, 3)))
-    queued = schema.RetainResponseSerializer.render_async("b", items_count=1, operation_id="o")
+    queued = schema.RetainResponseSerializer.render_async(
+        RetainQueued(bank_id="b", items_count=1, operation_id="o"))
     assert list(sync) == list(queued) == _retain_wire_order()
     assert list(sync["usage"]) == _declared(schema.TokenUsageSerializer)
 

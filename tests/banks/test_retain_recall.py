@@ -134,7 +134,8 @@ def test_async_retain_queues_json_items_as_one_operation_and_stores_nothing_yet(
 
 def test_async_retain_creates_the_bank_lazily(db: None) -> None:
     # The engine never creates banks: the retain service ensures its bank before it submits.
-    op_id = services.retain_submit_async(bank_id="fresh-bank", items=[RetainItem(content="x")])
+    op_id = services.retain_submit_async(bank_id="fresh-bank",
+                                         items=[RetainItem(content="x")]).operation_id
     assert Bank.objects.filter(id="fresh-bank").exists()
     assert Operation.objects.filter(id=op_id, bank_id="fresh-bank").exists()
 

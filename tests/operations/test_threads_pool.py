@@ -233,7 +233,8 @@ def test_async_retains_extracting_in_threads_share_the_slots_pool_without_starvi
         "HINDSIGHT_API_RETAIN_EXTRACTION_CONCURRENCY": "3"})
     Bank.objects.create(id="starve", config={"enable_auto_consolidation": False})
     ops = [retain_submit_async(bank_id="starve", items=[
-        RetainItem(content=f"retain {r} item {i}") for i in range(6)]) for r in range(3)]
+        RetainItem(content=f"retain {r} item {i}") for i in range(6)]).operation_id
+        for r in range(3)]
     wait_until(_all(ops), timeout=30, message="every retain completed before the pool's timeout")
     assert {Operation.objects.get(id=o).retry_count for o in ops} == {0}
     assert answer.peak > 3, "the retains' extraction threads never ran side by side"
