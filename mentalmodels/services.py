@@ -26,6 +26,7 @@ from hindsight.banks.services import bank_ensure
 from hindsight.infra.db import ClockTimestamp
 from hindsight.infra.errors import Conflict, FieldError, NotFound
 from hindsight.infra.vocabulary import RefreshOutcome
+from mentalmodels.events import mental_model_refresh_failed
 from mentalmodels.models import HistoryKind, MentalModel, MentalModelHistory
 from mentalmodels.refresh.failure_class import (
     PARKED_BY_FAILURE_BACKOFF,
@@ -458,3 +459,6 @@ def mental_model_record_failure(
             # Paused: no automatic refresh may run, neither a parked one nor one queued behind
             # the failed job (it would spend another round of attempts). A manual one stays.
             operations_cancel_parked(dedupe_key=key, parked_only=False)
+        if final:  # docs/behaviour.md#page-events
+            mental_model_refresh_failed(model=model, operation_id=operation_id, outcome=outcome,
+                                        reason=reason, error=exception, paused=not transient)

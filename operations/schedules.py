@@ -20,6 +20,8 @@ SCHEDULES = {
     "mentalmodels.cron_tick": "mental_model_refresh_tick_seconds",
     # The LLM request log's retention purge (hindsight.infra.llm.tasks).
     "llm.purge_requests": "llm_request_log_purge_interval_seconds",
+    # Webhook deliveries whose retry came due or whose message was lost (hindsight.webhooks.tasks).
+    "webhooks.sweep": "webhook_sweep_interval_seconds",
 }
 
 

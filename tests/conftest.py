@@ -12,6 +12,7 @@ pytest_plugins = [
     "tests.live",
     "tests.dbflush",
     "tests.clients",
+    "tests.webhooks.receiver",
 ]
 
 # The longest tests (tens of seconds each: their own whole stack, a browser, node, many

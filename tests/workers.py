@@ -228,8 +228,11 @@ class WorkerPool:
         configuration = self._configurations[key]
         while len(configuration.workers) <= index:
             name = f"{configuration.queue.rsplit('-', 1)[-1]}w{len(configuration.workers) + 1}"
-            worker = start_worker(name=name, queue=configuration.queue, env=env,
-                                  concurrency=key[0], log_dir=self.log_dir)
+            # Its webhook deliveries too (hindsight.webhooks.outbox.webhook_queue).
+            worker = start_worker(name=name, queue=f"{configuration.queue},"
+                                  f"{configuration.queue}.webhooks", env=env,
+                                  concurrency=key[0], log_dir=self.log_dir,
+                                  task_queue=configuration.queue)
             configuration.workers.append(worker)
             STARTS["shared"] += 1
             worker.wait_ready()
@@ -283,6 +286,7 @@ def _drain(redis_url: str, queue: str, workers: list[WorkerProcess], timeout: fl
     quiet = 0
     while time.monotonic() < deadline:
         _purge_queue(redis_url, queue)
+        _purge_queue(redis_url, queue + ".webhooks")
         inspect = app.control.inspect(destination=nodes, timeout=2.0, limit=len(nodes))
         active, reserved = inspect.active(), inspect.reserved()
         replied = active is not None and reserved is not None and set(active) == set(nodes)

@@ -38,6 +38,7 @@ from django.db import transaction
 from pgvector.django import CosineDistance
 
 from hindsight.banks.budget import bank_budget_spent
+from hindsight.banks.events import consolidation_completed as consolidation_event
 from hindsight.banks.hooks import ConsolidationCompleted, consolidation_completed_notify
 from hindsight.banks.models import MemoryUnit
 from hindsight.banks.operation_types import BankOperationType
@@ -352,4 +353,7 @@ def consolidation_run(*, job: Job) -> Touched:
                     bank_id=bank_id, operation_id=job.id, scopes=frozenset(touched.scopes)
                 )
             )
+        consolidation_event(bank_id=bank_id, operation_id=job.id, counts={  # webhooks
+            "observations_created": touched.created, "observations_updated": touched.updated,
+            "observations_deleted": touched.deleted})
     return touched

@@ -18,6 +18,7 @@ from django.db import transaction
 
 from hindsight.banks.budget import budget_hold
 from hindsight.banks.consolidation import Touched, consolidation_run
+from hindsight.banks.events import consolidation_completed
 from hindsight.banks.extraction import uses_llm
 from hindsight.banks.hooks import ConsolidationCompleted, consolidation_completed_notify
 from hindsight.banks.operation_types import BankOperationType
@@ -61,6 +62,7 @@ class RetainHandler:
                     items=items,
                     document_tags=job.payload.get("document_tags") or None,
                     before_commit=job.complete_in_transaction,
+                    operation_id=job.id,
                 )
         except (UpstreamFailed, Unavailable):
             raise  # the LLM or the embedder failed: a later attempt may succeed
@@ -93,6 +95,8 @@ class ConsolidationHandler:
         if op is None or op.status != FAILED:
             return
         metrics.consolidation_runs_total.labels(outcome="failed").inc()
+        consolidation_completed(bank_id=job.bank_id, operation_id=job.id, counts=None,
+                                error=str(exc) or type(exc).__name__)  # webhooks
         touched = Touched.from_metadata(op.result_metadata or {})
         if touched.scopes:
             with transaction.atomic():

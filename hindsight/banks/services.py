@@ -30,6 +30,7 @@ from hindsight.banks.budget import (
     budget_parked_release,
 )
 from hindsight.banks.consolidation import consolidation_submit, consolidation_submit_after_retain
+from hindsight.banks.events import retain_completed
 from hindsight.banks.extraction import ExtractedFact, facts_extract_many, uses_llm
 from hindsight.banks.models import Bank, MemoryUnit
 from hindsight.banks.operation_types import BankOperationType
@@ -277,6 +278,7 @@ def memories_retain(
     document_tags: Sequence[str] | None = None,
     before_commit: Callable[[], None] | None = None,
     deadline: Deadline | None = None,
+    operation_id: str | None = None,
 ) -> RetainResult:
     """Store the facts of ``items`` — all of them or none.
 
@@ -355,6 +357,7 @@ def memories_retain(
             # In the same transaction: the facts and the job that consolidates them commit
             # together (a crash in between cannot leave facts nothing will pick up).
             consolidation_submit_after_retain(bank_id=bank_id)
+        retain_completed(bank_id=bank_id, items=items, operation_id=operation_id)  # webhooks
         if before_commit is not None:
             before_commit()
     return RetainResult(

@@ -348,6 +348,45 @@ class Config:
         "TRANSFER_MAX_UNPACKED_BYTES", "The most an archive may unpack to, counted while it is "
         "read: past it the import fails (a ZIP bomb).", shown="20 GiB"))
 
+    # Webhooks (hindsight.webhooks): upstream's global webhook and SSRF allowlist, and the
+    # delivery queue, retries and automatic disable (docs/behaviour.md#webhooks).
+    webhook_url: str = field(default="", metadata=_env(
+        "WEBHOOK_URL", "A global webhook: every bank's events of `WEBHOOK_EVENT_TYPES` are also "
+        "delivered here.", shown="unset (none)"))
+    webhook_secret: str = field(default="", metadata=_env(
+        "WEBHOOK_SECRET", "The global webhook's signing secret (unset: its deliveries are not "
+        "signed)."))
+    webhook_event_types: tuple[str, ...] = field(default=("consolidation.completed",),
+                                                 metadata=_env(
+        "WEBHOOK_EVENT_TYPES", "Comma-separated events the global webhook receives.",
+        shown="`consolidation.completed`"))
+    webhook_allowed_hosts: tuple[str, ...] = field(default=(), metadata=_env(
+        "WEBHOOK_ALLOWED_HOSTS", "Comma-separated hostnames, IPs or CIDR ranges a webhook may "
+        "reach although private, loopback or link-local (refused otherwise, at create and at "
+        "delivery).", shown="unset (public destinations only)"))
+    webhook_expose_response_body: bool = field(default=False, metadata=_env(
+        "WEBHOOK_EXPOSE_RESPONSE_BODY", "Show a receiver's response body in the deliveries list "
+        "(its status code is always shown)."))
+    webhook_queue: str = field(default="", metadata=_env(
+        "WEBHOOK_QUEUE", "The Celery queue of webhook deliveries; some worker must consume it "
+        "(`make run` starts one).", shown="`<task queue>.webhooks`"))
+    webhook_worker_concurrency: int = field(default=16, metadata=_env(
+        "WEBHOOK_WORKER_CONCURRENCY", "Slots of the webhook queue's worker `make run` starts "
+        "(deliveries in flight at once)."))
+    webhook_max_attempts: int = field(default=6, metadata=_env(
+        "WEBHOOK_MAX_ATTEMPTS", "Attempts of one delivery before it ends `failed`."))
+    webhook_retry_backoff_seconds: float = field(default=5.0, metadata=_env(
+        "WEBHOOK_RETRY_BACKOFF_SECONDS", "The wait before a delivery's first retry; each next "
+        "one waits 8 times longer."))
+    webhook_retry_backoff_max_seconds: float = field(default=18_000.0, metadata=_env(
+        "WEBHOOK_RETRY_BACKOFF_MAX_SECONDS", "That wait's cap."))
+    webhook_disable_after_failures: int = field(default=5, metadata=_env(
+        "WEBHOOK_DISABLE_AFTER_FAILURES", "A webhook whose deliveries ended `failed` this many "
+        "times in a row is disabled (`0`: never)."))
+    webhook_sweep_interval_seconds: float = field(default=5.0, metadata=_env(
+        "WEBHOOK_SWEEP_INTERVAL_SECONDS", "How often beat sends the deliveries whose retry came "
+        "due or whose message was lost."))
+
     errors: tuple[ConfigProblem, ...] = field(default=())
 
     @property
@@ -521,6 +560,11 @@ def read_config(env: Mapping[str, str] | None = None) -> Config:
         r.problem(INVALID_VALUE, p + "TRANSFER_STORAGE_OPTIONS", "must be a JSON object")
         transfer_storage_options = "{}"
 
+    webhook_event_types = tuple(
+        t.strip() for t in r.text(p + "WEBHOOK_EVENT_TYPES", "consolidation.completed").split(",")
+        if t.strip()
+    )
+
     cfg = Config(
         host=r.text(p + "HOST", "127.0.0.1"),
         port=r.integer(p + "PORT", 8888, minimum=1),
@@ -613,6 +657,23 @@ def read_config(env: Mapping[str, str] | None = None) -> Config:
                                             minimum=1024),
         transfer_max_unpacked_bytes=r.integer(p + "TRANSFER_MAX_UNPACKED_BYTES", 20 * 1024 ** 3,
                                               minimum=1024),
+        webhook_url=r.text(p + "WEBHOOK_URL"),
+        webhook_secret=r.text(p + "WEBHOOK_SECRET"),
+        webhook_event_types=webhook_event_types,
+        webhook_allowed_hosts=tuple(
+            h.strip() for h in r.text(p + "WEBHOOK_ALLOWED_HOSTS").split(",") if h.strip()
+        ),
+        webhook_expose_response_body=r.flag(p + "WEBHOOK_EXPOSE_RESPONSE_BODY", False),
+        webhook_queue=r.text(p + "WEBHOOK_QUEUE"),
+        webhook_worker_concurrency=r.integer(p + "WEBHOOK_WORKER_CONCURRENCY", 16, minimum=1),
+        webhook_max_attempts=r.integer(p + "WEBHOOK_MAX_ATTEMPTS", 6, minimum=1),
+        webhook_retry_backoff_seconds=r.number(p + "WEBHOOK_RETRY_BACKOFF_SECONDS", 5.0),
+        webhook_retry_backoff_max_seconds=r.number(
+            p + "WEBHOOK_RETRY_BACKOFF_MAX_SECONDS", 18_000.0),
+        webhook_disable_after_failures=r.integer(p + "WEBHOOK_DISABLE_AFTER_FAILURES", 5,
+                                                 minimum=0),
+        webhook_sweep_interval_seconds=r.number(p + "WEBHOOK_SWEEP_INTERVAL_SECONDS", 5.0,
+                                                minimum=0.5),
         errors=(),
     )
     # DESIGN: reflect wall timeout < soft limit < hard limit < broker visibility timeout.

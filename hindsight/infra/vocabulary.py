@@ -139,6 +139,28 @@ class OperationStatus(StrEnum):
 TERMINAL_STATUSES = _words(OperationStatus.COMPLETED, OperationStatus.FAILED, OperationStatus.CANCELLED)
 
 
+# --- webhooks -------------------------------------------------------------------------------
+
+
+class WebhookEvent(StrEnum):
+    """A webhook's ``event_types`` and a delivery's ``X-Hindsight-Event``: upstream's three, then
+    the pages' (docs/behaviour.md#webhooks)."""
+
+    RETAIN_COMPLETED = "retain.completed"
+    CONSOLIDATION_COMPLETED = "consolidation.completed"
+    # Upstream's; accepted in a subscription, never sent here (no memory defense).
+    MEMORY_DEFENSE_TRIGGERED = "memory_defense.triggered"
+    MENTAL_MODEL_REFRESHED = "mental_model.refreshed"
+    MENTAL_MODEL_REFRESH_FAILED = "mental_model.refresh_failed"
+    MENTAL_MODEL_PAUSED = "mental_model.paused"
+    KNOWLEDGE_PAGE_CREATED = "knowledge_page.created"
+    KNOWLEDGE_PAGE_UPDATED = "knowledge_page.updated"
+    KNOWLEDGE_PAGE_DELETED = "knowledge_page.deleted"
+
+
+WEBHOOK_EVENTS = _words(*WebhookEvent)
+
+
 # --- timestamps -----------------------------------------------------------------------------
 
 

@@ -53,6 +53,7 @@ INSTALLED_APPS = [
     "hindsight.infra.embeddings",
     "hindsight.infra.llm",
     "hindsight.banks",
+    "hindsight.webhooks",
     "operations",
     "mentalmodels",
     "mentalmodels.knowledge",

@@ -46,6 +46,7 @@ urlpatterns = [
     path("v1/default/", include("mentalmodels.knowledge.urls")),
     path("v1/default/", include("mentalmodels.transfer.urls")),
     path("v1/default/", include("mentalmodels.directives.urls")),
+    path("v1/default/", include("hindsight.webhooks.urls")),
     path("v1/default/", include("mentalmodels.bank_templates.urls")),
     path("v1/", include(bank_template_schema_urls)),
     # MCP (streamable HTTP): all banks, or one bank pinned by the path.

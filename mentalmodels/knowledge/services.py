@@ -27,7 +27,8 @@ from hindsight.banks.models import Bank
 from hindsight.banks.services import bank_ensure
 from hindsight.infra.db import ClockTimestamp
 from hindsight.infra.errors import BadRequest, Conflict, FieldErrors, NotFound
-from hindsight.infra.vocabulary import FactType, RefreshMode
+from hindsight.infra.vocabulary import FactType, RefreshMode, WebhookEvent
+from mentalmodels.events import knowledge_page_event
 from mentalmodels.knowledge.models import MAX_DEPTH, TREE_LOCK_CLASS, KnowledgeNode, NodeKind
 from mentalmodels.services import (
     mental_model_create,
@@ -180,6 +181,10 @@ def knowledge_page_create(
                          kind=NodeKind.PAGE, name=name, mental_model=model)
     _insert(node)
     node.refresh_from_db()
+    knowledge_page_event(event=WebhookEvent.KNOWLEDGE_PAGE_CREATED, bank_id=bank_id,
+                         page_id=node.id, name=name, mental_model_id=model.mental_model_id,
+                         parent_id=node.parent_id,
+                         operation_id=getattr(operation, "id", None))
     return node, operation
 
 
@@ -287,6 +292,13 @@ def knowledge_node_update(*, bank_id: str, node_id: str, update: NodeUpdate) -> 
         if changes_query:
             mental_model_refresh_submit(model=model)
     node.refresh_from_db()
+    if node.kind == NodeKind.PAGE:
+        knowledge_page_event(event=WebhookEvent.KNOWLEDGE_PAGE_UPDATED, bank_id=bank_id,
+                             page_id=node.id, name=node.name, parent_id=node.parent_id,
+                             mental_model_id=node.mental_model.mental_model_id
+                             if node.mental_model else None,
+                             changed=[*(f.replace("parent", "parent_id") for f in fields),
+                                      *update.page_options])
     return node
 
 
@@ -307,9 +319,12 @@ def knowledge_node_delete(*, bank_id: str, node_id: str) -> None:
         while level:
             subtree += level
             level = [c for n in level for c in children.get(n, ())]
-        for page_model in [model_of[nid] for nid in subtree]:
+        for nid in subtree:
+            page_model = model_of[nid]
             if page_model is not None:
                 mental_model_delete(bank_id=bank_id, mental_model_id=page_model)
+                knowledge_page_event(event=WebhookEvent.KNOWLEDGE_PAGE_DELETED, bank_id=bank_id,
+                                     page_id=nid, name=None, mental_model_id=page_model)
         # The folders left (the pages went with their models); the subtree cascades.
         KnowledgeNode.objects.filter(bank_id=bank_id, id=node_id).delete()
 

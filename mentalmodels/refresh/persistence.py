@@ -13,6 +13,7 @@ from hindsight.infra.db import ClockTimestamp
 from hindsight.infra.embeddings import get_embedder
 from hindsight.infra.vocabulary import RefreshMode, RefreshOutcome
 from mentalmodels.document.structure import render_json, split
+from mentalmodels.events import mental_model_refreshed
 from mentalmodels.models import MentalModel
 from mentalmodels.reflect.mm_search import content_hash, embedding_text
 from mentalmodels.refresh.answer import normalise_based_on
@@ -95,6 +96,8 @@ def refresh_persist(plan: Plan, decided: Outcome, trace: dict[str, Any], job: Jo
             model.document = document
             fields.append("document")
         model.save(update_fields=fields)
+        mental_model_refreshed(before=plan.model, after=model, operation_id=job.operation.id,
+                               outcome=decided.outcome, mode=plan.effective_mode)
 
 
 def _reflect_response(
