@@ -1,6 +1,8 @@
 # Production image: the API (gunicorn), a Celery worker or celery-beat, chosen by the command.
 FROM python:3.11-slim
-ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1
+# Two malloc arenas per process instead of eight per core: the API's request threads and a
+# worker's 64 slots otherwise each grow an arena of their own (docs/operating.md#memory).
+ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 MALLOC_ARENA_MAX=2
 WORKDIR /app
 COPY pyproject.toml README.md ./
 COPY hindsight ./hindsight

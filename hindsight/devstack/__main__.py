@@ -3,9 +3,10 @@
 Without ``HINDSIGHT_API_DATABASE_URL`` / ``HINDSIGHT_API_REDIS_URL`` it starts the embedded
 PostgreSQL and Valkey with data under ``.devdata/`` (reused across runs, on the ports of the
 previous run when they are free), then migrates, collects the static files and runs the API
-(gunicorn), a Celery worker and celery-beat. Every process gets the secret key kept under
-``.devdata/`` unless ``HINDSIGHT_API_SECRET_KEY`` is set. What it started is recorded in
-``.devdata/servers.json`` (``hindsight.devstack.state``). Ctrl-C stops all of it, servers last.
+(gunicorn), the Celery workers and celery-beat (a thread of the first worker). Every process
+gets the secret key kept under ``.devdata/`` unless ``HINDSIGHT_API_SECRET_KEY`` is set. What
+it started is recorded in ``.devdata/servers.json`` (``hindsight.devstack.state``). Ctrl-C stops
+all of it, servers last.
 A configuration problem or a taken API port stops it before anything starts, in one line.
 
 ``env`` prints the variables another shell needs to act as one of its processes; ``reset``
@@ -89,6 +90,10 @@ def run(args: argparse.Namespace) -> int:
         stack.env[state.CPU_QUEUE_VARIABLE] = cpu_queue
     else:
         stack.env.pop(state.CPU_QUEUE_VARIABLE, None)
+    # glibc's malloc gives each thread that allocates an arena of its own, up to eight per core;
+    # the API's request threads and the worker's slots then keep tens of MB of half-empty
+    # arenas. Two per process cost no measurable throughput (docs/operating.md#memory).
+    stack.env.setdefault("MALLOC_ARENA_MAX", "2")
     # Named even when it is the default, so that `env` hands a second shell this very queue.
     stack.env[state.QUEUE_VARIABLE] = config.task_queue
     try:
@@ -114,13 +119,15 @@ def run(args: argparse.Namespace) -> int:
         # connections); the worker's pool and slots from settings (HINDSIGHT_API_WORKER_POOL /
         # _CONCURRENCY) unless --worker-concurrency says otherwise.
         stack.start_api(workers=args.web_workers)
-        stack.start_worker(concurrency=args.worker_concurrency, name="worker", alone=False)
+        # Beat's clock as a thread of this worker (hindsight.project.beat_thread): one process
+        # fewer, about 70 MB, where this worker is the only one that could run it.
+        stack.start_worker(concurrency=args.worker_concurrency, name="worker", alone=False,
+                           beat_thread=True)
         if cpu_queue:
             # Retains and consolidations (CPU in the worker: embedding, vector math) in a process
             # of their own, so they never hold the refresh slots' interpreter lock.
             stack.start_worker(concurrency=cpu_slots, queue=cpu_queue, name="worker-cpu",
                                alone=False, hostname="cpu")
-        stack.start_beat()
         # Said once gunicorn answers there: a port lost to someone else since the check above
         # ends the run instead of announcing an address that serves something else.
         stack.wait_answering()

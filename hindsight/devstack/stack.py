@@ -183,9 +183,11 @@ def stop_together(processes: Sequence[Process], timeout: float = 15.0, *,
 
 def worker_command(*, queue: str | None = None, concurrency: int | None = None,
                    pool: str | None = None, name: str | None = None,
-                   log_level: str = "INFO", alone: bool = True) -> list[str]:
+                   log_level: str = "INFO", alone: bool = True,
+                   beat_thread: bool = False) -> list[str]:
     """``celery -A hindsight worker``; without ``concurrency`` / ``pool`` the settings decide
-    (``HINDSIGHT_API_WORKER_CONCURRENCY`` / ``_POOL``)."""
+    (``HINDSIGHT_API_WORKER_CONCURRENCY`` / ``_POOL``). ``beat_thread``: celery-beat runs as a
+    thread of this worker (``hindsight.project.beat_thread``)."""
     command = [sys.executable, "-m", "celery", "-A", "hindsight", "worker",
                "--loglevel", log_level]
     if queue:
@@ -196,6 +198,8 @@ def worker_command(*, queue: str | None = None, concurrency: int | None = None,
         command += ["-P", pool]
     if name:
         command += ["-n", f"{name}@%h"]
+    if beat_thread:
+        command.append("--beat-thread")
     return command + (list(ALONE) if alone else [])
 
 
@@ -371,7 +375,7 @@ class Stack:
                      queue: str | None = None, name: str | None = None,
                      env: Mapping[str, str] | None = None, log_level: str = "INFO",
                      alone: bool = True, cwd: Path = PROJECT_DIR,
-                     hostname: str | None = None) -> Process:
+                     hostname: str | None = None, beat_thread: bool = False) -> Process:
         """A Celery worker. ``pool`` also goes into its environment: Celery reads an explicit
         ``-P prefork`` as "no choice" when settings name a pool. ``alone``: on a queue of its
         own (its name ``<name>@host``, ``worker<n>`` by default), without gossip, mingle and
@@ -382,7 +386,7 @@ class Stack:
         extra = {**(env or {}), **({POOL_VARIABLE: pool} if pool else {})}
         worker = self._spawn(name, worker_command(
             queue=queue, concurrency=concurrency, pool=pool, name=name if alone else hostname,
-            log_level=log_level, alone=alone), extra, cwd)
+            log_level=log_level, alone=alone, beat_thread=beat_thread), extra, cwd)
         worker.logs_ready = worker.log_path is not None and log_level in ("INFO", "DEBUG")
         self.workers.append(worker)
         return worker

@@ -43,9 +43,11 @@ app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
 
 # Import after the app exists: the step module needs nothing of Django.
+from hindsight.project import beat_thread  # noqa: E402
 from operations.workersteps import ReapDeadPoolProcesses  # noqa: E402
 
 app.steps["worker"].add(ReapDeadPoolProcesses)
+beat_thread.install(app)
 
 # A pool process keeps its database connection from one task to the next: opening one (TCP,
 # authentication, session setup) took longer than all the SQL of a refresh. Celery's Django
