@@ -35,8 +35,6 @@ ALLOWED = {
     ("state", "invalidated"): "no memory is ever invalidated here (no invalidate route)",
     ("invalidated", "invalidated"): "the same sentence",
     ("entity_id", "entities"): "entities are kept as text, not as linked entity rows",
-    # The dry run's field, declared for upstream's clients; no retraction step exists here.
-    ("retraction", "always null"): "a retraction step is not built",
 }
 
 

@@ -19,7 +19,7 @@ from typing import Any
 from rest_framework import serializers
 
 from hindsight.banks.schema import TokenUsageSerializer
-from hindsight.infra.edge.serializers import Rendered, computed, const
+from hindsight.infra.edge.serializers import Rendered, computed
 from hindsight.infra.vocabulary import REFRESH_MODES, TAGS_MATCH_MODES, ModeFallbackReason, RefreshMode, iso_z
 from mentalmodels.api.operation_details import REFRESH_OUTCOMES
 from mentalmodels.api.serializers import TagGroupsField
@@ -97,6 +97,26 @@ class DirectiveTraceSerializer(serializers.Serializer):
     name = serializers.CharField()
 
 
+class MentalModelRetractionSerializer(serializers.Serializer):
+    """What a delta refresh retracted (docs/behaviour.md#retracted-facts)."""
+
+    fact_ids = serializers.ListField(
+        child=serializers.CharField(),
+        help_text="The memories the document cited that were removed (deleted, invalidated or out "
+                  "of its scope) or edited since its last refresh")
+    fact_texts = serializers.ListField(
+        child=serializers.CharField(allow_blank=True),
+        help_text="What each of them said when the document cited it, in the order of fact_ids")
+    applied = serializers.BooleanField(
+        help_text="Whether the refresh took them out: an edit removed or rewrote what rested on "
+                  "them, or the document was rewritten in full")
+    deferred_reason = serializers.CharField(allow_null=True,
+                                            help_text="Always null: a retraction is never put off")
+    edited_fact_ids = serializers.ListField(
+        child=serializers.CharField(),
+        help_text="Those of fact_ids still in the bank, with another text")
+
+
 class MentalModelRefreshTraceSerializer(serializers.Serializer):
     recorded_at = serializers.DateTimeField(allow_null=True)
     effective_mode = serializers.ChoiceField(choices=REFRESH_MODES)
@@ -107,7 +127,7 @@ class MentalModelRefreshTraceSerializer(serializers.Serializer):
     directives = DirectiveTraceSerializer(many=True, help_text="The directives the refresh's "
                                           "prompts carried, highest priority first")
     delta_operations = serializers.DictField(allow_null=True)
-    retraction = serializers.DictField(allow_null=True)
+    retraction = MentalModelRetractionSerializer(allow_null=True)
     usage = TokenUsageSerializer(allow_null=True)
     duration_ms = serializers.IntegerField()
     warnings = serializers.ListField(child=serializers.CharField())
@@ -146,7 +166,8 @@ class MentalModelDryRunRefreshResultSerializer(Rendered):
     preview_content = serializers.CharField(allow_blank=True, source="outcome.content")
     diff = computed(serializers.CharField(allow_blank=True), preview_diff)
     delta_operations = computed(serializers.DictField(allow_null=True), _delta_operations)
-    retraction = const(serializers.DictField(allow_null=True), None)
+    retraction = computed(MentalModelRetractionSerializer(allow_null=True),
+                          lambda preview: preview.trace["retraction"])
     # The refresh's own record (``build_trace``), documented here, sent as recorded.
     trace = MentalModelRefreshTraceSerializer()
     usage = TokenUsageSerializer()

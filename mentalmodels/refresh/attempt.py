@@ -1,7 +1,7 @@
 """One refresh attempt's record: its deadline (docs/behaviour.md#the-wall-timeout), the plan it
 made, what it read and called (tool and LLM calls, their outputs), what it spent (usage), what it
-applied (delta operations), its warnings — and ``record_on``, the one writer of that record onto the
-operation (``details`` and ``result_metadata``), however the attempt ends.
+applied (delta operations), what it retracted, its warnings — and ``record_on``, the one writer of
+that record onto the operation (``details`` and ``result_metadata``), however the attempt ends.
 
 The dry run keeps the same record and renders it instead (``mentalmodels.refresh.trace.build_trace``
 bounds what a trace keeps of it).
@@ -21,6 +21,7 @@ from mentalmodels.refresh.trace import bounded_ops
 if TYPE_CHECKING:
     from mentalmodels.models import MentalModel
     from mentalmodels.refresh.records import Outcome, Plan
+    from mentalmodels.refresh.retraction import Retraction
     from operations.jobs import Job
 
 class RefreshAttempt:
@@ -43,6 +44,9 @@ class RefreshAttempt:
         # A delta refresh's operations so far, {"applied": [...], "skipped": [...]}
         # (docs/behaviour.md#the-trace).
         self.delta_operations: dict[str, list[dict[str, Any]]] | None = None
+        # A delta refresh's retracted facts and what became of them
+        # (docs/behaviour.md#retracted-facts).
+        self.retraction: Retraction | None = None
 
     # -- the deadline (docs/behaviour.md#the-wall-timeout) ---------------------------------------
 
@@ -86,6 +90,7 @@ class RefreshAttempt:
             "failure_reason": failure_reason,
             "effective_mode": self.plan.effective_mode if self.plan else None,
             **_delta_metadata(self.delta_operations),
+            "retraction": self.retraction.as_json() if self.retraction else None,
         }
         if self.model is not None:
             metadata |= {"name": self.model.name, "mental_model_id": self.model.mental_model_id}

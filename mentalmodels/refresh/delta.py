@@ -9,6 +9,11 @@ read: asked once more with the wrong ids and the ids the document has
 (docs/behaviour.md#dropped-edits-and-the-second-ask). What cannot be
 applied fails the attempt (retryable; content, document and window untouched). ``based_on``
 accumulates across delta refreshes (docs/behaviour.md#cumulative-grounding).
+
+The facts the page cites that were removed or edited since its watermark are shown too, as
+retracted (``mentalmodels.refresh.retraction``); an answer that removes or rewrites nothing for
+them raises ``RetractionIgnored`` and the page is rewritten in full instead
+(docs/behaviour.md#retracted-facts).
 """
 
 from __future__ import annotations
@@ -38,6 +43,7 @@ from mentalmodels.refresh.failures import (
     refused,
 )
 from mentalmodels.refresh.records import Outcome, Plan
+from mentalmodels.refresh.retraction import Retraction, acted_on, prune_based_on, retraction_prompt
 
 DELTA_SYSTEM = """You maintain a long-lived markdown document by editing it, never by rewriting \
 it. You are given the document's topic, the document as sections of blocks (each with its id), \
@@ -89,23 +95,29 @@ def _facts_text(facts: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+class RetractionIgnored(Exception):
+    """The edit answer removed or rewrote nothing while facts were retracted."""
+
+
 def _delta_messages(plan: Plan, doc: Document, facts: list[dict[str, Any]],
-                    directives: list[dict[str, Any]]) -> list[dict[str, Any]]:
+                    directives: list[dict[str, Any]],
+                    retraction: Retraction | None) -> list[dict[str, Any]]:
     outline = json.dumps(doc.outline(), ensure_ascii=False, indent=1)
-    previous = _window_facts(normalise_based_on((plan.model.reflect_response or {}).get("based_on")))
+    previous = _window_facts(_still_cited(plan, retraction))
     as_of = ""
     if previous:
         # Facts can arrive out of date order (a backfill): say how recent the document already
         # is, so an older fact is not taken for news about the same thing (#4427).
         as_of = (f"The document already reflects facts up to {_fact_time(previous[-1])[0]}; a new "
                  "fact that happened before that is history, not the current state.\n\n")
+    retracted = f"{retraction_prompt(retraction)}\n\n" if retraction else ""
     return [
         # The edits follow the directives the reflect loop did (docs/behaviour.md#directives).
         {"role": "system", "content": with_directives(DELTA_SYSTEM, directives)},
         {"role": "user", "content": (
             f"Topic: {plan.model.source_query.strip()}\n\n"
             f"Current document (sections and blocks with their ids):\n{outline}\n\n"
-            f"{as_of}New facts, oldest first:\n{_facts_text(facts)}"
+            f"{retracted}{as_of}New facts, oldest first:\n{_facts_text(facts) or '(none)'}"
         )},
     ]
 
@@ -136,7 +148,7 @@ def _ops_call(plan: Plan, messages: list[dict[str, Any]], attempt: RefreshAttemp
     """One ops call; ``LLMOutputError`` when the answer cannot be read, other LLM errors and
     the attempt's deadline as they come."""
     attempt.check()
-    answer = get_llm().structured(
+    answer = get_llm(bank_id=plan.model.bank_id).structured(
         messages, schema=ANSWER_SCHEMA, name="delta_operations", strict=False,
         deadline=Deadline(max(attempt.remaining(), 0.001)), purpose="mental_model_delta",
     )
@@ -160,13 +172,22 @@ def _delta_fail(message: str, reason: str) -> RefreshFailed:
                    outcome=RefreshOutcome.REFRESH_FAILED_DELTA_NOT_APPLIED, reason=reason)
 
 
-def delta_refresh(plan: Plan, decided: Outcome, attempt: RefreshAttempt) -> Outcome:
-    """docs/behaviour.md#edits-by-id: turn the window's cited facts into operations on the current
-    document."""
+def _still_cited(plan: Plan, retraction: Retraction | None) -> dict[str, list[dict[str, Any]]]:
+    """What the document rests on, less the retracted facts (docs/behaviour.md#retracted-facts)."""
+    previous = (plan.model.reflect_response or {}).get("based_on")
+    if retraction is None:
+        return normalise_based_on(previous)
+    return prune_based_on(previous, retraction.ids)
+
+
+def delta_refresh(plan: Plan, decided: Outcome, attempt: RefreshAttempt,
+                  retraction: Retraction | None = None) -> Outcome:
+    """docs/behaviour.md#edits-by-id: turn the window's cited facts, and the retracted ones
+    (docs/behaviour.md#retracted-facts), into operations on the current document."""
     model = plan.model
     doc = document_for(model.content or "", model.document)
     facts = _window_facts(decided.based_on)
-    messages = _delta_messages(plan, doc, facts, attempt.directives)
+    messages = _delta_messages(plan, doc, facts, attempt.directives, retraction)
     attempt.delta_operations = {"applied": [], "skipped": []}
     result: DeltaResult | None = None
     for ask in (1, 2):
@@ -202,6 +223,10 @@ def delta_refresh(plan: Plan, decided: Outcome, attempt: RefreshAttempt) -> Outc
         messages = [*messages, {"role": "assistant", "content": answer_text},
                     {"role": "user", "content": retry}]
     assert result is not None
+    if retraction is not None:
+        if not acted_on(result.applied):
+            raise RetractionIgnored
+        retraction.applied = True
     if result.skipped:
         attempt.warnings.append(
             f"{len(attempt.delta_operations['skipped'])} delta operation(s) were dropped; see "
@@ -211,14 +236,13 @@ def delta_refresh(plan: Plan, decided: Outcome, attempt: RefreshAttempt) -> Outc
         raise _delta_fail("the delta operations would leave the document empty",
                           RefreshFailureReason.DELTA_NOT_APPLIED)
     current = model.content or ""
-    previous = (model.reflect_response or {}).get("based_on")
     return replace(
         decided,
         outcome=RefreshOutcome.CONTENT_UNCHANGED if merged == current
         else RefreshOutcome.CONTENT_WRITTEN,
         content=merged,
         document=result.document.as_json(),
-        based_on=_accumulate(previous, decided.based_on),
+        based_on=_accumulate(_still_cited(plan, retraction), decided.based_on),
         mental_models=_dedupe([*((model.reflect_response or {}).get("mental_models") or []),
                                *decided.mental_models]),
         delta_operations=attempt.delta_operations,

@@ -19,6 +19,7 @@ from mentalmodels.reflect.mm_search import content_hash, embedding_text
 from mentalmodels.refresh.answer import normalise_based_on
 from mentalmodels.refresh.failure_class import FAILURE_FIELDS, failure_record_clear
 from mentalmodels.refresh.records import Outcome, Plan
+from mentalmodels.refresh.retraction import prune_based_on
 from mentalmodels.services import history_record_version
 from operations.errors import FenceLost
 
@@ -117,6 +118,8 @@ def _reflect_response(
             "text": "", "based_on": normalise_based_on(None), "mental_models": [],
         })
         response["outcome"] = decided.outcome
+        if decided.uncited_ids:  # docs/behaviour.md#retracted-facts
+            response["based_on"] = prune_based_on(response.get("based_on"), decided.uncited_ids)
     response.pop("trace", None)
     if plan.response_schema:
         if decided.structured_extracted:

@@ -1,9 +1,10 @@
 """The steps of one refresh, in order, and their two callers.
 
-``plan`` (mode, scope, snapshot cutoff, exclusions) → precheck (anything in reach? if not,
-complete without an LLM request) → ``gather`` (the reflect agent loop under the wall timeout) →
-``decide`` (outcome and guards: never lose a document) → a delta refresh's edits
-(``delta_refresh``; a full refresh stores the answer split into sections) → ``extract``
+``plan`` (mode, scope, snapshot cutoff, exclusions) → a delta refresh's retracted facts
+(``retraction_find``) → precheck (anything in reach? if not, complete without an LLM request) →
+``gather`` (the reflect agent loop under the wall timeout) → ``decide`` (outcome and guards: never
+lose a document) → a delta refresh's edits (``delta_refresh``; a full refresh stores the answer
+split into sections; a retraction the edits ignore rewrites the page in full) → ``extract``
 (structured output) → ``persist`` (one fenced transaction) — or, for the dry run, the preview
 instead of ``persist``. Each step's rule is in docs/behaviour.md#a-refresh.
 
@@ -28,13 +29,14 @@ from mentalmodels.document.structure import split
 from mentalmodels.models import MentalModel
 from mentalmodels.refresh.answer import NOTHING_CITED, decide, gather
 from mentalmodels.refresh.attempt import RefreshAttempt
-from mentalmodels.refresh.delta import delta_refresh
+from mentalmodels.refresh.delta import RetractionIgnored, delta_refresh
 from mentalmodels.refresh.errors import DryRunFailed, RefreshFailed, RefreshInterrupted
 from mentalmodels.refresh.extraction import extract_structured_output
 from mentalmodels.refresh.failures import retrieval_guarded
 from mentalmodels.refresh.persistence import refresh_persist
 from mentalmodels.refresh.plan import newest_in_scope, refresh_plan, sibling_in_reach
 from mentalmodels.refresh.records import Outcome, Plan, Preview, Report
+from mentalmodels.refresh.retraction import Retraction, retraction_find
 from mentalmodels.refresh.trace import build_trace
 from mentalmodels.staleness import stale_flags
 from operations.errors import FenceLost, OperationFailure
@@ -56,6 +58,38 @@ DIRECTIVES_CHANGED = (
 )
 
 
+# docs/behaviour.md#retracted-facts
+RETRACTED_EVERYTHING = (
+    "Every memory this document cites was removed or edited since its last refresh, so nothing "
+    "was left to edit it against: this delta refresh ran in full mode, from the memories as they "
+    "are now."
+)
+RETRACTION_IGNORED = (
+    "Memories this document cites were removed or edited since its last refresh and the edit "
+    "answer removed or rewrote nothing, so this delta refresh ran in full mode: the whole "
+    "document is rewritten from the memories as they are now."
+)
+RETRACTION_STANDS = (
+    "The full rewrite for the retracted memories cited nothing, so the document was kept as it "
+    "is and may still say what they said; it no longer cites them."
+)
+
+
+def _in_full(plan: Plan, attempt: RefreshAttempt, why: str) -> Plan:
+    """The plan of a delta refresh that runs in full mode instead (``why`` goes in the trace)."""
+    attempt.warnings.append(why)
+    plan = replace(plan, effective_mode=RefreshMode.FULL, window_after=None)
+    attempt.plan = plan
+    return plan
+
+
+def _full_answer(plan: Plan, decided: Outcome) -> Outcome:
+    if decided.outcome != RefreshOutcome.CONTENT_PRESERVED_NO_NEW_FACTS:
+        # A full refresh stores its answer split, so the next delta refresh can edit it.
+        decided.document = split(decided.content).as_json()
+    return decided
+
+
 def _load(*, bank_id: str, mental_model_id: str) -> MentalModel | None:
     return MentalModel.objects.filter(bank_id=bank_id, mental_model_id=mental_model_id).first()
 
@@ -63,7 +97,8 @@ def _load(*, bank_id: str, mental_model_id: str) -> MentalModel | None:
 def _steps(
     model: MentalModel, *, mode: str | None, automatic: bool, attempt: RefreshAttempt
 ) -> tuple[Plan, Outcome]:
-    """plan → precheck → gather → decide → delta → extract: everything but the write."""
+    """plan → retracted facts → precheck → gather → decide → delta → extract: everything but
+    the write."""
     # The snapshot cutoff is the first read of the refresh (it bounds every later one): a
     # database that fails it fails retrieval, not the refresh in some unexplained way.
     with retrieval_guarded("taking the snapshot cutoff"):
@@ -71,6 +106,14 @@ def _steps(
     attempt.plan = plan
     if plan.directives_changed:
         attempt.warnings.append(DIRECTIVES_CHANGED)
+    retraction: Retraction | None = None
+    if plan.effective_mode == RefreshMode.DELTA:
+        with retrieval_guarded("reading the memories the document cites"):
+            retraction = retraction_find(plan)
+        attempt.retraction = retraction
+        if retraction is not None and retraction.everything:
+            retraction.rewritten = True
+            plan = _in_full(plan, attempt, RETRACTED_EVERYTHING)
     with retrieval_guarded("reading the newest memory in scope"):
         newest = newest_in_scope(plan, after=None)
         in_window = (
@@ -81,11 +124,13 @@ def _steps(
     preserved = Outcome(
         outcome=RefreshOutcome.CONTENT_PRESERVED_NO_NEW_FACTS, content=model.content or "",
         candidate="", watermark=watermark, based_on={}, mental_models=[],
+        uncited_ids=retraction.ids if retraction else frozenset(),
     )
     # An automatic run that asks for mode full is a due full_refresh_cron: a periodic rebuild
     # runs regardless of staleness (docs/behaviour.md#the-cron-tick); every other automatic run
-    # re-checks it (docs/behaviour.md#coalescing).
-    if automatic and mode != RefreshMode.FULL:
+    # re-checks it (docs/behaviour.md#coalescing) — unless the page cites retracted memories
+    # (docs/behaviour.md#retracted-facts).
+    if automatic and mode != RefreshMode.FULL and retraction is None:
         with retrieval_guarded("re-checking staleness"):
             stale = stale_flags([model])[model.uid]
         if not stale:
@@ -96,21 +141,38 @@ def _steps(
             # any/all the scope can hold untagged memories staleness ignores, and moving past
             # them would drop them from a later delta window (docs/behaviour.md#the-snapshot-cutoff).
             return plan, replace(preserved, watermark=model.last_memory_seen_at)
-    if in_window is None:
+    edits = plan.effective_mode == RefreshMode.DELTA
+    # Nothing new, but retracted facts to take out: the edit call alone, no reflect loop
+    # (docs/behaviour.md#retracted-facts).
+    retraction_only = edits and retraction is not None and in_window is None
+    if in_window is None and not retraction_only:
         with retrieval_guarded("looking for sibling mental models in reach"):
             sibling = sibling_in_reach(plan)
         if not sibling:
             attempt.warnings.append(NOTHING_READABLE)
+            if retraction is not None:
+                attempt.warnings.append(RETRACTION_STANDS)
             return plan, preserved
-    result = gather(plan, attempt)
-    decided = decide(plan, result, watermark)
-    if decided.outcome == RefreshOutcome.CONTENT_PRESERVED_NO_NEW_FACTS:
-        attempt.warnings.append(NOTHING_CITED)
-    elif plan.effective_mode == RefreshMode.DELTA:
-        decided = delta_refresh(plan, decided, attempt)
+    if retraction_only:
+        decided = replace(preserved, reflected=True)
     else:
-        # A full refresh stores its answer split, so the next delta refresh can edit it.
-        decided.document = split(decided.content).as_json()
+        decided = decide(plan, gather(plan, attempt), watermark)
+    if edits and (retraction or decided.outcome != RefreshOutcome.CONTENT_PRESERVED_NO_NEW_FACTS):
+        try:
+            decided = delta_refresh(plan, decided, attempt, retraction)
+        except RetractionIgnored:
+            assert retraction is not None
+            retraction.rewritten = True
+            plan = _in_full(plan, attempt, RETRACTION_IGNORED)
+            decided = _full_answer(plan, decide(plan, gather(plan, attempt), watermark))
+    elif not edits:
+        decided = _full_answer(plan, decided)
+    if decided.outcome == RefreshOutcome.CONTENT_PRESERVED_NO_NEW_FACTS:
+        attempt.warnings.append(RETRACTION_STANDS if retraction else NOTHING_CITED)
+    if retraction is not None:
+        retraction.applied = retraction.applied or (
+            retraction.rewritten and decided.outcome != RefreshOutcome.CONTENT_PRESERVED_NO_NEW_FACTS)
+        decided.uncited_ids = retraction.ids
     extract_structured_output(plan, decided, attempt)
     return plan, decided
 

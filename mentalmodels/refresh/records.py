@@ -54,7 +54,7 @@ class Outcome:
     mental_models: list[dict[str, Any]]
     structured_output: Any = None
     structured_extracted: bool = False
-    reflected: bool = False  # False: the loop did not run (nothing in reach)
+    reflected: bool = False  # False: no LLM was asked (nothing in reach)
     facts_retrieved: dict[str, int] = field(default_factory=dict)
     facts_used: dict[str, int] = field(default_factory=dict)
     # The structured document ``content`` renders (docs/behaviour.md#the-document), as stored; None:
@@ -62,6 +62,9 @@ class Outcome:
     document: dict[str, Any] | None = None
     # Delta mode: {"applied": [...], "skipped": [...]} (None in full mode).
     delta_operations: dict[str, list[dict[str, Any]]] | None = None
+    # Retracted memories a kept ``reflect_response`` must stop citing
+    # (docs/behaviour.md#retracted-facts).
+    uncited_ids: frozenset[str] = frozenset()
 
 
 @dataclass

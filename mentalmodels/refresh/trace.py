@@ -13,6 +13,7 @@ from typing import Any, Protocol
 
 from hindsight.infra.vocabulary import RefreshMode, iso_z
 from mentalmodels.refresh.records import Plan
+from mentalmodels.refresh.retraction import Retraction
 
 
 class AttemptRecord(Protocol):
@@ -22,6 +23,7 @@ class AttemptRecord(Protocol):
     tool_outputs: list[dict[str, Any]]
     llm_calls: list[dict[str, Any]]
     delta_operations: dict[str, list[dict[str, Any]]] | None
+    retraction: Retraction | None
     directives: list[dict[str, Any]]
     usage: dict[str, int]
     warnings: list[str]
@@ -96,7 +98,8 @@ def build_trace(
         "directives": [{"id": str(d.get("id")), "name": _bounded(str(d.get("name") or ""))}
                        for d in attempt.directives[:TRACE_MAX_TOOL_CALLS]],
         "delta_operations": bounded_ops(attempt.delta_operations),
-        "retraction": None,
+        # docs/behaviour.md#retracted-facts
+        "retraction": attempt.retraction.as_json() if attempt.retraction else None,
         "usage": dict(attempt.usage),
         "duration_ms": attempt.elapsed_ms(),
         "warnings": [_bounded(w) for w in attempt.warnings[:TRACE_MAX_WARNINGS]],
