@@ -215,13 +215,13 @@ def _scope_observations(bank_id: str, tags: tuple[str, ...], facts: Sequence[Mem
     return list(qs[:OBSERVATIONS_SHOWN])
 
 
-def _ask(tags: tuple[str, ...], facts: Sequence[MemoryUnit],
+def _ask(bank_id: str, tags: tuple[str, ...], facts: Sequence[MemoryUnit],
          observations: Sequence[MemoryUnit]) -> dict[str, Any]:
     lines = ["New facts:"]
     lines += [f"F{i}: {f.text[:TEXT_CHARS]}" for i, f in enumerate(facts, 1)]
     lines.append("Existing observations:" if observations else "Existing observations: none")
     lines += [f"O{i}: {o.text[:TEXT_CHARS]}" for i, o in enumerate(observations, 1)]
-    result = get_llm().structured(
+    result = get_llm(bank_id=bank_id).structured(
         [{"role": "system", "content": SYSTEM_PROMPT},
          {"role": "user", "content": "\n".join(lines)}],
         schema=SCHEMA,
@@ -234,7 +234,7 @@ def _ask(tags: tuple[str, ...], facts: Sequence[MemoryUnit],
 
 def _plan_group(bank_id: str, tags: tuple[str, ...], facts: Sequence[MemoryUnit]) -> _Plan:
     observations = _scope_observations(bank_id, tags, facts)
-    answer = _ask(tags, facts, observations)
+    answer = _ask(bank_id, tags, facts, observations)
     fact_ids = {f"F{i}": str(f.id) for i, f in enumerate(facts, 1)}
     shown = {f"O{i}": o for i, o in enumerate(observations, 1)}
     plan = _Plan(tags=tags)
