@@ -284,6 +284,8 @@ WRITE_ONLY: dict[str, list[tuple[str, Any, int]]] = {
     _BANK + "/transfer/export": [("post", None, 202)],
     _BANK + "/clone": [("post", None, 202)],
     _BANK + "/transfer/import": [("post", Upload(upstream_archive()), 202)],
+    _BANK + "/memories/<str:memory_id>/observations": [("delete", None, 200)],
+    _BANK + "/observations": [("delete", None, 200)],
     _BANK + "/import": [("post", {"version": "1", "directives": [
         {"name": "Formal", "content": "Answer formally."}]}, 200)],
 }

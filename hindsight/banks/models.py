@@ -19,7 +19,7 @@ from django.db.models.functions import Left
 from pgvector.django import HnswIndex, VectorField
 
 from hindsight.infra.db import ClockTimestamp
-from hindsight.infra.vocabulary import FACT_TYPES, FactType
+from hindsight.infra.vocabulary import FACT_TYPES, FactType, MemoryState
 
 # Characters of text and context that go into the full-text vector. PostgreSQL refuses a
 # tsvector over 1 MB (a failed insert); 80,000 characters of any script stay well under it
@@ -45,15 +45,10 @@ class Bank(models.Model):
         return self.id
 
 
-class MemoryUnit(models.Model):
-    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
-    # No index of its own: every read by bank goes through an index that starts with bank_id
-    # (below). The foreign key's own (and its varchar_pattern_ops twin) only gave the planner a
-    # worse path for "a bank's newest matches" (fetch and sort the whole bank rather than walk
-    # memory_bank_updated_idx backwards) and cost every insert two more B-trees.
-    bank = models.ForeignKey(
-        Bank, on_delete=models.CASCADE, related_name="memories", db_index=False
-    )
+class MemoryColumns(models.Model):
+    """What a memory says, live (``MemoryUnit``) or in the curation archive
+    (``InvalidatedMemoryUnit``), so a memory moves between the two tables field for field."""
+
     text = models.TextField()
     context = models.TextField(blank=True, default="")
     fact_type = models.CharField(
@@ -70,6 +65,27 @@ class MemoryUnit(models.Model):
     source_memory_ids = ArrayField(models.UUIDField(), default=list, blank=True)
     # Null = waiting for consolidation. Marking a fact consolidated does not touch updated_at.
     consolidated_at = models.DateTimeField(null=True, blank=True)
+    # When a user last edited the memory (``PATCH …/memories/{id}``); null: as retained.
+    edited_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        abstract = True
+
+    #: The fields a memory keeps when it moves to the archive and back.
+    @classmethod
+    def column_names(cls) -> tuple[str, ...]:
+        return tuple(f.name for f in MemoryColumns._meta.get_fields())
+
+
+class MemoryUnit(MemoryColumns):
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    # No index of its own: every read by bank goes through an index that starts with bank_id
+    # (below). The foreign key's own (and its varchar_pattern_ops twin) only gave the planner a
+    # worse path for "a bank's newest matches" (fetch and sort the whole bank rather than walk
+    # memory_bank_updated_idx backwards) and cost every insert two more B-trees.
+    bank = models.ForeignKey(
+        Bank, on_delete=models.CASCADE, related_name="memories", db_index=False
+    )
     created_at = models.DateTimeField(db_default=ClockTimestamp())
     updated_at = models.DateTimeField(db_default=ClockTimestamp())
     embedding = VectorField(dimensions=settings.HINDSIGHT.embeddings_dimensions, null=True)
@@ -106,3 +122,67 @@ class MemoryUnit(models.Model):
     def __str__(self) -> str:
         return f"{self.fact_type}: {self.text[:60]}"
 
+
+
+class InvalidatedMemoryUnit(MemoryColumns):
+    """The curation archive: a memory a user invalidated, moved out of ``MemoryUnit`` under the
+    same id, so recall, consolidation and every mental model's scope read only live memories
+    without a state filter (docs/behaviour.md#invalidated-memories). No vector: restoring it
+    embeds the text again."""
+
+    id = models.UUIDField(primary_key=True, editable=False)
+    bank = models.ForeignKey(
+        Bank, on_delete=models.CASCADE, related_name="invalidated_memories", db_index=False
+    )
+    created_at = models.DateTimeField()
+    # The memory's last write while it was live.
+    updated_at = models.DateTimeField()
+    invalidation_reason = models.TextField(null=True, blank=True)
+    invalidated_at = models.DateTimeField()
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["bank", "invalidated_at"], name="invalidated_bank_at_idx"),
+            models.Index(fields=["bank", "document_id"], name="invalidated_bank_doc_idx"),
+        ]
+
+    # What the API calls the curation state of a memory resting here (a live one is "valid").
+    state = MemoryState.INVALIDATED
+
+    def __str__(self) -> str:
+        return f"invalidated {self.fact_type}: {self.text[:60]}"
+
+
+class MemoryChange(models.Model):
+    """One curation change of a memory: edited, invalidated, restored or deleted, with what the
+    memory was before it (its tags and fact type say which mental-model scopes held it).
+
+    Staleness and a refresh's scope check read these rows beside the memories
+    (docs/behaviour.md#staleness): a removal leaves no memory whose ``updated_at`` could say
+    it happened, so the change row's ``changed_at`` does. The memory's history and its
+    document's history read them too. ``changed_at`` is stamped under the bank's write lock,
+    like every memory write (docs/behaviour.md#the-snapshot-cutoff).
+    """
+
+    id = models.BigAutoField(primary_key=True)
+    bank = models.ForeignKey(Bank, on_delete=models.CASCADE, related_name="memory_changes",
+                             db_index=False)
+    memory_id = models.UUIDField()
+    document_id = models.CharField(max_length=255, null=True, blank=True)
+    kind = models.CharField(max_length=32)
+    # The memory before the change.
+    tags = ArrayField(models.TextField(), default=list, blank=True)
+    fact_type = models.CharField(max_length=16, choices=[(t, t) for t in FACT_TYPES])
+    previous = models.JSONField(default=dict, blank=True)
+    reason = models.TextField(null=True, blank=True)
+    changed_at = models.DateTimeField()
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["bank", "changed_at"], name="memchange_bank_at_idx"),
+            models.Index(fields=["bank", "memory_id"], name="memchange_bank_memory_idx"),
+            models.Index(fields=["bank", "document_id"], name="memchange_bank_doc_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.memory_id}"

@@ -20,7 +20,7 @@ from hindsight.banks.models import Bank
 from hindsight.banks.retaintypes import RetainQueued, RetainResult
 from hindsight.banks.serializers import OBSERVATION_SCOPE_MODES
 from hindsight.infra.edge.serializers import Rendered, computed, const, page_fields
-from hindsight.infra.vocabulary import FACT_TYPES, iso
+from hindsight.infra.vocabulary import FACT_TYPES, MemoryState, iso
 
 # --- request fields the serializers define by hand --------------------------------------------
 
@@ -153,7 +153,8 @@ class BankListResponseSerializer(Rendered):
 
 class DeleteResponseSerializer(Rendered):
     success = const(Bool(), True)
-    message = computed(Char(allow_null=True), lambda d: f"Bank '{d['bank_id']}' deleted")
+    message = computed(Char(allow_null=True),
+                       lambda d: d.get("message") or f"Bank '{d['bank_id']}' deleted")
     deleted_count = Int(allow_null=True)
 
 
@@ -275,6 +276,11 @@ class RecallResponseSerializer(Rendered):
     source_facts_truncated = const(Bool(allow_null=True), None)
 
 
+def _state(memory: Any) -> str:
+    """A live memory is valid; an archived one says it is not (``InvalidatedMemoryUnit.state``)."""
+    return getattr(memory, "state", MemoryState.VALID)
+
+
 class MemoryUnitListItemSerializer(Rendered):
     """One memory of a page (up to 1,000)."""
 
@@ -295,10 +301,11 @@ class MemoryUnitListItemSerializer(Rendered):
     metadata = computed(serializers.DictField(child=Char()), lambda m: dict(m.metadata or {}))
     consolidated_at = Time(allow_null=True)
     consolidation_failed_at = const(Time(allow_null=True), None)
-    state = const(Char(), "valid")
-    invalidation_reason = const(Char(allow_null=True), None)
-    invalidated_at = const(Time(allow_null=True), None)
-    edited_at = const(Time(allow_null=True), None)
+    state = computed(Char(), _state)
+    invalidation_reason = computed(Char(allow_null=True),
+                                   lambda m: getattr(m, "invalidation_reason", None))
+    invalidated_at = computed(Time(allow_null=True), lambda m: getattr(m, "invalidated_at", None))
+    edited_at = Time(allow_null=True)
     updated_at = Time(allow_null=True)
     source_memory_ids = computed(serializers.ListField(child=Char()),
                                  lambda m: [str(s) for s in m.source_memory_ids])
@@ -307,6 +314,77 @@ class MemoryUnitListItemSerializer(Rendered):
 class ListMemoryUnitsResponseSerializer(Rendered):
     items = MemoryUnitListItemSerializer(many=True)
     total, limit, offset = page_fields()
+
+
+class SourceMemorySerializer(Rendered):
+    """One memory an observation was built from."""
+
+    id = computed(Char(), lambda m: str(m.id))
+    text = Char()
+    type = Char(source="fact_type")
+    context = Char(allow_blank=True)  # type: ignore[assignment]  # a wire field
+    occurred_start = Time(allow_null=True)
+    mentioned_at = Time(allow_null=True)
+
+
+class MemoryDetailSerializer(Rendered):
+    """``GET``/``PATCH …/memories/{id}``: one memory, live or invalidated, in upstream's detail
+    shape (its keys always present: ``history`` is always empty, as upstream's is; the memory's
+    history is ``…/history``)."""
+
+    id = computed(Char(), lambda d: str(d["memory"].id))
+    text = Char(source="memory.text")
+    context = Char(allow_blank=True, source="memory.context")  # type: ignore[assignment]  # a wire field
+    date = computed(Char(allow_blank=True),
+                    lambda d: iso(d["memory"].occurred_start or d["memory"].mentioned_at) or "")
+    type = Char(source="memory.fact_type")
+    mentioned_at = Time(allow_null=True, source="memory.mentioned_at")
+    occurred_start = Time(allow_null=True, source="memory.occurred_start")
+    occurred_end = Time(allow_null=True, source="memory.occurred_end")
+    entities = serializers.ListField(child=Char(), source="memory.entities")
+    document_id = Char(allow_null=True, source="memory.document_id")
+    chunk_id = const(Char(allow_null=True), None)
+    tags = serializers.ListField(child=Char(), source="memory.tags")
+    metadata = computed(serializers.DictField(child=Char()),
+                        lambda d: dict(d["memory"].metadata or {}))
+    observation_scopes = const(Char(allow_null=True), None)
+    state = computed(Char(), lambda d: _state(d["memory"]))
+    invalidation_reason = computed(Char(allow_null=True),
+                                   lambda d: getattr(d["memory"], "invalidation_reason", None))
+    invalidated_at = computed(Time(allow_null=True),
+                              lambda d: getattr(d["memory"], "invalidated_at", None))
+    edited_at = Time(allow_null=True, source="memory.edited_at")
+    consolidated_at = Time(allow_null=True, source="memory.consolidated_at")
+    consolidation_failed_at = const(Time(allow_null=True), None)
+    updated_at = Time(allow_null=True, source="memory.updated_at")
+    history = computed(serializers.ListField(child=Char()), lambda d: [])
+    source_memory_ids = computed(serializers.ListField(child=Char()),
+                                 lambda d: [str(s) for s in d["memory"].source_memory_ids])
+    source_memories = SourceMemorySerializer(many=True, source="sources")
+
+
+class MemoryHistoryEntrySerializer(Rendered):
+    """One curation change of a memory, oldest first: what the memory was before it (upstream's
+    observation-history entry), with the change's ``kind`` and ``reason``."""
+
+    previous_text = computed(Char(allow_null=True), lambda c: c.previous.get("text"))
+    previous_tags = computed(serializers.ListField(child=Char()),
+                             lambda c: list(c.previous.get("tags") or []))
+    previous_occurred_start = computed(Char(allow_null=True),
+                                       lambda c: c.previous.get("occurred_start"))
+    previous_occurred_end = computed(Char(allow_null=True),
+                                     lambda c: c.previous.get("occurred_end"))
+    previous_mentioned_at = computed(Char(allow_null=True),
+                                     lambda c: c.previous.get("mentioned_at"))
+    changed_at = Time()
+    new_source_memory_ids = computed(serializers.ListField(child=Char()), lambda c: [])
+    source_facts = computed(serializers.ListField(child=Char()), lambda c: [])
+    kind = Char()
+    reason = Char(allow_null=True)
+
+
+class ClearMemoryObservationsResponseSerializer(Rendered):
+    deleted_count = Int()
 
 
 class TagItemSerializer(Rendered):

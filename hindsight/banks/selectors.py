@@ -10,15 +10,16 @@ from datetime import datetime
 from typing import Any
 
 from django.db import connection
-from django.db.models import Count, Max, Q, Subquery
+from django.db.models import Count, F, Max, Q, Subquery
+from django.db.models.functions import Greatest
 
 from hindsight.banks import bankconfig
 from hindsight.banks.budget import bank_spend
-from hindsight.banks.models import Bank, MemoryUnit
+from hindsight.banks.models import Bank, InvalidatedMemoryUnit, MemoryChange, MemoryUnit
 from hindsight.banks.operation_types import BankOperationType
 from hindsight.infra.errors import NotFound
 from hindsight.infra.tagscope import TagScope, scope_sql
-from hindsight.infra.vocabulary import EXTRACTED_FACT_TYPES, FactType
+from hindsight.infra.vocabulary import EXTRACTED_FACT_TYPES, FactType, MemoryState
 from operations.models import COMPLETED, FAILED, PENDING, PROCESSING, Operation
 from operations.selectors import operation_counts
 
@@ -34,34 +35,42 @@ def bank_exists(*, bank_id: str) -> bool:
     return Bank.objects.filter(id=bank_id).exists()
 
 
+# The newest memory write of a bank ``b``: a memory's ``updated_at``, or a curation change's
+# ``changed_at`` (an edit, invalidation, restore or deletion; docs/behaviour.md#staleness),
+# each through its (bank, stamp) index backwards.
+_LAST_WRITE_SQL = (
+    "GREATEST((SELECT m.updated_at FROM banks_memoryunit m WHERE m.bank_id = {bank} "
+    "ORDER BY m.updated_at DESC LIMIT 1), (SELECT c.changed_at FROM banks_memorychange c "
+    "WHERE c.bank_id = {bank} ORDER BY c.changed_at DESC LIMIT 1))"
+)
+
+
 def bank_last_memory_write_at(*, bank_id: str) -> datetime | None:
-    """``MAX(updated_at)`` of the bank's memories: exact, through the (bank, updated_at) index."""
+    """The bank's last memory write, exact: the newest ``updated_at`` of its memories or
+    ``changed_at`` of its curation changes, whichever is later."""
     with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT updated_at FROM banks_memoryunit WHERE bank_id = %s "
-            "ORDER BY updated_at DESC LIMIT 1",
-            [bank_id],
-        )
+        cursor.execute(f"SELECT {_LAST_WRITE_SQL.format(bank='%s')}", [bank_id, bank_id])
         row = cursor.fetchone()
     return row[0] if row else None
 
 
-def bank_last_memory_write_subquery(*, bank_id: str) -> Subquery:
-    """``bank_last_memory_write_at`` as a subquery, for a statement that reads it beside its own
-    rows (the same backward probe of the (bank, updated_at) index)."""
+def bank_last_memory_write_subquery(*, bank_id: str) -> Greatest:
+    """``bank_last_memory_write_at`` as an expression, for a statement that reads it beside its
+    own rows (the same backward probes of the two (bank, stamp) indexes)."""
     newest = MemoryUnit.objects.filter(bank_id=bank_id).order_by("-updated_at")
-    return Subquery(newest.values("updated_at")[:1])
+    changed = MemoryChange.objects.filter(bank_id=bank_id).order_by("-changed_at")
+    return Greatest(Subquery(newest.values("updated_at")[:1]),
+                    Subquery(changed.values("changed_at")[:1]))
 
 
 def bank_last_memory_write_at_many(*, bank_ids: Iterable[str]) -> dict[str, datetime | None]:
-    """``bank_last_memory_write_at`` of many banks in one query (one index probe per bank)."""
+    """``bank_last_memory_write_at`` of many banks in one query (two index probes per bank)."""
     ids = sorted(set(bank_ids))
     if not ids:
         return {}
     with connection.cursor() as cursor:
         cursor.execute(
-            "SELECT b.id, (SELECT m.updated_at FROM banks_memoryunit m WHERE m.bank_id = b.id "
-            "ORDER BY m.updated_at DESC LIMIT 1) FROM unnest(%s::text[]) AS b(id)",
+            f"SELECT b.id, {_LAST_WRITE_SQL.format(bank='b.id')} FROM unnest(%s::text[]) AS b(id)",
             [ids],
         )
         return {row[0]: row[1] for row in cursor.fetchall()}
@@ -177,7 +186,6 @@ def consolidation_failed_at(*, bank_id: str) -> datetime | None:
 
 TIME_FIELDS = ("created_at", "updated_at", "mentioned_at", "occurred_start", "occurred_end")
 CONSOLIDATION_STATES = ("pending", "done", "failed")
-MEMORY_STATES = ("valid", "invalidated")
 
 
 def memories_list(
@@ -198,13 +206,20 @@ def memories_list(
 ) -> tuple[list[MemoryUnit], int]:
     """A page of the bank's memories, newest first, and the total the filters select.
 
-    Filters this service has no data for select nothing rather than being ignored: no memory is
-    ever invalidated (``state=invalidated``), and entities are kept as text, not as linked entity rows
+    ``state=invalidated`` reads the curation archive instead of the live memories
+    (docs/behaviour.md#memory-curation). A filter this service has no data for selects nothing
+    rather than being ignored: entities are kept as text, not as linked entity rows
     (``entity_id``).
     """
     bank_get(bank_id=bank_id)
-    qs = MemoryUnit.objects.filter(bank_id=bank_id).defer("embedding", "search_vector")
-    if state == "invalidated" or entity_id:
+    qs: Any
+    if state == MemoryState.INVALIDATED:
+        qs = InvalidatedMemoryUnit.objects.filter(bank_id=bank_id)
+        table = InvalidatedMemoryUnit._meta.db_table
+    else:
+        qs = MemoryUnit.objects.filter(bank_id=bank_id).defer("embedding", "search_vector")
+        table = MemoryUnit._meta.db_table
+    if entity_id:
         qs = qs.none()
     if fact_type:
         qs = qs.filter(fact_type=fact_type)
@@ -221,7 +236,7 @@ def memories_list(
         qs = (qs.filter(consolidated_at__isnull=True, fact_type__in=EXTRACTED_FACT_TYPES,
                         created_at__lte=given_up_at) if given_up_at else qs.none())
     if scope is not None:
-        where, params = scope_sql(scope, alias="banks_memoryunit")
+        where, params = scope_sql(scope, alias=table)
         if where != "TRUE":
             qs = qs.extra(where=[where], params=params)
     order_field = time_field or ("created_at" if (start or end) else None)
@@ -235,3 +250,32 @@ def memories_list(
     order = order_field or "created_at"
     page = list(qs.order_by(f"-{order}", "-id")[offset: offset + limit])
     return page, total
+
+
+# --- one memory: its detail and its history ----------------------------------------------------
+
+
+def memory_get(*, bank_id: str, memory_id: Any) -> MemoryUnit | InvalidatedMemoryUnit | None:
+    """The memory, live or in the curation archive (an ``InvalidatedMemoryUnit``); None when the
+    bank has it in neither place."""
+    live = (MemoryUnit.objects.filter(bank_id=bank_id, id=memory_id)
+            .defer("embedding", "search_vector").first())
+    if live is not None:
+        return live
+    return InvalidatedMemoryUnit.objects.filter(bank_id=bank_id, id=memory_id).first()
+
+
+def memory_sources(*, bank_id: str, memory: MemoryUnit | InvalidatedMemoryUnit
+                   ) -> list[MemoryUnit]:
+    """The live memories an observation was built from, the most recently mentioned first."""
+    if memory.fact_type != FactType.OBSERVATION or not memory.source_memory_ids:
+        return []
+    return list(MemoryUnit.objects.filter(bank_id=bank_id, id__in=memory.source_memory_ids)
+                .defer("embedding", "search_vector")
+                .order_by(F("mentioned_at").desc(nulls_last=True), "id"))
+
+
+def memory_changes(*, bank_id: str, memory_id: Any) -> list[MemoryChange]:
+    """The curation changes of one memory, oldest first."""
+    return list(MemoryChange.objects.filter(bank_id=bank_id, memory_id=memory_id)
+                .order_by("changed_at", "id"))

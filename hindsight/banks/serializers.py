@@ -7,12 +7,13 @@ only the banks' own (content blocks, event timestamps, observation scopes).
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, ClassVar
 
 from rest_framework.exceptions import ValidationError
 
 from hindsight.banks.retaintypes import RetainItem
-from hindsight.banks.selectors import CONSOLIDATION_STATES, MEMORY_STATES, TIME_FIELDS
+from hindsight.banks.selectors import CONSOLIDATION_STATES, TIME_FIELDS
 from hindsight.infra.edge.serializers import (
     UUID,
     AnyJSON,
@@ -35,8 +36,9 @@ from hindsight.infra.edge.serializers import (
     tags_match_field,
     timestamp_field,
 )
+from hindsight.infra.errors import FieldError
 from hindsight.infra.llm.selectors import PERIODS
-from hindsight.infra.vocabulary import BUDGETS, FACT_TYPES
+from hindsight.infra.vocabulary import BUDGETS, CURATED_FACT_TYPES, FACT_TYPES, MEMORY_STATES
 
 __all__ = ["parse_datetime_value"]  # the services read event times with the edge's one parser
 
@@ -339,7 +341,8 @@ class MemoryListQuery(Query):
         choices=CONSOLIDATION_STATES, required=False,
         help_text="'failed' selects nothing: consolidation records no failure here")
     state = Choice(choices=MEMORY_STATES, required=False,
-                   help_text="'invalidated' selects nothing: no memory is invalidated here")
+                   help_text="'valid' (the default) lists live memories, 'invalidated' the "
+                             "curation archive")
     entity_id = _text("Selects nothing: entities are kept as text, not linked rows")
     time_field = Choice(choices=tuple(TIME_FIELDS), required=False,
                         help_text="Time axis to filter and order by")
@@ -379,3 +382,61 @@ class LLMRequestStatsQuery(Query):
     operation = _text()
     call_type = Choice(choices=LLM_CALL_TYPES, required=False)
     period = Choice(choices=tuple(PERIODS), required=False, default="7d")
+
+
+# --- memory curation -------------------------------------------------------------------------
+
+
+class ClearableDateTime(DateTime):
+    """An ISO 8601 date-time, or ``""`` (or null) to clear the stored one."""
+
+    def to_internal_value(self, data: Any) -> Any:
+        if data == "":
+            return None
+        return super().to_internal_value(data)
+
+
+class UpdateMemoryRequestSerializer(Body):
+    """``PATCH …/memories/{id}``: the fields sent are edited (a date sent as ``""`` or null is
+    cleared), then ``state`` applies; at least one of them. ``tags`` and ``metadata`` go beyond
+    upstream's request (docs/api.md)."""
+
+    component_name = "UpdateMemoryRequest"
+    when_absent: ClassVar[Mapping[str, Any]] = {}
+
+    text = Text(required=False, null_as_absent=True,
+                help_text="New fact text: embedded again; the observations built on the memory "
+                          "are deleted and it is consolidated again")
+    context = Text(  # type: ignore[assignment]  # a wire field
+        required=False, allow_blank=True, null_as_absent=True,
+        help_text="New context ('' clears it)")
+    occurred_start = ClearableDateTime(required=False, allow_null=True,
+                                       help_text="New occurred-range start ('' clears it)")
+    occurred_end = ClearableDateTime(required=False, allow_null=True,
+                                     help_text="New occurred-range end ('' clears it)")
+    mentioned_at = ClearableDateTime(required=False, allow_null=True,
+                                     help_text="New mention time ('' clears it)")
+    fact_type = Choice(choices=CURATED_FACT_TYPES, required=False, null_as_absent=True,
+                       help_text="Reclassify the fact: world or experience")
+    entities = List(child=Text(), required=False, null_as_absent=True,
+                    help_text="Replace the fact's entity names ([] detaches all)")
+    resolve_entities = Boolean(required=False, default=True, null_as_absent=True,
+                               help_text="Accepted: entities are kept as the names given")
+    tags = tags_field(null_as_absent=True, help_text="Replace the memory's tags")
+    metadata = Object(child=Text(allow_blank=True), required=False, null_as_absent=True,
+                      help_text="Replace the memory's metadata (string values)")
+    state = Choice(choices=MEMORY_STATES, required=False, null_as_absent=True,
+                   help_text="'invalidated' moves the memory to the archive (recall and every "
+                             "page's scope leave it out), 'valid' restores it")
+    reason = Text(required=False, allow_blank=True, null_as_absent=True,
+                  help_text="Why it was invalidated (recorded with the invalidation)")
+
+    def validate(self, data: dict[str, Any]) -> dict[str, Any]:
+        data.pop("resolve_entities", None)
+        state, reason = data.pop("state", None), data.pop("reason", None)
+        if not data and state is None:
+            raise FieldError((), "provide at least one field to update")
+        if "entities" in data:
+            data["entities"] = list(dict.fromkeys(e.strip() for e in data["entities"]
+                                                  if e.strip()))
+        return {"edits": data, "state": state, "reason": reason}

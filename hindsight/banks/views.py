@@ -11,7 +11,8 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from hindsight.banks import schema, selectors, services
+from hindsight.banks import curation, schema, selectors, services
+from hindsight.banks.models import InvalidatedMemoryUnit, MemoryUnit
 from hindsight.banks.recall import RecallFloors, RecallHit, memory_recall
 from hindsight.banks.retaintypes import RetainQueued
 from hindsight.banks.serializers import (
@@ -27,12 +28,14 @@ from hindsight.banks.serializers import (
     RecallRequestSerializer,
     RetainRequestSerializer,
     TagListQuery,
+    UpdateMemoryRequestSerializer,
 )
 from hindsight.banks.tags import tags_list
 from hindsight.infra.edge.schema import errors as api_errors
 from hindsight.infra.edge.schema import query_parameters
 from hindsight.infra.edge.serializers import body_of
 from hindsight.infra.embeddings import EmbeddingError
+from hindsight.infra.errors import NotFound
 from hindsight.infra.llm.context import llm_context
 from hindsight.infra.llm.models import LLMRequest
 from hindsight.infra.llm.selectors import (
@@ -325,3 +328,72 @@ class LLMRequestStatsView(APIView):
         return Response(schema.LLMRequestStatsResponseSerializer.render(
             {"bank_id": bank_id, "period": period, "trunc": trunc, "start": start,
              "buckets": buckets}))
+
+
+# --- memory curation (docs/behaviour.md#memory-curation) -------------------------------------
+
+
+def _memory(bank_id: str, memory_id: str) -> MemoryUnit | InvalidatedMemoryUnit:
+    """The bank's memory, live or archived: 404 for an unknown bank or memory, 400 for an id
+    that is no UUID."""
+    selectors.bank_get(bank_id=bank_id)
+    memory = selectors.memory_get(bank_id=bank_id, memory_id=curation.memory_uuid(memory_id))
+    if memory is None:
+        raise NotFound(f"Memory unit '{memory_id}' not found")
+    return memory
+
+
+def _memory_detail(bank_id: str, memory_id: str) -> Response:
+    memory = _memory(bank_id, memory_id)
+    sources = selectors.memory_sources(bank_id=bank_id, memory=memory)
+    return Response(schema.MemoryDetailSerializer.render({"memory": memory, "sources": sources}))
+
+
+class MemoryView(APIView):
+    """``GET``/``PATCH …/memories/{memory_id}``: one memory, and its curation."""
+
+    @_doc("get_memory", response=schema.MemoryDetailSerializer, errors=(400, 404))
+    def get(self, request: Request, bank_id: str, memory_id: str) -> Response:
+        return _memory_detail(bank_id, memory_id)
+
+    @_doc("update_memory", request=UpdateMemoryRequestSerializer,
+          response=schema.MemoryDetailSerializer, errors=(400, 404, 422, 503))
+    def patch(self, request: Request, bank_id: str, memory_id: str) -> Response:
+        _memory(bank_id, memory_id)  # an unknown memory is a 404 whatever the body
+        data = UpdateMemoryRequestSerializer.parse(body_of(request))
+        curation.memory_update(bank_id=bank_id, memory_id=memory_id, edits=data["edits"],
+                               state=data["state"], reason=data["reason"])
+        return _memory_detail(bank_id, memory_id)
+
+
+class MemoryHistoryView(APIView):
+    """``GET …/memories/{memory_id}/history``: the memory's curation changes, oldest first."""
+
+    @_doc("get_observation_history", response=schema.MemoryHistoryEntrySerializer(many=True),
+          errors=(400, 404))
+    def get(self, request: Request, bank_id: str, memory_id: str) -> Response:
+        memory = _memory(bank_id, memory_id)
+        changes = selectors.memory_changes(bank_id=bank_id, memory_id=memory.id)
+        return Response([schema.MemoryHistoryEntrySerializer.render(c) for c in changes])
+
+
+class MemoryObservationsView(APIView):
+    """``DELETE …/memories/{memory_id}/observations``."""
+
+    @_doc("clear_memory_observations", response=schema.ClearMemoryObservationsResponseSerializer,
+          errors=(400, 404))
+    def delete(self, request: Request, bank_id: str, memory_id: str) -> Response:
+        deleted = curation.memory_observations_clear(bank_id=bank_id, memory_id=memory_id)
+        return Response(schema.ClearMemoryObservationsResponseSerializer.render(
+            {"deleted_count": deleted}))
+
+
+class BankObservationsView(APIView):
+    """``DELETE …/observations``: every observation of the bank."""
+
+    @_doc("clear_observations", response=schema.DeleteResponseSerializer, errors=(404,))
+    def delete(self, request: Request, bank_id: str) -> Response:
+        deleted = curation.bank_observations_clear(bank_id=bank_id)
+        return Response(schema.DeleteResponseSerializer.render(
+            {"bank_id": bank_id, "deleted_count": deleted,
+             "message": f"Cleared {deleted} observations"}))

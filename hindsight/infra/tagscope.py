@@ -9,9 +9,10 @@ here and nowhere else. This module owns:
   ``filters_tags``: whether that fragment reads the tags at all;
 * ``rule_applies`` / ``rule_scope_sql``: whether a bank-wide rule (a directive), global when
   untagged, applies to a request's scope;
-* ``any_newer_batch``: "does scope S hold a memory newer than W" for many (S, W) pairs in one
-  query, one probe per distinct scope (the staleness check of a whole list page), over a
-  bank's memories grouped by (tags, fact type) when it is asked for many scopes.
+* ``any_newer_batch``: "does scope S hold a memory newer than W, or did a memory of S change
+  after W" for many (S, W) pairs in one query, one probe per distinct scope (the staleness
+  check of a whole list page), over a bank's memories grouped by (tags, fact type) when it is
+  asked for many scopes.
 
 Semantics, for a memory with tag set ``M`` and requested ``T``:
 
@@ -483,7 +484,8 @@ def any_newer_batch(
     cutoff: datetime | None = None,
     using: str = "default",
 ) -> set[K]:
-    """Keys whose scope holds a memory with ``updated_at`` later than their watermark.
+    """Keys whose scope holds a memory with ``updated_at`` later than their watermark, or held
+    one a curation change (``banks_memorychange``) edited or removed after it.
 
     ``items`` are ``(key, bank_id, scope, watermark)``; a null watermark is earlier than
     everything. Uses the staleness variant of the scope. ``cutoff`` (optional) ignores memories
@@ -543,8 +545,10 @@ def any_newer_batch(
                  if table else
                  f"SELECT m.updated_at FROM banks_memoryunit m WHERE "
                  f"{' AND '.join(conditions)} ORDER BY m.updated_at DESC LIMIT 1")
-        branches.append(f"SELECT {int(index)} AS i, ({probe}) AS found")
+        changed, changed_params = _changed_probe(bank_id, scope, bounds[index], cutoff)
+        branches.append(f"SELECT {int(index)} AS i, GREATEST(({probe}), ({changed})) AS found")
         params.extend(branch_params)
+        params.extend(changed_params)
     statement = " UNION ALL ".join(branches)
     if ctes:
         statement = f"WITH {', '.join(ctes)} {statement}"
@@ -557,6 +561,26 @@ def any_newer_batch(
         if found is not None and (watermark is None or found > watermark):
             out.add(key)
     return out
+
+
+def _changed_probe(bank_id: str, scope: TagScope, after: datetime | None,
+                   cutoff: datetime | None) -> tuple[str, list[Any]]:
+    """The newest curation change (an edit, invalidation, restore or deletion) of a memory
+    that was in ``scope`` (by its tags and fact type before the change), stamped after ``after``
+    and at or before ``cutoff``: a removal leaves no memory to be newer
+    (``banks_memorychange``; docs/behaviour.md#staleness)."""
+    where, params = scope_sql(scope, alias="c", staleness=True)
+    conditions = ["c.bank_id = %s"]
+    out: list[Any] = [bank_id]
+    if after is not None:
+        conditions.append("c.changed_at > %s")
+        out.append(after)
+    if cutoff is not None:
+        conditions.append("c.changed_at <= %s")
+        out.append(cutoff)
+    conditions.append(where)
+    return (f"SELECT c.changed_at FROM banks_memorychange c WHERE {' AND '.join(conditions)} "
+            "ORDER BY c.changed_at DESC LIMIT 1"), [*out, *params]
 
 
 def _staleness_form(scope: TagScope) -> TagScope:

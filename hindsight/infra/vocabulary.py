@@ -48,6 +48,32 @@ BASED_ON_FACT_TYPES = (*RAW_FACT_TYPES, FactType.OBSERVATION.value)
 BASED_ON_KEYS = (*BASED_ON_FACT_TYPES, "mental-models", "directives")
 
 
+class MemoryState(StrEnum):
+    """A memory's curation state (``state`` of ``GET``/``PATCH …/memories/{id}`` and the list's
+    ``state`` filter): a valid memory is live; an invalidated one rests in the archive."""
+
+    VALID = "valid"
+    INVALIDATED = "invalidated"
+
+
+MEMORY_STATES = _words(*MemoryState)
+# The fact types a user may curate (edit, invalidate, restore): observations are derived.
+CURATED_FACT_TYPES = EXTRACTED_FACT_TYPES
+
+
+class MemoryChangeKind(StrEnum):
+    """What a curation change did to a memory (a ``MemoryChange`` row; the document history's
+    event kinds of the same names)."""
+
+    EDITED = "fact_edited"
+    INVALIDATED = "fact_invalidated"
+    RESTORED = "fact_restored"
+    DELETED = "fact_deleted"
+
+
+MEMORY_CHANGE_KINDS = _words(*MemoryChangeKind)
+
+
 class TagsMatch(StrEnum):
     """How a list of tags selects memories (``tags_match``; ``hindsight.infra.tagscope``)."""
 
