@@ -19,6 +19,8 @@ import re
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -73,20 +75,18 @@ def build(url: str, bank: str) -> bytes:
         client.close()
 
 
-def main() -> None:
-    parser = argument_parser("bench.upstream_bank_archive", __doc__)
-    parser.add_argument("--upstream-venv", required=True)
-    parser.add_argument("--out", default=str(REPO / "tests" / "fixtures" / "upstream-1.1.0-bank.zip"))
-    parser.add_argument("--bank", default="hs-upstream2")
-    args = parser.parse_args()
-
+@contextmanager
+def upstream_api(upstream_venv: str, respond: Callable[[Any, dict[str, Any]], Any] = _answer,
+                 ) -> Iterator[str]:
+    """Upstream's API from ``upstream_venv`` on a scratch PostgreSQL, the scripted LLM
+    answering through ``respond``: yields its URL, and removes it all afterwards."""
     from bench.chaos_stack import ChaosLLM
     from hindsight.devstack.servers import free_port
     from hindsight.devstack.stack import Stack
 
     chaos = ChaosLLM(delay=(0.0, 0.0))
-    chaos.server.respond_with(lambda body: _answer(chaos, body))
-    servers = Stack(Path(tempfile.mkdtemp(prefix="upstream-archive-")), valkey=False)
+    chaos.server.respond_with(lambda body: respond(chaos, body))
+    servers = Stack(Path(tempfile.mkdtemp(prefix="upstream-api-")), valkey=False)
     servers.start_servers()
     port = free_port()
     base = chaos.server.base_url
@@ -105,7 +105,7 @@ def main() -> None:
            "HINDSIGHT_API_ENABLE_DOCUMENT_EXPORT_API": "true",
            "HINDSIGHT_API_ENABLE_DOCUMENT_IMPORT_API": "true"}
     env.pop("VIRTUAL_ENV", None)
-    upstream = subprocess.Popen([str(Path(args.upstream_venv) / "bin" / "hindsight-api")],
+    upstream = subprocess.Popen([str(Path(upstream_venv) / "bin" / "hindsight-api")],
                                 env=env, cwd=servers.data_dir, stdout=subprocess.DEVNULL,
                                 stderr=subprocess.DEVNULL, start_new_session=True)
     try:
@@ -121,15 +121,26 @@ def main() -> None:
                 if time.monotonic() > deadline or upstream.poll() is not None:
                     raise RuntimeError("upstream's API did not answer /health") from None
                 time.sleep(1)
-        archive = build(url, args.bank)
-        Path(args.out).write_bytes(archive)
-        log(f"{len(archive)} bytes written to {args.out}")
+        yield url
     finally:
         upstream.terminate()
         upstream.wait(30)
         servers.stop()
         servers.remove_data()
         chaos.server.stop()
+
+
+def main() -> None:
+    parser = argument_parser("bench.upstream_bank_archive", __doc__)
+    parser.add_argument("--upstream-venv", required=True)
+    parser.add_argument("--out", default=str(REPO / "tests" / "fixtures" / "upstream-1.1.0-bank.zip"))
+    parser.add_argument("--bank", default="hs-upstream2")
+    args = parser.parse_args()
+
+    with upstream_api(args.upstream_venv) as url:
+        archive = build(url, args.bank)
+        Path(args.out).write_bytes(archive)
+        log(f"{len(archive)} bytes written to {args.out}")
 
 
 if __name__ == "__main__":
