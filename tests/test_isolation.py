@@ -28,6 +28,7 @@ from django.urls import URLPattern, URLResolver, get_resolver
 
 from fakes.llm_server import Reply
 from hindsight.banks.models import MemoryUnit
+from hindsight.webhooks.models import Webhook
 from mentalmodels.directives.models import Directive
 from mentalmodels.knowledge.models import KnowledgeNode, NodeKind
 from mentalmodels.models import MentalModel, MentalModelHistory
@@ -120,10 +121,11 @@ def two_banks(db: None, scripted_llm: Any) -> dict[str, str]:
                                dedupe_key="mm:bank-a:team-a")
     folder, page = _folder_and_page("bank-a", "a")
     directive = Directive.objects.create(bank_id="bank-a", name="Formal", content="secret rule")
+    webhook = Webhook.objects.create(bank_id="bank-a", url="https://example.com/secret-hook")
     return {"mental_model_id": "team-a", "operation_id": str(operation.id),
             "memory_id": str(memory.id), "history_id": str(history.id),
             "document_id": "doc-a", "node_id": folder.id, "page_id": page.id,
-            "directive_id": str(directive.id)}
+            "directive_id": str(directive.id), "webhook_id": str(webhook.id)}
 
 
 def _folder_and_page(bank_id: str, suffix: str) -> tuple[KnowledgeNode, KnowledgeNode]:
@@ -185,7 +187,7 @@ def test_the_id_routes_are_given_bank_as_real_ids() -> None:
     # A route whose id this test has no bank-A row for would only be asked a random id.
     assert {name for r in ID_ROUTES for name in r.params} - {"bank_id"} <= {
         "mental_model_id", "operation_id", "memory_id", "history_id", "node_id", "page_id",
-        "directive_id"}
+        "directive_id", "webhook_id"}
 
 
 KB = "/v1/default/banks/bank-b/knowledge-base"
@@ -284,6 +286,8 @@ WRITE_ONLY: dict[str, list[tuple[str, Any, int]]] = {
     _BANK + "/transfer/export": [("post", None, 202)],
     _BANK + "/clone": [("post", None, 202)],
     _BANK + "/transfer/import": [("post", Upload(upstream_archive()), 202)],
+    _BANK + "/webhooks/<str:webhook_id>": [("patch", {"enabled": False}, 200),
+                                           ("delete", None, 200)],
     _BANK + "/memories/<str:memory_id>/observations": [("delete", None, 200)],
     _BANK + "/observations": [("delete", None, 200)],
     _BANK + "/import": [("post", {"version": "1", "directives": [
@@ -312,9 +316,11 @@ def key_bank(with_key: None, llm: Any, sent: list[str]) -> dict[str, str]:
     operation = make_operation(bank_id="bank-key", mental_model_id="mm", status="failed",
                                dedupe_key="mm:bank-key:mm")
     folder, _page = _folder_and_page("bank-key", "key")
+    webhook = Webhook.objects.create(bank_id="bank-key", url="https://example.com/hook")
     llm.respond_with(lambda body: Reply.tool_calls([("done", {"answer": "Alice likes tea."})])
                      if body.get("tools") else Reply.text("Alice likes tea."))
-    return {"bank_id": "bank-key", "mental_model_id": "mm", "operation_id": str(operation.id),
+    return {"webhook_id": str(webhook.id),
+            "bank_id": "bank-key", "mental_model_id": "mm", "operation_id": str(operation.id),
             "node_id": folder.id, "memory_id": str(memory.id)}
 
 

@@ -42,6 +42,7 @@ class WebhookItem(APIView):
                    request=s.UpdateWebhookRequestSerializer,
                    responses={200: s.WebhookResponseSerializer, **errors(404, 422)})
     def patch(self, request: Request, bank_id: str, webhook_id: str) -> Response:
+        selectors.webhook_get(bank_id=bank_id, webhook_id=webhook_id)  # 404 before the body
         changes = s.UpdateWebhookRequestSerializer.parse(body_of(request))
         hook = services.webhook_update(bank_id=bank_id, webhook_id=webhook_id, changes=changes)
         return Response(s.WebhookResponseSerializer.render(hook))
