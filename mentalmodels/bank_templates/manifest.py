@@ -22,6 +22,7 @@ from typing import Any
 import jsonschema
 
 from hindsight.banks import bankconfig
+from hindsight.infra.edge.problems import expected, problem
 from hindsight.infra.errors import BadRequest, FieldError, FieldErrors
 from mentalmodels.bank_templates.schema import CURRENT_VERSION, manifest_schema
 from mentalmodels.services import mental_model_id_problem
@@ -77,27 +78,52 @@ def _err(loc: Sequence[str | int], msg: str, type_: str = "value_error") -> dict
     return {"loc": list(loc), "msg": msg, "type": type_}
 
 
+_TYPE_KINDS = {"string": "string_type", "integer": "int_type", "number": "float_type",
+               "boolean": "bool_type", "array": "list_type", "object": "dict_type"}
+
+
+def _worded(error: jsonschema.ValidationError) -> dict[str, object]:
+    """A schema violation in the one table's words (``hindsight.infra.edge.problems``) where
+    it has the kind, else jsonschema's own."""
+    loc = list(error.absolute_path)
+    rule, value = error.validator, error.validator_value
+    if rule == "type":
+        kinds = [k for k in ([value] if isinstance(value, str) else value) if k != "null"]
+        if len(kinds) == 1 and kinds[0] in _TYPE_KINDS:
+            return problem(_TYPE_KINDS[kinds[0]], loc)
+    if rule == "minimum":
+        return problem("greater_than_equal", loc, limit=value)
+    if rule == "maximum":
+        return problem("less_than_equal", loc, limit=value)
+    if rule == "enum":
+        return problem("literal_error", loc, expected=expected(v for v in value if v is not None))
+    if rule == "minLength":
+        return problem("string_too_short", loc)
+    if rule == "maxLength":
+        return problem("string_too_long", loc, limit=value)
+    if rule == "pattern":
+        return _err(loc, f"String should match pattern '{value}'", "string_pattern_mismatch")
+    return _err(loc, error.message, str(rule))
+
+
 def _schema_problems(data: Any) -> list[dict[str, object]]:
     errors: list[dict[str, object]] = []
     for error in sorted(_VALIDATOR.iter_errors(data), key=lambda e: list(e.absolute_path)):
         loc = list(error.absolute_path)
         if error.validator == "additionalProperties" and isinstance(error.instance, dict):
             known = error.schema.get("properties", {})
-            for key in error.instance:
-                if key not in known:
-                    errors.append(_err([*loc, key], f"unknown field {key!r}: the manifest has no "
-                                       "such key", "extra_forbidden"))
+            errors.extend(problem("extra_forbidden", [*loc, key])
+                          for key in error.instance if key not in known)
         elif error.validator == "required" and isinstance(error.instance, dict):
-            for key in error.validator_value:
-                if key not in error.instance:
-                    errors.append(_err([*loc, key], "Field required", "missing"))
+            errors.extend(problem("missing", [*loc, key])
+                          for key in error.validator_value if key not in error.instance)
         elif error.validator == "anyOf" and error.context:
-            # Not the null branch's complaint: the value is not null, the other branch tells why.
-            best = jsonschema.exceptions.best_match(
-                [e for e in error.context if e.validator_value != "null"] or error.context)
-            errors.append(_err(list(best.absolute_path), best.message, str(best.validator)))
+            # The branch of the value's own JSON type tells why; else any branch but null's.
+            branches = [e for e in error.context if e.validator_value != "null"] or error.context
+            typed = [e for e in branches if e.validator != "type"] or branches
+            errors.append(_worded(jsonschema.exceptions.best_match(typed)))
         else:
-            errors.append(_err(loc, error.message, str(error.validator)))
+            errors.append(_worded(error))
     return errors
 
 
@@ -106,7 +132,7 @@ def _nul_problems(data: Any, loc: Loc) -> Iterator[dict[str, object]]:
     while stack:
         value, where = stack.pop()
         if isinstance(value, str) and "\x00" in value:
-            yield _err(where, "Null characters are not allowed.", "null_characters_not_allowed")
+            yield problem("null_characters", where)
         elif isinstance(value, dict):
             stack.extend((v, (*where, k)) for k, v in value.items())
         elif isinstance(value, list):
@@ -115,7 +141,7 @@ def _nul_problems(data: Any, loc: Loc) -> Iterator[dict[str, object]]:
 
 def _blank(item: dict[str, Any], key: str, loc: Loc) -> list[dict[str, object]]:
     if not item[key].strip():
-        return [_err((*loc, key), "must not be empty or only whitespace", "string_too_short")]
+        return [problem("blank", (*loc, key))]
     return []
 
 
