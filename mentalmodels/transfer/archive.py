@@ -59,7 +59,9 @@ LLM_REQUESTS = "history/llm_requests.json"
 AUDIT_LOG = "history/audit_log.json"
 # Upstream's operational tables: this server has none of them, and writes each as [].
 DATA_ENTRIES = ("data/async_operations.json", "data/graph_maintenance_queue.json",
-                "data/entity_maintenance_queue.json", "data/invalidated_memory_units.json")
+                "data/entity_maintenance_queue.json")
+# The curation archive: the bank's invalidated memories (docs/behaviour.md#invalidated-memories).
+INVALIDATED_MEMORIES = "data/invalidated_memory_units.json"
 # This server's own entries (upstream ignores them): when each directive tag set last changed.
 DIRECTIVE_STAMPS = "hindsight/directive_stamps.json"
 PRODUCER = "hindsight-mental-models"

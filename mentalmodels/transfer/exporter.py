@@ -24,7 +24,7 @@ from typing import IO, Any
 
 from django.db import connection, transaction
 
-from hindsight.banks.models import Bank
+from hindsight.banks.models import Bank, InvalidatedMemoryUnit
 from hindsight.infra.llm.models import LLMRequest
 from hindsight.infra.vocabulary import FactType
 from mentalmodels.directives.models import Directive, DirectiveScopeStamp
@@ -184,6 +184,14 @@ class _Exporter:
         # Those with a source gone (or none listed: not in the query at all) are left out.
         self.counts["observations_skipped"] = total - written
 
+    def invalidated(self) -> None:
+        """The curation archive as upstream's rows: the memory's columns, the invalidation's,
+        entities by name; no id (an import gives each a new one) and no vector."""
+        rows = (InvalidatedMemoryUnit.objects.filter(bank=self.bank)
+                .order_by("invalidated_at", "id").iterator(chunk_size=1000))
+        self.counts["invalidated_memory_count"] = self.writer.write_array(
+            archive.INVALIDATED_MEMORIES, (_invalidated_row(row) for row in rows))
+
     # -- what the bank wrote from its memories -------------------------------------------------------
 
     def mental_models(self) -> None:
@@ -248,11 +256,26 @@ class _Exporter:
             "directive_count": counts.get("directive_count", 0),
             "webhook_count": 0, "includes_history": self.scope.history,
             "scope": self.scope.as_json(), "attachment_count": 0, "operation_count": 0,
-            "invalidated_memory_count": 0, "bank_rows_json_encoding": "decoded",
+            "invalidated_memory_count": counts.get("invalidated_memory_count", 0),
+            "bank_rows_json_encoding": "decoded",
             "producer": archive.PRODUCER,
         }
         self.writer.write_json(archive.MANIFEST, manifest)
         return manifest
+
+
+def _invalidated_row(row: InvalidatedMemoryUnit) -> dict[str, Any]:
+    return {
+        "bank_id": row.bank_id, "text": row.text, "context": row.context or None,
+        "fact_type": row.fact_type, "document_id": row.document_id, "chunk_index": None,
+        "tags": list(row.tags), "metadata": _string_metadata(row.metadata),
+        "entity_names": list(row.entities), "event_date": row.occurred_start or row.mentioned_at,
+        "occurred_start": row.occurred_start, "occurred_end": row.occurred_end,
+        "mentioned_at": row.mentioned_at, "proof_count": 1, "created_at": row.created_at,
+        "updated_at": row.updated_at, "consolidated_at": row.consolidated_at,
+        "edited_at": row.edited_at, "invalidation_reason": row.invalidation_reason,
+        "invalidated_at": row.invalidated_at, "causal_links": [],
+    }
 
 
 def _model_row(model: MentalModel) -> dict[str, Any]:
@@ -359,6 +382,7 @@ def bank_export(*, bank_id: str, scope: Scope, out: IO[bytes],
                 exporter.observations()
                 for name in archive.DATA_ENTRIES:
                     writer.write_array(name, [])
+                exporter.invalidated()
                 exporter.mental_models()
             if scope.bank_config:
                 exporter.bank_config()

@@ -44,7 +44,7 @@ from django.db import IntegrityError, connection, transaction
 from psycopg.types.json import Jsonb
 
 from hindsight.banks import bankconfig
-from hindsight.banks.models import Bank, MemoryUnit
+from hindsight.banks.models import Bank, InvalidatedMemoryUnit, MemoryUnit
 from hindsight.banks.services import bank_config_update, bank_id_validate
 from hindsight.banks.tokens import count_tokens_to_store
 from hindsight.banks.writeclock import hold_bank_write_lock
@@ -171,6 +171,8 @@ class _Import:
         self.progress = progress or (lambda _: None)
         self.namespace = uuid.uuid4()
         self.counts: dict[str, int] = {}
+        # A merge's document ids, as written (None: the document was skipped).
+        self.decisions: dict[str, str | None] = {}
         manifest = reader.manifest
         archive_scope = _archive_scope(manifest)
         wanted = request.scope
@@ -353,6 +355,7 @@ class _Import:
             cited_new: dict[str, str] = {}
             if self.writes_memories:
                 cited_new = self._write_memories(vectors_path)
+                self._write_invalidated()
             if self.request.mode == RESTORE and plan.restoring.data:
                 self._write_models(cited_new)
                 self._write_history(cited_new)
@@ -476,12 +479,55 @@ class _Import:
                 raise ArchiveInvalid("the archive changed while it was imported")
         if pending:
             flush()
+        self.decisions = decisions
         self.counts.update(facts_imported=facts, observations_imported=observations,
                            documents_skipped=skipped_documents,
                            observations_skipped=skipped_observations,
                            documents_imported=sum(1 for v in decisions.values() if v is not None)
                            if merge else int(plan.manifest.get("document_count") or 0))
         return cited_new
+
+    def _write_invalidated(self) -> None:
+        """The curation archive (docs/behaviour.md#invalidated-memories): each invalidated
+        memory under a new id, invalidated as it was (a merge writes those of the documents it
+        writes, under the document id it writes them with); no vector, as in the archive."""
+        merge = self.request.mode == MERGE
+        rows: list[InvalidatedMemoryUnit] = []
+        for index, item in enumerate(self.reader.iter_array(archive.INVALIDATED_MEMORIES)):
+            where = f"invalidated_memory_units.json[{index}]"
+            if not isinstance(item, dict) or not isinstance(item.get("text"), str):
+                raise ArchiveInvalid(f"{where} is not an object with a text")
+            item = _decoded(item, self.plan.serialized)
+            doc = item.get("document_id")
+            if merge and isinstance(doc, str):
+                doc = self.decisions.get(doc, doc)
+                if doc is None:
+                    continue  # its document was skipped
+            fact_type = item.get("fact_type")
+            if fact_type not in FACT_TYPES:
+                raise ArchiveInvalid(f"{where}: fact_type {fact_type!r} is not one of "
+                                     f"{', '.join(FACT_TYPES)}")
+            metadata = item.get("metadata")
+            created = self._capped(item.get("created_at"), where) or self.stamp
+            rows.append(InvalidatedMemoryUnit(
+                id=uuid.uuid4(), bank_id=self.plan.target_bank_id, text=item["text"],
+                context=_text(item.get("context")), fact_type=fact_type,
+                tags=_strings(item.get("tags"), where),
+                document_id=doc if isinstance(doc, str) else None,
+                metadata=metadata if isinstance(metadata, dict) else {},
+                entities=_strings(item.get("entity_names"), where),
+                occurred_start=_when(item.get("occurred_start"), where),
+                occurred_end=_when(item.get("occurred_end"), where),
+                mentioned_at=_when(item.get("mentioned_at"), where),
+                consolidated_at=_when(item.get("consolidated_at"), where),
+                edited_at=self._capped(item.get("edited_at"), where),
+                created_at=created,
+                updated_at=self._capped(item.get("updated_at"), where) or created,
+                invalidation_reason=_text(item.get("invalidation_reason")) or None,
+                invalidated_at=self._capped(item.get("invalidated_at"), where) or self.stamp,
+            ))
+        InvalidatedMemoryUnit.objects.bulk_create(rows, batch_size=_WRITE_BATCH)
+        self.counts["invalidated_memories_imported"] = len(rows)
 
     def _merge_decision(self, doc: str) -> str | None:
         """The document id a merge writes ``doc``'s facts under, or None to skip them."""
