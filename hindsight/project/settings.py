@@ -64,6 +64,7 @@ MIDDLEWARE = [
     "hindsight.infra.edge.auth.TenantApiKeyMiddleware",
     "hindsight.infra.edge.middleware.RequestSizeLimitMiddleware",
     "hindsight.infra.edge.middleware.PathNulMiddleware",
+    "hindsight.infra.edge.middleware.UnavailableMiddleware",
     "django.middleware.security.SecurityMiddleware",
     # Static files (the admin's CSS, the API docs' assets) from the API process itself: `make
     # run` and the compose web service have no separate web server in front.

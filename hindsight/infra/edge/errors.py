@@ -1,19 +1,46 @@
 """The one error shape: upstream's FastAPI bodies, so the official clients parse them.
 
 422 ``{"detail": [{"loc": [...], "msg": "...", "type": "..."}]}`` for field problems;
-``{"detail": "..."}`` for 400/401/404/409/413 and the rest.
+``{"detail": "..."}`` for 400/401/404/409/413 and the rest. A view that meets PostgreSQL
+unreachable answers 503 with ``Retry-After`` (``unavailable_response``, applied to every view by
+``hindsight.infra.edge.middleware.UnavailableMiddleware``), never a 500.
 """
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
+from django.db import InterfaceError, OperationalError
 from django.http import Http404, HttpRequest, JsonResponse
 from rest_framework import exceptions, status
 from rest_framework.response import Response
 
 from hindsight.infra.edge.problems import problem
 from hindsight.infra.errors import DomainError, FieldError, FieldErrors
+
+log = logging.getLogger(__name__)
+
+# What a 503 asks a client to wait before it tries again: a database restart or failover takes
+# seconds, and the next request after it is back is served (each request connects anew).
+UNAVAILABLE_RETRY_AFTER_SECONDS = 5
+
+
+def unavailable_response(exc: BaseException) -> JsonResponse | None:
+    """503 with ``Retry-After`` when ``exc`` says PostgreSQL cannot serve the request now — it
+    refuses or drops connections, or fails a statement for an operational reason (a restart,
+    a failover, too many connections) — else None (docs/behaviour.md#unavailable-never-500).
+    Nothing half-written stays: the request's transaction, if any, rolled back."""
+    if not isinstance(exc, (OperationalError, InterfaceError)):
+        return None
+    log.warning("the database is unavailable: %s", exc)
+    response = JsonResponse(
+        {"detail": "the database is unavailable; nothing was changed: retry in "
+                   f"{UNAVAILABLE_RETRY_AFTER_SECONDS} s"},
+        status=503,
+    )
+    response["Retry-After"] = str(UNAVAILABLE_RETRY_AFTER_SECONDS)
+    return response
 
 
 def flatten_errors(detail: Any, loc: list[str | int]) -> list[dict[str, object]]:

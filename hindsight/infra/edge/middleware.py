@@ -1,6 +1,7 @@
 """Request guards applied before any view: the body size limit
 (``HINDSIGHT_API_MAX_REQUEST_BYTES``, a 413; a bank archive's upload has its own,
-``HINDSIGHT_API_TRANSFER_MAX_UPLOAD_BYTES``) and NUL characters in path parameters (a 422)."""
+``HINDSIGHT_API_TRANSFER_MAX_UPLOAD_BYTES``) and NUL characters in path parameters (a 422);
+and after it, a database outage as a 503 (``UnavailableMiddleware``)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from typing import Any
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
+from hindsight.infra.edge.errors import unavailable_response
 from hindsight.infra.edge.problems import problem
 
 # The bank import route (mentalmodels.transfer): the one body that is an archive.
@@ -64,3 +66,19 @@ class PathNulMiddleware:
             {"detail": [problem("null_characters", ["path", name]) for name in bad]},
             status=422,
         )
+
+
+class UnavailableMiddleware:
+    """A view (DRF's, the admin's, any) or its rendering that meets PostgreSQL unreachable
+    answers 503 with ``Retry-After`` instead of a 500 (``errors.unavailable_response``). DRF
+    hands an exception its handler does not map back to Django, so this one place sees them all.
+    """
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]):
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        return self.get_response(request)
+
+    def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
+        return unavailable_response(exception)

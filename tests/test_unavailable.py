@@ -1,0 +1,90 @@
+"""Unavailable, never 500: while PostgreSQL refuses connections every request that needs it
+answers 503 with ``Retry-After`` in the wire's error shape, and the same process serves again
+once it is back; while the broker is unreachable a submit is accepted durably (the operation row
+commits first, its publish fails and is logged) and runs once the broker is back."""
+
+from __future__ import annotations
+
+import socket
+import time
+from typing import Any
+
+import pytest
+from django.test import Client
+from rest_framework.test import APIClient
+
+from fakes.consolidation_llm import ConsolidatingLLM
+from hindsight.banks.models import Bank, MemoryUnit
+from hindsight.infra.edge.errors import UNAVAILABLE_RETRY_AFTER_SECONDS
+from operations.models import Operation
+from tests.factories import make_memory, make_mental_model
+from tests.test_health import _refusing_port, database_down
+from tests.workers import use_broker, wait_until
+
+BANK = "outage-bank"
+API = f"/v1/default/banks/{BANK}"
+RETAIN = {"items": [{"content": "Alice runs the team", "strategy": "verbatim"}]}
+
+
+def outage_calls(api: APIClient) -> dict[str, Any]:
+    """One of each kind of call: a sync and an async retain, a refresh submit, reads."""
+    return {
+        "retain": api.post(f"{API}/memories", RETAIN, format="json"),
+        "retain async": api.post(f"{API}/memories", {**RETAIN, "async": True}, format="json"),
+        "refresh": api.post(f"{API}/mental-models/team/refresh", format="json"),
+        "list banks": api.get("/v1/default/banks"),
+        "list memories": api.get(f"{API}/memories/list"),
+        "operations": api.get(f"{API}/operations"),
+    }
+
+
+def test_while_postgresql_refuses_the_api_answers_503_with_retry_after_then_serves_again(
+    transactional_db: None, admin_client: Client,
+) -> None:
+    Bank.objects.create(id=BANK)
+    make_mental_model(BANK, "team", content="# Team")
+    api = APIClient(raise_request_exception=False)
+    admin_client.raise_request_exception = False
+    with database_down():
+        down = {**outage_calls(api), "admin": admin_client.get("/admin/banks/bank/")}
+    for name, response in down.items():
+        assert response.status_code == 503, (name, response.status_code, response.content)
+        assert response["Retry-After"] == str(UNAVAILABLE_RETRY_AFTER_SECONDS), name
+        body = response.json()
+        assert list(body) == ["detail"] and "database is unavailable" in body["detail"], name
+    # Nothing was written while it was down.
+    assert not MemoryUnit.objects.filter(bank_id=BANK).exists()
+    assert not Operation.objects.filter(bank_id=BANK).exists()
+
+    up = {**outage_calls(api), "admin": admin_client.get("/admin/banks/bank/")}
+    assert {name: r.status_code for name, r in up.items()} == dict.fromkeys(up, 200), {
+        name: r.content[:300] for name, r in up.items() if r.status_code != 200}
+    assert MemoryUnit.objects.filter(bank_id=BANK).count() == 1  # the sync retain (the async one is queued)
+
+
+@pytest.mark.integration
+def test_while_the_broker_is_unreachable_submits_are_accepted_and_run_once_it_is_back(
+    transactional_db: None, llm: Any, worker_factory: Any, beat: Any, settings: Any,
+) -> None:
+    Bank.objects.create(id=BANK, config={"enable_auto_consolidation": False})
+    ConsolidatingLLM(llm)  # answers the refresh's reflect loop
+    make_memory(BANK, "Alice runs the team", embed=True)
+    make_mental_model(BANK, "team", content="# Team")
+    worker_factory(env=llm.env)
+    api = APIClient(raise_request_exception=False)
+    with socket.socket() as closed, use_broker(settings, f"redis://127.0.0.1:{_refusing_port(closed)}/0"):
+        started = time.monotonic()
+        retained = api.post(f"{API}/memories", {**RETAIN, "async": True}, format="json")
+        refreshed = api.post(f"{API}/mental-models/team/refresh", format="json")
+        took = time.monotonic() - started
+        assert retained.status_code == 200, retained.content
+        assert refreshed.status_code == 200, refreshed.content
+        ids = [retained.json()["operation_id"], refreshed.json()["operation_id"]]
+        ops = Operation.objects.filter(id__in=ids)
+        # Accepted durably: the rows committed, their publish failed and left them to recovery.
+        assert {(op.status, op.dispatched_at) for op in ops} == {("pending", None)}
+    assert took < 10, took
+    # The broker is back: beat's recovery sends them, the worker runs them.
+    wait_until(lambda: set(ops.values_list("status", flat=True)) == {"completed"}, 60,
+               message="the operations accepted during the outage ran")
+    assert MemoryUnit.objects.filter(bank_id=BANK, text="Alice runs the team").count() == 2
