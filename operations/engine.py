@@ -334,7 +334,8 @@ def operation_worker_lost(*, operation_id: str, holder: str, cause: str) -> Fail
         record = operation_recover_lost(operation_id=op_uuid, holder=holder, cause=cause)
         if record is not None:
             log.warning("operation %s: %s; recovered at once (%s)", op_uuid, cause,
-                        f"retry as {record.retried_as}" if record.retried_as else "final")
+                        "superseded: the key handed on" if record.superseded
+                        else f"retry as {record.retried_as}" if record.retried_as else "final")
             _after_recovery(record)
         return record
     except Exception:
@@ -365,10 +366,17 @@ def recover() -> RecoveryReport:
 
 
 def _after_recovery(record: FailureRecord) -> None:
+    """The handler's after-commit hook; a superseded job's key is handed to its pending
+    operation (the edit's follow-up, whose message met the dead job's lock or claim)."""
     op = record.operation
+    if record.superseded:
+        _send_next_of_key(op.lease_key, str(op.id))
     handler = registry.get_handler(op.operation_type)
     if handler is None:
         return
     job = Job(op, fence=op.fence, key=op.lease_key)
+    if record.superseded:
+        call_hook(handler, "on_cancelled", job)
+        return
     exc = WorkerLost(op.error_message or "worker lost")
     call_hook(handler, "on_attempt_failed", job, exc, final=record.final)

@@ -83,11 +83,15 @@ def _db_now_plus(seconds: float) -> ExpressionWrapper:
 
 BUSY = "busy"
 
+# A claim names its holder; a bump without one (an edit, recovery) keeps the last claim's, so the
+# process running a job superseded meanwhile is still known: if it dies, its worker (or its
+# peers) can end that job at once (``operations.recovery.operation_recover_lost``).
 _BUMP_SQL = """
 INSERT INTO operations_lease (key, fence, holder, heartbeat_at)
 VALUES (%s, 1, %s, clock_timestamp())
 ON CONFLICT (key) DO UPDATE
-   SET fence = operations_lease.fence + 1, holder = EXCLUDED.holder,
+   SET fence = operations_lease.fence + 1,
+       holder = COALESCE(EXCLUDED.holder, operations_lease.holder),
        heartbeat_at = EXCLUDED.heartbeat_at
 RETURNING fence
 """
@@ -352,25 +356,11 @@ def operation_record_failure(
             .first()
         )
         if lease_fence != fence:
-            op = (
-                Operation.objects.select_for_update()
-                .filter(id=operation_id, status=PROCESSING, fence=fence)
-                .first()
+            return operation_close_superseded(
+                operation_id=operation_id, fence=fence,
+                message=("superseded: an edit or a newer claim took over its key before it "
+                         f"failed ({message})"),
             )
-            if op is None:
-                return None
-            op.status = CANCELLED
-            op.completed_at = ClockTimestamp()
-            op.updated_at = ClockTimestamp()
-            op.heartbeat_at = None
-            op.error_message = (
-                f"superseded: an edit or a newer claim took over its key before it failed "
-                f"({message})"
-            )
-            op.save(update_fields=["status", "completed_at", "updated_at", "heartbeat_at",
-                                   "error_message"])
-            op.refresh_from_db()
-            return FailureRecord(op, final=False, retried_as=None, superseded=True)
         # The lease carries this job's fence and is locked: the operation cannot change under us.
         peek = Operation.objects.filter(id=operation_id, status=PROCESSING, fence=fence).first()
         if peek is None:
@@ -382,6 +372,30 @@ def operation_record_failure(
             message=message, retryable=retryable, delay_seconds=None,
             details=details, result_metadata=result_metadata,
         )
+
+
+def operation_close_superseded(
+    *, operation_id: uuid.UUID | str, fence: int, message: str
+) -> FailureRecord | None:
+    """End ``cancelled`` a job whose key's fence moved past ``fence``: not an attempt — no retry,
+    nothing pushed onto the operation queued behind it. The caller holds the key's lease row
+    (the lock order); ``None`` when the operation is no longer processing under ``fence``."""
+    op = (
+        Operation.objects.select_for_update()
+        .filter(id=operation_id, status=PROCESSING, fence=fence)
+        .first()
+    )
+    if op is None:
+        return None
+    op.status = CANCELLED
+    op.completed_at = ClockTimestamp()
+    op.updated_at = ClockTimestamp()
+    op.heartbeat_at = None
+    op.error_message = message
+    op.save(update_fields=["status", "completed_at", "updated_at", "heartbeat_at",
+                           "error_message"])
+    op.refresh_from_db()
+    return FailureRecord(op, final=False, retried_as=None, superseded=True)
 
 
 def operation_supersede(*, operation_id: uuid.UUID | str, fence: int, message: str) -> bool:

@@ -68,7 +68,9 @@ def beacon_forget(name: str) -> None:
 
 
 def held_by(process_names: list[str]) -> list[tuple[str, str]]:
-    """(operation id, holder) of every processing operation claimed by one of those processes."""
+    """(operation id, holder) of every processing operation claimed by one of those processes:
+    its key's lease names one of them (the key's last claim; an edit's bump keeps it, so a job
+    superseded before its process died is found too, under the fence it claimed)."""
     if not process_names:
         return []
     prefixes = tuple(f"{name}:" for name in process_names)
@@ -81,7 +83,7 @@ def held_by(process_names: list[str]) -> list[tuple[str, str]]:
         "key", "fence", "holder"
     ):
         op_id, op_fence = keys[key]
-        if holder and fence == op_fence and holder.startswith(prefixes):
+        if holder and fence >= op_fence and holder.startswith(prefixes):
             found.append((str(op_id), holder))
     return found
 
@@ -101,8 +103,8 @@ class Beacon(threading.Thread):
                 dead = [n for n in beacon_beat(self.process_name) if n != self.process_name]
                 if dead:
                     self._recover(dead)
-            except redis.RedisError:
-                log.warning("worker beacon: Redis unavailable", exc_info=True)
+            except redis.RedisError as exc:  # one line a beat while Redis is away
+                log.warning("worker beacon: Redis unavailable: %s", exc)
             except Exception:
                 log.exception("worker beacon: recovering dead peers failed")
                 connection.close()

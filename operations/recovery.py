@@ -17,7 +17,12 @@ from django.db.models import DateTimeField, ExpressionWrapper, Value
 from hindsight.infra.db import ClockTimestamp
 from operations import dispatch
 from operations.errors import WorkerLost
-from operations.leases import FailureRecord, operation_lease_key, operation_record_attempt
+from operations.leases import (
+    FailureRecord,
+    operation_close_superseded,
+    operation_lease_key,
+    operation_record_attempt,
+)
 from operations.models import PROCESSING, Lease, Operation
 
 
@@ -56,7 +61,8 @@ def operations_recover(*, limit: int | None = None) -> RecoveryReport:
     Processing operations silent past ``recovery_threshold_seconds`` count a failed attempt
     ("worker lost") and go back to pending at once (or fail at the retry cap), under the same
     merge rule as any failed attempt; their key's fence is bumped so the silent worker, if it
-    ever wakes, cannot write. Pending, due operations whose message is not known to have been
+    ever wakes, cannot write; one an edit superseded meanwhile ends ``cancelled`` instead, not
+    an attempt. Pending, due operations whose message is not known to have been
     sent, or was sent more than ``redispatch_after_seconds`` ago while nothing of their key
     runs, are sent again.
 
@@ -84,6 +90,13 @@ def operations_recover(*, limit: int | None = None) -> RecoveryReport:
             peek = Operation.objects.filter(id=op_id, status=PROCESSING).first()
             if peek is None or not _silent_since(peek, threshold):
                 continue  # a heartbeat landed since the scan
+            if held and held[0] != peek.fence:  # an edit superseded it: not an attempt
+                superseded = operation_close_superseded(
+                    operation_id=op_id, fence=peek.fence,
+                    message=f"superseded: an edit took over its key, then {message}")
+                if superseded is not None:
+                    recovered.append(superseded)
+                continue
             record = operation_record_attempt(
                 peek,
                 lock=lambda qs: qs.select_for_update(skip_locked=True).first(),
@@ -119,11 +132,15 @@ def operation_recover_lost(
     """Recover, at once, the job of a worker process known to be gone (the fast path).
 
     The caller saw the process die (a Celery worker's main process, on its child's
-    ``WorkerLostError``) and names it by the ``holder`` it claimed with. Proof that the job is
-    that process's: the operation is processing under the lease's current fence and the lease
-    names ``holder`` — a later claim or an edit would have changed both. Then the attempt is
-    recorded exactly as the sweep would (counted, fence bumped, merge rule, the handler's
-    in-transaction hook); a slow but alive job is never touched, since its holder is not dead.
+    ``WorkerLostError``; a threads-pool worker's peers, on its stale beacon) and names it by the
+    ``holder`` it claimed with. Proof that the job is that process's: the lease names
+    ``holder`` — the last claim of the key, which a later claim would have replaced (an edit's
+    bump keeps it) — and the operation is processing. Under the lease's current fence the
+    attempt is recorded exactly as the sweep would (counted, fence bumped, merge rule, the
+    handler's in-transaction hook). Under an older fence an edit superseded the job before the
+    process died: it ends ``cancelled``, not an attempt, as it would have when its write was
+    refused (docs/behaviour.md#edits-during-a-running-refresh); the caller hands the key on. A
+    slow but alive job is never touched, since its holder is not dead.
 
     Waits (bounded) for the lease row: a transaction the dead process left open is aborted by
     PostgreSQL within moments. ``None`` when there is nothing to recover.
@@ -143,9 +160,15 @@ def operation_recover_lost(
         )
         if lease is None or lease[1] != holder:
             return None
-        peek = Operation.objects.filter(id=operation_id, status=PROCESSING, fence=lease[0]).first()
+        peek = Operation.objects.filter(id=operation_id, status=PROCESSING,
+                                        fence__lte=lease[0]).first()
         if peek is None:
             return None  # finished, or never claimed by that process
+        if peek.fence != lease[0]:
+            return operation_close_superseded(
+                operation_id=operation_id, fence=peek.fence,
+                message=f"superseded: an edit took over its key, then its {message}",
+            )
         return operation_record_attempt(
             peek,
             lock=lambda qs: qs.select_for_update().first(),

@@ -40,13 +40,20 @@ _quiet_root_warning_in_the_dev_stack()
 
 app = Celery("hindsight")
 app.config_from_object("django.conf:settings", namespace="CELERY")
+# A worker whose broker is gone retries for as long as it takes, with Celery's backoff (2 s more
+# each time, at most 30 s apart). Celery's default gives up after 100 retries (about 45 minutes):
+# the worker then exits with an "Unrecoverable error" (an OperationalError, or an AttributeError
+# from a step restarted on the closed connection), and a deployment whose broker was away that
+# long has no worker left when it returns.
+app.conf.broker_connection_max_retries = None
 app.autodiscover_tasks()
 
 # Import after the app exists: the step module needs nothing of Django.
 from hindsight.project import beat_thread  # noqa: E402
-from operations.workersteps import ReapDeadPoolProcesses  # noqa: E402
+from operations.workersteps import ProbeHeartbeat, ReapDeadPoolProcesses  # noqa: E402
 
 app.steps["worker"].add(ReapDeadPoolProcesses)
+app.steps["worker"].add(ProbeHeartbeat)  # the worker probe (docs/operating.md, Probes)
 beat_thread.install(app)
 
 # A pool process keeps its database connection from one task to the next: opening one (TCP,

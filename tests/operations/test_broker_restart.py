@@ -1,9 +1,12 @@
 """A broker (Redis-protocol server owned by this test, on a random port) dies and comes back
 mid-load: every operation still completes — messages lost with it are re-sent by recovery,
-submits made while it was down are sent by recovery once it is back."""
+submits made while it was down are sent by recovery once it is back. A worker whose broker
+stays away keeps retrying, further apart each time, without a bound, and serves again once the
+broker returns."""
 
 from __future__ import annotations
 
+import re
 import time
 
 import pytest
@@ -64,3 +67,33 @@ def test_every_operation_completes_across_a_broker_restart(
     assert len(effects(ops)) == len(ops)  # each effect exactly once
     completed_runs = [r for r in job_log(ops) if r["outcome"] == "completed"]
     assert len(completed_runs) == len(ops)
+
+
+def test_a_worker_whose_broker_stays_away_keeps_retrying_and_serves_again_when_it_returns(
+    worker_factory, own_broker, settings
+) -> None:
+    worker_factory.redis_url = own_broker.url
+    with use_broker(settings, own_broker.url):
+        worker = worker_factory(concurrency=1)
+        own_broker.kill()
+
+        def retries() -> list[tuple[float, str]]:
+            return [(float(wait), bound) for wait, bound in re.findall(
+                r"Trying again in ([\d.]+) seconds\.*\s*\(\d+/(\w+)\)", worker.log())]
+
+        wait_until(lambda: len(retries()) >= 4, timeout=60, interval=0.5,
+                   message=f"four connection retries: {worker.log()[-2000:]}")
+        assert worker.alive(), worker.log()[-3000:]
+        waits = [wait for wait, _ in retries()]
+        assert waits == sorted(waits) and waits[-1] > waits[0]  # backoff
+        # No bound: Celery's default (100) ends the worker with an "Unrecoverable error".
+        assert {bound for _, bound in retries()} == {"None"}
+        assert "Unrecoverable error" not in worker.log()
+
+        restarted = EmbeddedValkey(own_broker.data_dir, own_broker.port, durable=False)
+        restarted.start()
+        own_broker.process = restarted.process  # the fixture stops whichever runs
+        op = submit_job(key="after-outage", effect=True)
+        wait_until(lambda: Operation.objects.get(id=op.id).status == COMPLETED, timeout=60,
+                   interval=0.5, message="the job sent once the broker is back")
+        assert worker.alive()

@@ -1,7 +1,8 @@
 """Fast recovery with real worker processes: a pool process SIGKILLed mid-job is recovered by
 its worker's main process within seconds (the silence threshold and the redispatch delay are
-set far higher, and no beat runs, so only the fast path can pass), while a slow job whose
-heartbeat runs is never touched."""
+set far higher, and no beat runs, so only the fast path can pass) — a refresh an edit had just
+superseded too, whose follow-up then runs at once — while a slow job whose heartbeat runs is
+never touched."""
 
 from __future__ import annotations
 
@@ -12,9 +13,12 @@ import time
 
 import pytest
 
-from fakes.llm_server import Reply
-from operations.models import COMPLETED, PROCESSING, Operation
+from fakes.llm_server import Reply, reflect_reply
+from hindsight.banks.services import bank_ensure
+from mentalmodels.services import mental_model_create, mental_model_update
+from operations.models import CANCELLED, COMPLETED, PROCESSING, Lease, Operation
 from operations.selectors import operation_report
+from tests.factories import make_memory
 from tests.operations.helpers import effects, job_log, submit_job
 from tests.workers import apply_test_settings, wait_until
 
@@ -126,3 +130,42 @@ def test_slow_but_alive_job_is_never_recovered_while_a_killed_neighbour_is(
     assert slow_done.retry_count == 0 and slow_done.error_message is None
     assert [r["outcome"] for r in job_log([slow.id])] == ["completed"]
     assert len(effects([slow.id])) == 1 and len(effects([doomed.id])) == 1
+
+
+def test_a_refresh_superseded_by_an_edit_then_killed_hands_its_key_to_the_follow_up_at_once(
+    scripted_llm, openai_embeddings, worker_factory, settings
+) -> None:
+    # docs/behaviour.md#edits-during-a-running-refresh: the edit queues a follow-up behind the
+    # running refresh. Its pool process dies before its write is refused: the follow-up must
+    # not wait for the sweep (600 s here) to learn that the superseded job is gone.
+    apply_test_settings(settings, **SLOW_PATHS_OFF)
+    bank_ensure(bank_id="ops-edit")
+    make_memory("ops-edit", "Alice prefers async communication.", embed=True)
+    held, hold = Reply.hold(Reply.text("never read"))
+    scripted_llm.script(held)  # the first refresh's first LLM call waits here
+    scripted_llm.respond_with(lambda body: reflect_reply(body, "## Team\n\nAlice writes async."))
+    worker = worker_factory(env=scripted_llm.env)
+    _model, running = mental_model_create(bank_id="ops-edit", name="Team",
+                                          source_query="How does the team communicate?",
+                                          mental_model_id="team")
+    assert hold.wait_received(timeout=60), "the refresh never reached the LLM"
+    lease = Lease.objects.get(key=running.dedupe_key)
+    pid = int(lease.holder.split(":")[-2])  # host:pid:message
+    mental_model_update(bank_id="ops-edit", mental_model_id="team",
+                        source_query="How does the team decide?")
+    follower = Operation.objects.exclude(id=running.id).get(dedupe_key=running.dedupe_key)
+    assert follower.status == "pending"
+    killed_at = time.monotonic()
+    os.kill(pid, signal.SIGKILL)
+    hold.release()
+    wait_until(lambda: Operation.objects.get(id=follower.id).status != "pending",
+               timeout=FAST_BOUND, interval=0.05, message="the follow-up claimed")
+    elapsed = time.monotonic() - killed_at
+    print(f"\nkill of a superseded refresh -> its follow-up claimed: {elapsed:.2f}s")
+    wait_until(lambda: Operation.objects.get(id=follower.id).status == COMPLETED, timeout=30,
+               message="the follow-up completed")
+    first = Operation.objects.get(id=running.id)
+    assert first.status == CANCELLED and "superseded" in first.error_message
+    assert first.retry_count == 0 and Operation.objects.get(id=follower.id).retry_count == 0
+    assert elapsed < FAST_BOUND
+    assert worker.alive() and "superseded: the key handed on" in worker.log()

@@ -525,3 +525,57 @@ def test_claiming_a_keyless_operation_fences_its_canonical_lease_key_however_the
     with Job(claimed, fence=claimed.fence, key=claimed.lease_key).finishing():
         pass  # the job's own fence check finds the fence the claim took
     assert Operation.objects.get(id=op.id).status == COMPLETED
+
+
+# --- a worker lost after an edit superseded its job --------------------------------------------
+
+
+@pytest.mark.django_db
+def test_a_job_superseded_by_an_edit_then_lost_with_its_process_ends_cancelled_and_hands_on(
+    sent, recorder
+) -> None:
+    from operations.leases import lease_bump
+
+    Bank.objects.create(id="fp")
+    running = _submit()
+    assert isinstance(operation_claim(operation_id=running.id, holder="host:1:t"), Operation)
+    follower = _submit()  # the edit's follow-up, queued behind the running job
+    lease_bump(key=KEY)  # the edit: the running job may no longer write
+    sent.clear()
+    assert engine.operation_worker_lost(operation_id=str(running.id), holder="host:2:t",
+                                        cause="another process") is None
+    assert Operation.objects.get(id=running.id).status == "processing"  # not that holder's job
+    record = engine.operation_worker_lost(operation_id=str(running.id), holder="host:1:t",
+                                          cause="pool process 1 exited")
+    assert record is not None and record.superseded
+    done = Operation.objects.get(id=running.id)
+    assert done.status == "cancelled" and "superseded" in done.error_message
+    assert done.retry_count == 0 and recorder.failures == []  # not an attempt
+    assert recorder.cancelled == [str(running.id)]
+    queued = Operation.objects.get(id=follower.id)
+    assert queued.status == PENDING and queued.retry_count == 0  # nothing pushed onto it
+    assert sent == [str(follower.id)]  # handed on at once, not left to the sweep
+    assert operation_execute(operation_id=str(follower.id), holder="w") == "completed"
+
+
+@pytest.mark.django_db
+def test_the_sweep_ends_a_silent_job_an_edit_superseded_cancelled_not_as_an_attempt(
+    sent, recorder, settings
+) -> None:
+    from operations.leases import lease_bump
+
+    settings.HINDSIGHT = dataclasses.replace(settings.HINDSIGHT, recovery_threshold_seconds=30)
+    Bank.objects.create(id="fp")
+    running = _submit()
+    assert isinstance(operation_claim(operation_id=running.id, holder="gone:1:t"), Operation)
+    follower = _submit()
+    lease_bump(key=KEY)
+    Operation.objects.filter(id=running.id).update(
+        heartbeat_at=_db_now() - timedelta(seconds=60))
+    sent.clear()
+    report = engine.recover()
+    assert [(r.operation.id, r.superseded) for r in report.recovered] == [(running.id, True)]
+    assert Operation.objects.get(id=running.id).status == "cancelled"
+    assert recorder.failures == [] and recorder.cancelled == [str(running.id)]
+    assert Operation.objects.get(id=follower.id).retry_count == 0
+    assert str(follower.id) in sent
