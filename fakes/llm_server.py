@@ -681,7 +681,9 @@ class Quirks:
                               ``json_object``);
       ``refuse_response_format``  to any ``response_format``;
       ``refuse_tools``      to any request with tools: "<model> does not support tools", Ollama's
-                            answer for a model without tool calling.
+                            answer for a model without tool calling;
+      ``refuse_reasoning_effort``  to any request with ``reasoning_effort`` (a model that does
+                            not reason, in OpenAI's words).
     """
 
     think: bool = False
@@ -696,6 +698,7 @@ class Quirks:
     refuse_json_schema: bool = False
     refuse_response_format: bool = False
     refuse_tools: bool = False
+    refuse_reasoning_effort: bool = False
 
     def refusal(self, body: dict[str, Any]) -> Reply | None:
         fmt = body.get("response_format")
@@ -703,6 +706,9 @@ class Quirks:
             return Reply.error(400, RESPONSE_FORMAT_REFUSAL)
         if self.refuse_json_schema and _asks_strict_schema(body):
             return Reply.error(400, STRICT_SCHEMA_REFUSAL)
+        if self.refuse_reasoning_effort and "reasoning_effort" in body:
+            return Reply.error(400, "Unsupported parameter: 'reasoning_effort' is not supported "
+                                    "with this model.")
         if self.refuse_tools and body.get("tools"):
             return Reply.error(400, f"registry.ollama.ai/library/{body.get('model')} does not "
                                     "support tools")

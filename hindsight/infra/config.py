@@ -168,6 +168,17 @@ class Config:
         shown="the provider's (docs/providers.md)"))
     llm_timeout_seconds: float = field(default=120.0, metadata=_env(
         "LLM_TIMEOUT", "Seconds one LLM request may take."))
+    llm_json_object: bool | None = field(default=None, metadata=_env(
+        "LLM_OPENAI_COMPATIBLE_JSON_MODE", "Whether a server that refuses `json_schema` is asked "
+        "in `json_object` mode next (`true`), or shown the schema in the prompt alone (`false`). "
+        "Unset, the provider decides: `false` for `zai` (its JSON mode deletes the word "
+        "\"json\" from answers), `lmstudio`, `ollama` and `volcano`; `true` for the rest.",
+        shown="the provider's (docs/providers.md)"))
+    llm_reasoning_effort: str = field(default="", metadata=_env(
+        "LLM_REASONING_EFFORT", "Sent as `reasoning_effort` (`low`, `medium`, `high`, …) with "
+        "every LLM request; never to OpenAI's models that refuse it (`gpt-4o`, `gpt-4.1`, "
+        "`gpt-3.5`…), and dropped for the process's life once a server refuses it.",
+        shown="unset: not sent"))
     llm_max_retries: int = field(default=2, metadata=_env(
         "LLM_MAX_RETRIES", "Retries of one LLM request after a transient error (429, 5xx, no "
         "answer), each at least the answer's `Retry-After` later; other errors are not retried."))
@@ -223,6 +234,10 @@ class Config:
     heartbeat_seconds: float = field(default=10.0, metadata=_env(
         "WORKER_HEARTBEAT_SECONDS", "How often a running job extends its lock and lease; shorter "
         "than the lock TTL."))
+    worker_probe_dir: str = field(default="", metadata=_env(
+        "WORKER_PROBE_DIR", "The folder a worker keeps its probe's heartbeat file in "
+        "(`<node name>.alive`, read by `hindsight worker probe`).",
+        shown="the system's temporary folder"))
     recovery_threshold_seconds: float = field(default=60.0, metadata=_env(
         "WORKER_RECOVERY_THRESHOLD_SECONDS", "A running job silent this long is recovered by "
         "beat's sweep (an attempt counted): the backstop for a lost machine, since a killed worker "
@@ -297,6 +312,9 @@ class Config:
         "MENTAL_MODEL_FAILURE_BACKOFF_MAX_SECONDS", "That backoff's cap."))
     enable_mental_model_history: bool = field(default=True, metadata=_env(
         "ENABLE_MENTAL_MODEL_HISTORY", "Keep the models' history (both kinds)."))
+    mental_model_proposal_ttl_seconds: float = field(default=604800.0, metadata=_env(
+        "MENTAL_MODEL_PROPOSAL_TTL_SECONDS", "How long a refresh's proposal waits for review "
+        "(a model under review) before the beat marks it expired."))
 
     # MCP.
     mcp_enabled: bool = field(default=True, metadata=_env(
@@ -464,6 +482,10 @@ class _Reader:
             return default
         return parsed
 
+    def tristate(self, name: str) -> bool | None:
+        """A flag that may be left unset (None): then someone else decides."""
+        return None if self.raw(name) is None else self.flag(name, False)
+
     def flag(self, name: str, default: bool) -> bool:
         value = self.raw(name)
         if value is None:
@@ -580,6 +602,8 @@ def read_config(env: Mapping[str, str] | None = None) -> Config:
         llm_model=llm_model,
         llm_timeout_seconds=r.number(p + "LLM_TIMEOUT", 120.0, minimum=0.1),
         llm_max_retries=r.integer(p + "LLM_MAX_RETRIES", 2, minimum=0),
+        llm_json_object=r.tristate(p + "LLM_OPENAI_COMPATIBLE_JSON_MODE"),
+        llm_reasoning_effort=r.text(p + "LLM_REASONING_EFFORT"),
         embeddings_provider=emb_provider,
         embeddings_base_url=r.text(p + "EMBEDDINGS_OPENAI_BASE_URL"),
         embeddings_api_key=r.text(p + "EMBEDDINGS_OPENAI_API_KEY"),
@@ -597,6 +621,7 @@ def read_config(env: Mapping[str, str] | None = None) -> Config:
         worker_retry_backoff_max_seconds=r.number(p + "WORKER_TASK_RETRY_BACKOFF_MAX_SECONDS", 600.0),
         lock_ttl_seconds=r.number(p + "WORKER_LOCK_TTL_SECONDS", 30.0, minimum=1.0),
         heartbeat_seconds=r.number(p + "WORKER_HEARTBEAT_SECONDS", 10.0, minimum=0.1),
+        worker_probe_dir=r.text(p + "WORKER_PROBE_DIR"),
         recovery_threshold_seconds=r.number(p + "WORKER_RECOVERY_THRESHOLD_SECONDS", 60.0, minimum=1.0),
         redispatch_after_seconds=r.number(p + "WORKER_REDISPATCH_AFTER_SECONDS", 120.0, minimum=1.0),
         recovery_interval_seconds=r.number(p + "WORKER_RECOVERY_INTERVAL_SECONDS", 30.0, minimum=0.5),
@@ -633,6 +658,9 @@ def read_config(env: Mapping[str, str] | None = None) -> Config:
             p + "MENTAL_MODEL_HISTORY_MAX_ENTRIES", 50, minimum=1
         ),
         enable_mental_model_history=r.flag(p + "ENABLE_MENTAL_MODEL_HISTORY", True),
+        mental_model_proposal_ttl_seconds=r.number(
+            p + "MENTAL_MODEL_PROPOSAL_TTL_SECONDS", 604800.0, minimum=1.0
+        ),
         mcp_enabled=r.flag(p + "MCP_ENABLED", True),
         mcp_enabled_tools=mcp_tools,
         consolidation_batch_size=r.integer(p + "CONSOLIDATION_BATCH_SIZE", 50, minimum=1),

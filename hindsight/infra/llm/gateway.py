@@ -294,6 +294,14 @@ class LLMGateway:
         )
         return result
 
+    def _reasoning_effort(self) -> str:
+        """The level to send as ``reasoning_effort`` ("" for none): the configured one, unless
+        the model is one of OpenAI's that refuse it or this server refused it before."""
+        effort = settings.HINDSIGHT.llm_reasoning_effort
+        if not effort or _refuses_reasoning_effort(self.model):
+            return ""
+        return effort if servers.traits_of(self.base_url, self.model).reasoning_effort else ""
+
     def _retries(self) -> int:
         return self._max_retries if self._max_retries is not None \
             else settings.HINDSIGHT.llm_max_retries
@@ -353,13 +361,16 @@ class LLMGateway:
             validator = _validator(json.dumps(schema, sort_keys=True))
         except jsonschema.SchemaError as exc:
             raise ValueError(f"structured(): invalid JSON schema {name!r}: {exc.message}") from exc
+        steps = servers.steps_for(self.provider, settings.HINDSIGHT.llm_json_object)
         mode = servers.traits_of(self.base_url, self.model).structured_step
+        if mode not in steps:
+            mode = servers.PROMPT
         try:
             while True:
                 try:
                     response = create(_structured_request(messages, schema, name, strict, mode))
                 except LLMProviderError as exc:
-                    lower = _step_below(mode, exc)
+                    lower = _step_below(mode, exc, steps)
                     if lower is None:
                         raise
                     logger.info("LLM refused response_format at step %s (%s); using %s",
@@ -378,9 +389,8 @@ class LLMGateway:
                     if not (strict and mode == servers.JSON_SCHEMA) \
                             or attempts > self._retries():
                         raise
-                    logger.info("LLM answer ignored the strict json_schema; using %s",
-                                servers.JSON_OBJECT)
-                    mode = servers.JSON_OBJECT
+                    mode = steps[1]
+                    logger.info("LLM answer ignored the strict json_schema; using %s", mode)
                     servers.structured_step_remember(self.base_url, self.model, mode)
         except LLMError as exc:
             self._report(
@@ -467,6 +477,9 @@ class LLMGateway:
             request = dict(kwargs, model=self.model, timeout=timeout)
             if max_tokens is not None:
                 request[self._max_tokens_param] = max_tokens
+            effort = self._reasoning_effort()
+            if effort:
+                request["reasoning_effort"] = effort
             try:
                 response = send(request, attempt)
             except openai.BadRequestError as exc:
@@ -478,6 +491,13 @@ class LLMGateway:
                     # Older OpenAI-compatible servers only know max_tokens; newer models only
                     # max_completion_tokens. Switch once; this is not a failed attempt.
                     self._max_tokens_param = "max_tokens"
+                    attempt -= 1
+                    continue
+                if "reasoning_effort" in request and "reasoning_effort" in str(exc):
+                    # docs/providers.md#knobs-an-upstream-env-carries: a model that does not reason refuses
+                    # the level; asked without it from now on, and this is no failed attempt.
+                    logger.info("LLM server refused reasoning_effort; asking without it")
+                    servers.reasoning_effort_refused(self.base_url, self.model)
                     attempt -= 1
                     continue
                 raise LLMProviderError(
@@ -610,7 +630,15 @@ class LLMGateway:
 # The body keys of a chat completion in the order the SDK's ``chat.completions.create()``
 # writes them (its body dict), for the keys this gateway sends.
 _CHAT_BODY_ORDER = ("model", "messages", "max_completion_tokens", "max_tokens",
-                    "response_format", "temperature", "tool_choice", "tools")
+                    "reasoning_effort", "response_format", "temperature", "tool_choice", "tools")
+# OpenAI's models that do not reason answer any ``reasoning_effort`` with a 400: never sent to
+# them, whatever the configuration says.
+_NON_REASONING_MODELS = ("gpt-4o", "gpt-4.1", "gpt-4-", "gpt-3.5")
+
+
+def _refuses_reasoning_effort(model: str) -> bool:
+    name = model.lower()
+    return any(prefix in name for prefix in _NON_REASONING_MODELS)
 
 
 def _chat_completion(client: openai.OpenAI, request: dict[str, Any]) -> ChatCompletion:
@@ -683,15 +711,15 @@ def _refuses_tools(exc: LLMProviderError) -> bool:
         "support" in text or "enable-auto-tool-choice" in text)
 
 
-def _step_below(step: str, exc: LLMProviderError) -> str | None:
-    """The structured-output step to try after ``exc`` refused ``step``; None when ``exc`` is no
-    refusal of the response format (or there is no step left)."""
+def _step_below(step: str, exc: LLMProviderError, steps: tuple[str, ...]) -> str | None:
+    """The structured-output step of ``steps`` to try after ``exc`` refused ``step``; None when
+    ``exc`` is no refusal of the response format (or there is no step left)."""
     text = str(exc).lower()
     refused = exc.status_code in (400, 422) and (
         "response_format" in text or "response format" in text or step in text)
     if not refused or step == servers.PROMPT:
         return None
-    return servers.STEPS[servers.STEPS.index(step) + 1]
+    return steps[steps.index(step) + 1]
 
 
 def _structured_request(

@@ -2,10 +2,10 @@
 
 Per server — its base URL and model together, since one server serves models that differ — the
 gateway remembers the structured-output step that worked (``json_schema`` → ``json_object`` →
-``prompt``) and whether the model refused tools, so later calls start where the server answers
-instead of being refused again. The memory is this process's only: each process (API, worker)
-learns on its own, with one refused request, and a restart forgets, so a server upgraded to take
-more is used fully again after the next start.
+``prompt``), whether the model refused tools and whether it refused ``reasoning_effort``, so
+later calls start where the server answers instead of being refused again. The memory is this
+process's only: each process (API, worker) learns on its own, with one refused request, and a
+restart forgets, so a server upgraded to take more is used fully again after the next start.
 """
 
 from __future__ import annotations
@@ -18,6 +18,19 @@ JSON_SCHEMA = "json_schema"
 JSON_OBJECT = "json_object"
 PROMPT = "prompt"
 STEPS = (JSON_SCHEMA, JSON_OBJECT, PROMPT)
+# Providers whose ``json_object`` mode is not to be relied on (docs/providers.md): z.ai's deletes
+# the token "json" from what the model writes (``latest.json`` comes back ``latest.``: valid
+# JSON, silently wrong); the local servers and volcano do not hold the model to it. Below
+# ``json_schema`` they go straight to the schema in the prompt.
+JSON_OBJECT_UNRELIABLE = frozenset({"zai", "lmstudio", "ollama", "volcano"})
+
+
+def steps_for(provider: str, json_object: bool | None) -> tuple[str, ...]:
+    """The structured-output steps to walk for ``provider``: ``json_object`` is the operator's
+    choice (``HINDSIGHT_API_LLM_OPENAI_COMPATIBLE_JSON_MODE``) when made, else the provider's."""
+    if json_object is None:
+        json_object = provider not in JSON_OBJECT_UNRELIABLE
+    return STEPS if json_object else (JSON_SCHEMA, PROMPT)
 
 
 @dataclass
@@ -25,6 +38,8 @@ class ServerTraits:
     structured_step: str = JSON_SCHEMA
     # None until a model is seen answering with tools, or refusing them.
     tools: bool | None = None
+    # False once the server refused ``reasoning_effort`` (a model that does not reason).
+    reasoning_effort: bool = True
 
 
 _traits: dict[tuple[str, str], ServerTraits] = {}
@@ -35,7 +50,8 @@ def traits_of(base_url: str, model: str) -> ServerTraits:
     """A copy of what is known of ``model`` at ``base_url``."""
     with _lock:
         known = _traits.get((base_url, model))
-        return ServerTraits() if known is None else ServerTraits(known.structured_step, known.tools)
+        return ServerTraits() if known is None else ServerTraits(
+            known.structured_step, known.tools, known.reasoning_effort)
 
 
 def structured_step_remember(base_url: str, model: str, step: str) -> None:
@@ -44,6 +60,11 @@ def structured_step_remember(base_url: str, model: str, step: str) -> None:
         traits = _traits.setdefault((base_url, model), ServerTraits())
         if STEPS.index(step) > STEPS.index(traits.structured_step):
             traits.structured_step = step
+
+
+def reasoning_effort_refused(base_url: str, model: str) -> None:
+    with _lock:
+        _traits.setdefault((base_url, model), ServerTraits()).reasoning_effort = False
 
 
 def tools_remember(base_url: str, model: str, *, supported: bool) -> None:

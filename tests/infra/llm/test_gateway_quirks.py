@@ -214,3 +214,57 @@ def test_a_model_refusing_tools_is_told_apart_and_remembered(scripted_llm) -> No
     assert get_llm().tools_supported is False
     scripted_llm.script(Reply.text("fine"))
     assert get_llm().chat(USER).content == "fine"  # without tools it answers
+
+
+# -- provider knobs: json_object mode and reasoning effort ----------------------------------------
+
+
+@pytest.mark.parametrize("provider, json_mode, steps", [
+    ("zai", None, ["json_schema", None]),          # z.ai's JSON mode corrupts answers: skipped
+    ("ollama", None, ["json_schema", None]),
+    ("openai", None, ["json_schema", "json_object"]),
+    ("zai", True, ["json_schema", "json_object"]),  # the operator's word wins either way
+    ("openai", False, ["json_schema", None]),
+])
+def test_json_object_mode_is_skipped_where_the_provider_or_operator_says(
+    scripted_llm, settings, provider, json_mode, steps,
+) -> None:
+    settings.HINDSIGHT = dataclasses.replace(settings.HINDSIGHT, llm_provider=provider,
+                                             llm_json_object=json_mode)
+    scripted_llm.quirks = Quirks(refuse_json_schema=True, needs_schema=True)
+    scripted_llm.respond_with(lambda body: Reply.json(GOOD))
+    result = get_llm().structured(USER, schema=SCHEMA, name="answer")
+    assert result.data == GOOD and result.mode == (steps[-1] or "prompt")
+    assert [r.get("response_format", {}).get("type") for r in scripted_llm.requests] == steps
+    assert json.dumps(SCHEMA, separators=(",", ":")) in scripted_llm.requests[-1]["messages"][-1][
+        "content"]
+
+
+def test_reasoning_effort_is_sent_when_configured_and_dropped_once_refused(
+    scripted_llm, settings,
+) -> None:
+    settings.HINDSIGHT = dataclasses.replace(settings.HINDSIGHT, llm_reasoning_effort="low")
+    scripted_llm.script(Reply.text("one"), Reply.text("two"), Reply.text("three"))
+    assert get_llm().chat(USER).content == "one"
+    assert scripted_llm.requests[-1]["reasoning_effort"] == "low"
+
+    scripted_llm.quirks = Quirks(refuse_reasoning_effort=True)
+    result = get_llm().chat(USER)
+    assert (result.content, result.attempts) == ("two", 1)  # the refusal is no failed attempt
+    refused, asked = scripted_llm.requests[-2:]
+    assert "reasoning_effort" in refused and "reasoning_effort" not in asked
+    get_llm().chat(USER)  # remembered: not offered again to this server and model
+    assert "reasoning_effort" not in scripted_llm.requests[-1]
+    assert len(scripted_llm.requests) == 4
+
+
+def test_reasoning_effort_is_never_sent_to_a_model_that_refuses_it_or_when_unset(
+    scripted_llm, settings,
+) -> None:
+    scripted_llm.script(Reply.text("a"), Reply.text("b"))
+    get_llm().chat(USER)
+    assert "reasoning_effort" not in scripted_llm.requests[-1]
+    settings.HINDSIGHT = dataclasses.replace(settings.HINDSIGHT, llm_reasoning_effort="high",
+                                             llm_model="gpt-4o-mini")
+    get_llm().chat(USER)
+    assert "reasoning_effort" not in scripted_llm.requests[-1]
