@@ -124,6 +124,8 @@ PRIVATE_WORKER_TESTS: dict[str, str] = {
     "tests/mentalmodels/test_awaiting_llm.py::"
     "test_a_refresh_without_an_llm_does_not_pause_and_runs_once_a_worker_has_one":
         "stops its worker and starts one with another configuration",
+    "tests/webhooks/test_slow_receiver.py":
+        "a webhook queue's worker of its own beside the refreshes' worker, both timed",
 }
 
 
@@ -286,6 +288,7 @@ def _drain(redis_url: str, queue: str, workers: list[WorkerProcess], timeout: fl
     quiet = 0
     while time.monotonic() < deadline:
         _purge_queue(redis_url, queue)
+        _purge_queue(redis_url, queue + ".webhooks")
         _purge_queue(redis_url, queue + ".webhooks")
         inspect = app.control.inspect(destination=nodes, timeout=2.0, limit=len(nodes))
         active, reserved = inspect.active(), inspect.reserved()

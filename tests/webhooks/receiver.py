@@ -1,27 +1,24 @@
-"""A webhook receiver for the tests: ``http.server`` on 127.0.0.1 in a thread, recording every
-request (method, path, headers, body) and answering what the test scripts (a status per request,
-the last one repeating; a delay before answering). ``sweeper`` runs the webhook sweep (what beat
-runs) every few hundred milliseconds, so retries come due in the tests' time.
-
-``webhook_env`` is the configuration the test process and its workers share: the receiver's
-address allowed, retries 0.2 s apart."""
+"""The webhook tests' fixtures: ``receiver`` (``fakes.webhook_receiver``: a receiver on
+127.0.0.1 recording every request), ``webhook_settings`` (the configuration the test process and
+its workers share: the receiver's address allowed, retries 0.2 s apart) and ``sweeper`` (the
+webhook sweep beat runs, every few hundred milliseconds, so retries come due in the tests' time);
+``verify_signatures`` checks the three signature headers from the bytes received."""
 
 from __future__ import annotations
 
 import dataclasses
 import hashlib
 import hmac
-import json
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
 
-from tests.workers import wait_until
+from fakes.webhook_receiver import Received, Receiver, start_receiver
+
+__all__ = ["Received", "Receiver", "receiver", "sweeper", "verify_signatures", "webhook_settings"]
 
 WEBHOOK_ENV = {
     "HINDSIGHT_API_WEBHOOK_ALLOWED_HOSTS": "127.0.0.1",
@@ -37,43 +34,6 @@ WEBHOOK_SETTINGS = {
 }
 
 
-@dataclass
-class Received:
-    method: str
-    path: str
-    headers: dict[str, str]
-    body: bytes
-
-    @property
-    def json(self) -> Any:
-        return json.loads(self.body)
-
-    @property
-    def event(self) -> str:
-        return self.headers.get("X-Hindsight-Event", "")
-
-
-@dataclass
-class Receiver:
-    url: str
-    received: list[Received] = field(default_factory=list)
-    statuses: list[int] = field(default_factory=lambda: [200])
-    delay: float = 0.0
-    lock: threading.Lock = field(default_factory=threading.Lock)
-
-    def answer(self) -> int:
-        with self.lock:
-            return self.statuses.pop(0) if len(self.statuses) > 1 else self.statuses[0]
-
-    def of(self, event: str) -> list[Received]:
-        with self.lock:
-            return [r for r in self.received if r.event == event]
-
-    def wait(self, event: str, count: int = 1, timeout: float = 60.0) -> list[Received]:
-        return wait_until(lambda: self.of(event) if len(self.of(event)) >= count else None,
-                          timeout, interval=0.1, message=f"{count} × {event} at the receiver")
-
-
 def verify_signatures(request: Received, secret: str) -> None:
     """The three signature headers, computed here from the bytes received."""
     expected = "sha256=" + hmac.new(secret.encode(), request.body, hashlib.sha256).hexdigest()
@@ -85,36 +45,6 @@ def verify_signatures(request: Received, secret: str) -> None:
     assert abs(int(timestamp) - time.time()) < 120
     signed = timestamp.encode() + b"." + request.body
     assert mac[3:] == hmac.new(secret.encode(), signed, hashlib.sha256).hexdigest()
-
-
-def start_receiver() -> tuple[Receiver, ThreadingHTTPServer]:
-    receiver = Receiver(url="")
-
-    class Handler(BaseHTTPRequestHandler):
-        def _handle(self) -> None:
-            length = int(self.headers.get("Content-Length") or 0)
-            body = self.rfile.read(length) if length else b""
-            with receiver.lock:
-                receiver.received.append(Received(self.command, self.path, dict(self.headers),
-                                                  body))
-            if receiver.delay:
-                time.sleep(receiver.delay)
-            status = receiver.answer()
-            self.send_response(status)
-            self.send_header("Content-Type", "text/plain")
-            self.end_headers()
-            self.wfile.write(f"answered {status}".encode())
-
-        do_POST = do_GET = _handle
-
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    receiver.url = f"http://127.0.0.1:{server.server_address[1]}/hook"
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    return receiver, server
 
 
 @pytest.fixture
