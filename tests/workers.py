@@ -289,7 +289,6 @@ def _drain(redis_url: str, queue: str, workers: list[WorkerProcess], timeout: fl
     while time.monotonic() < deadline:
         _purge_queue(redis_url, queue)
         _purge_queue(redis_url, queue + ".webhooks")
-        _purge_queue(redis_url, queue + ".webhooks")
         inspect = app.control.inspect(destination=nodes, timeout=2.0, limit=len(nodes))
         active, reserved = inspect.active(), inspect.reserved()
         replied = active is not None and reserved is not None and set(active) == set(nodes)
