@@ -27,6 +27,7 @@ from django.db import connection, transaction
 from hindsight.banks.models import Bank, InvalidatedMemoryUnit
 from hindsight.infra.llm.models import LLMRequest
 from hindsight.infra.vocabulary import FactType
+from hindsight.webhooks.models import Webhook
 from mentalmodels.directives.models import Directive, DirectiveScopeStamp
 from mentalmodels.knowledge.models import KnowledgeNode
 from mentalmodels.models import HistoryKind, MentalModel, MentalModelHistory
@@ -234,8 +235,14 @@ class _Exporter:
         self.writer.write_array(archive.DIRECTIVE_STAMPS, (
             {"tags": list(s.tags), "changed_at": s.changed_at}
             for s in DirectiveScopeStamp.objects.filter(bank=bank).order_by("id")))
-        self.writer.write_array(archive.WEBHOOKS, [])
-        self.counts["webhook_count"] = 0
+        # Upstream's webhook rows, the secret with them: a restored bank signs as it did.
+        webhooks = Webhook.objects.filter(bank=bank).order_by("created_at", "id")
+        self.counts["webhook_count"] = self.writer.write_array(archive.WEBHOOKS, (
+            {"id": w.id, "bank_id": bank.id, "url": w.url, "secret": w.secret,
+             "event_types": list(w.event_types), "enabled": w.enabled,
+             "http_config": w.http_config or {}, "created_at": w.created_at,
+             "updated_at": w.updated_at}
+            for w in webhooks.iterator(chunk_size=500)))
 
     def history(self) -> None:
         requests = LLMRequest.objects.filter(bank_id=self.bank.id).order_by("started_at", "id")
@@ -254,7 +261,7 @@ class _Exporter:
             "mental_model_count": counts.get("mental_model_count", 0),
             "knowledge_page_count": counts.get("knowledge_page_count", 0),
             "directive_count": counts.get("directive_count", 0),
-            "webhook_count": 0, "includes_history": self.scope.history,
+            "webhook_count": counts.get("webhook_count", 0), "includes_history": self.scope.history,
             "scope": self.scope.as_json(), "attachment_count": 0, "operation_count": 0,
             "invalidated_memory_count": counts.get("invalidated_memory_count", 0),
             "bank_rows_json_encoding": "decoded",

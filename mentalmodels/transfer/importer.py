@@ -53,6 +53,7 @@ from hindsight.infra.embeddings import get_embedder
 from hindsight.infra.errors import BadRequest, FieldError, FieldErrors
 from hindsight.infra.llm.models import LLMRequest
 from hindsight.infra.vocabulary import FACT_TYPES, FactType
+from hindsight.webhooks.models import Webhook
 from mentalmodels.directives.models import Directive, DirectiveScopeStamp
 from mentalmodels.knowledge.models import KnowledgeNode, NodeKind
 from mentalmodels.models import HistoryKind, MentalModel, MentalModelHistory
@@ -160,6 +161,7 @@ class _Plan:
     models: list[dict[str, Any]] = field(default_factory=list)
     nodes: list[dict[str, Any]] = field(default_factory=list)
     directives: list[dict[str, Any]] = field(default_factory=list)
+    webhooks: list[dict[str, Any]] = field(default_factory=list)
     cited: set[str] = field(default_factory=set)
     facts_total: int = 0
 
@@ -211,6 +213,8 @@ class _Import:
             plan.config = self._config(plan.bank_row or {})
             plan.directives = [self._directive(i, _decoded(r, plan.serialized)) for i, r in
                                enumerate(self.reader.iter_array(archive.DIRECTIVES))]
+            plan.webhooks = [self._webhook(i, _decoded(r, plan.serialized)) for i, r in
+                             enumerate(self.reader.iter_array(archive.WEBHOOKS))]
         if self.request.mode == RESTORE and plan.restoring.data:
             plan.models = [self._model(i, _decoded(r, plan.serialized)) for i, r in
                            enumerate(self.reader.iter_array(archive.MENTAL_MODELS))]
@@ -278,6 +282,22 @@ class _Import:
             raise ArchiveInvalid(f"{where} is a page whose mental model "
                                  f"{row.get('mental_model_id')!r} the archive does not carry")
         return row
+
+    def _webhook(self, index: int, row: Any) -> dict[str, Any]:
+        where = f"webhooks.json[{index}]"
+        if not isinstance(row, dict):
+            raise ArchiveInvalid(f"{where} is not an object")
+        if not isinstance(row.get("url"), str) or not row["url"]:
+            raise ArchiveInvalid(f"{where}.url must be a non-empty string")
+        config = row.get("http_config") or {}
+        if isinstance(config, str):
+            try:
+                config = json.loads(config)
+            except ValueError:
+                config = None
+        if not isinstance(config, dict):
+            raise ArchiveInvalid(f"{where}.http_config must be an object")
+        return {**row, "http_config": config}
 
     def _directive(self, index: int, row: Any) -> dict[str, Any]:
         where = f"directives.json[{index}]"
@@ -362,6 +382,7 @@ class _Import:
                 self._write_nodes()
             if self.request.mode == RESTORE and plan.restoring.bank_config:
                 self._write_directives()
+                self._write_webhooks()
             if self.request.mode == RESTORE and plan.restoring.history:
                 self._write_llm_requests()
             if before_commit is not None:
@@ -659,6 +680,27 @@ class _Import:
                 changed_at=self._capped(row.get("changed_at"), where) or self.stamp))
         DirectiveScopeStamp.objects.bulk_create(stamps, ignore_conflicts=True)
         self.counts["directives_imported"] = len(units)
+
+    def _write_webhooks(self) -> None:
+        """A bank's webhooks come back as they were: the URL, the secret, the events, enabled
+        or not (the SSRF guard still checks every delivery)."""
+        plan = self.plan
+        ids = [str(w.get("id")) for w in plan.webhooks if _UUID.fullmatch(str(w.get("id") or ""))]
+        taken = {str(i) for i in Webhook.objects.filter(id__in=ids).values_list("id", flat=True)}
+        units = []
+        for row in plan.webhooks:
+            where = f"webhook {row.get('url')!r}"
+            keep = _UUID.fullmatch(str(row.get("id") or "")) and str(row["id"]) not in taken
+            units.append(Webhook(
+                id=uuid.UUID(str(row["id"])) if keep else uuid.uuid4(),
+                bank_id=plan.target_bank_id, url=row["url"], secret=row.get("secret") or None,
+                event_types=_strings(row.get("event_types"), where),
+                enabled=bool(row.get("enabled", True)), http_config=row["http_config"],
+                created_at=self._capped(row.get("created_at"), where) or self.stamp,
+                updated_at=self._capped(row.get("updated_at"), where) or self.stamp,
+            ))
+        Webhook.objects.bulk_create(units)
+        self.counts["webhooks_imported"] = len(units)
 
     def _write_llm_requests(self) -> None:
         plan = self.plan
