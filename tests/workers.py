@@ -107,6 +107,7 @@ WorkerProcess = Process
 # The tests whose workers are their own: started for the test and stopped after it, never
 # shared. A test file (every test in it) or one test, with the reason; keep this set small.
 PRIVATE_WORKER_TESTS: dict[str, str] = {
+    "tests/operations/test_worker_probe.py": "stops, freezes and kills its workers",
     "tests/operations/test_workers.py::"
     "test_killed_worker_job_is_recovered_and_its_effect_written_exactly_once":
         "SIGKILLs its worker mid-job and starts another",

@@ -2,8 +2,9 @@
 
 ``main`` is the entry point pyproject declares; the commands live in ``app``, the knowledge
 base's (``hindsight kb …``) in ``knowledge``, the directives' (``hindsight directive …``) in
-``directives``, the bank transfer's (``hindsight bank export|import|clone``) in ``transfer``
-and bank templates' (``hindsight bank template …``) in ``templates``, registered on the app here
+``directives``, the bank transfer's (``hindsight bank export|import|clone``) in ``transfer``,
+bank templates' (``hindsight bank template …``) in ``templates`` and the worker probe's
+(``hindsight worker probe``) in ``worker``, registered on the app here
 (they use ``app``'s options and helpers, so ``app`` cannot import them).
 """
 
@@ -14,9 +15,11 @@ from hindsight.surfaces.cli.app import app, bank_app, main
 from hindsight.surfaces.cli.directives import directive_app
 from hindsight.surfaces.cli.knowledge import kb_app
 from hindsight.surfaces.cli.templates import template_app
+from hindsight.surfaces.cli.worker import worker_app
 
 app.add_typer(kb_app, name="kb")
 app.add_typer(directive_app, name="directive")
 bank_app.add_typer(template_app, name="template")
+app.add_typer(worker_app, name="worker")
 
 __all__ = ["main"]
