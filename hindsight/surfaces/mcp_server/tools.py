@@ -180,6 +180,10 @@ def sync_retain(
     """Store a memory and wait until it is stored and can be recalled."""
     item = _retain_item(content, context, timestamp, tags, metadata, document_id, strategy)
     result = _call(bank_id, lambda api, bank: api.retain(bank, {"items": [item], "async": False}))
+    if result.get("parked"):  # docs/behaviour.md#over-budget-nothing-is-lost
+        return {"status": "accepted",
+                "message": "Memory kept: it is stored once the bank's LLM token budget frees",
+                "operation_id": result["operation_id"], "parked": result["parked"]}
     return {"status": "completed", "message": "Memory stored successfully",
             "items_count": result["items_count"]}
 
