@@ -14,9 +14,12 @@ first, reaches ``spent - budget + 1``.
 
 Who asks:
 
-- every call that would spend (reflect, a manual refresh, a dry run, retain with LLM
-  extraction, ``POST …/consolidate``) calls ``bank_budget_require``: spent → ``BudgetSpent``,
-  a 429 whose body names the budget, what was spent and when it frees;
+- every call that would spend now (reflect, a manual refresh, a dry run,
+  ``POST …/consolidate``) calls ``bank_budget_require``: spent → ``BudgetSpent``, a 429 whose
+  body names the budget, what was spent and when it frees;
+- a retain with LLM extraction, sync or async, asks ``bank_budget_spent``: spent → it is
+  queued parked (``budget_parked_by``, until ``park_until``) with its whole batch, never
+  refused (docs/behaviour.md#over-budget-nothing-is-lost);
 - the operations engine, before it claims a due operation of a type that spends, through the
   handler's ``hold`` (``budget_hold``): spent → the operation is parked until the bank frees,
   ``result_metadata.parked_by`` naming the budget (automatic and manual alike: what was
