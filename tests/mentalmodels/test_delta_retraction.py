@@ -9,6 +9,7 @@ from django.db import transaction
 
 from fakes.delta_llm import delta_llm, remove_retracted
 from fakes.llm_server import Reply
+from hindsight.banks import curation
 from hindsight.banks.models import MemoryUnit
 from hindsight.banks.writeclock import hold_bank_write_lock
 from hindsight.infra.db import ClockTimestamp
@@ -20,6 +21,7 @@ from mentalmodels.refresh.pipeline import (
     RETRACTION_STANDS,
     refresh_dry_run,
 )
+from mentalmodels.staleness import is_stale
 from tests.factories import make_memory, make_mental_model
 from tests.mentalmodels.fenced import last_operation, refresh_run
 
@@ -111,6 +113,40 @@ def test_an_edited_fact_is_shown_with_its_new_text_and_the_claim_is_rewritten(ba
                      str(bob.id): "Bob and Carol run the release"}
     assert model.reflect_response["trace"]["retraction"] == retraction(
         [bob.id], ["Bob runs the release"], edited=[bob.id])
+
+
+def test_an_invalidated_fact_makes_the_page_stale_and_its_next_delta_refresh_removes_the_claim(
+    bank, scripted_llm
+):
+    model, (alice, bob) = page(bank, scripted_llm)
+    curation.memory_update(bank_id=bank.id, memory_id=str(bob.id), edits={},
+                           state="invalidated", reason="Bob left")
+    assert is_stale(MentalModel.objects.get(uid=model.uid))
+    calls = delta_llm(scripted_llm, remove_retracted)
+    report = refresh_run(bank_id=bank.id, mental_model_id="team")
+    # The change is in the window: the reflect loop ran, found nothing new to cite, and the
+    # edit call was shown the retraction.
+    assert [(c.retracted, c.facts) for c in calls] == [
+        ([("Bob runs the release", "removed", None)], [])]
+    model.refresh_from_db()
+    assert model.content == "## Team\n\n- Alice leads the team\n\n## Log\n\n- started"
+    assert not is_stale(model) and cited(model) == {str(alice.id)}
+    expected = retraction([bob.id], ["Bob runs the release"])
+    assert report.trace["retraction"] == model.reflect_response["trace"]["retraction"] == expected
+    assert last_operation(bank_id=bank.id, mental_model_id="team").result_metadata[
+        "retraction"] == expected
+
+
+def test_a_fact_edited_through_the_api_is_retracted_as_edited(bank, scripted_llm):
+    model, (alice, bob) = page(bank, scripted_llm)
+    curation.memory_update(bank_id=bank.id, memory_id=str(bob.id),
+                           edits={"text": "Carol runs the release"})
+    calls = delta_llm(scripted_llm, remove_retracted)
+    refresh_run(bank_id=bank.id, mental_model_id="team")
+    assert [c.retracted for c in calls] == [
+        [("Bob runs the release", "edited", "Carol runs the release")]]
+    model.refresh_from_db()
+    assert model.content == DOC.replace("Bob runs the release", "Carol runs the release")
 
 
 def test_a_fact_tagged_out_of_the_page_scope_is_retracted_as_removed(bank, scripted_llm):
