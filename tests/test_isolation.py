@@ -27,7 +27,7 @@ from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver
 
 from fakes.llm_server import Reply
-from hindsight.banks.models import MemoryUnit
+from hindsight.banks.models import Document, MemoryUnit
 from hindsight.webhooks.models import Webhook
 from mentalmodels.directives.models import Directive
 from mentalmodels.knowledge.models import KnowledgeNode, NodeKind
@@ -113,7 +113,8 @@ def test_the_url_conf_is_enumerated() -> None:
 def two_banks(db: None, scripted_llm: Any) -> dict[str, str]:
     make_bank("bank-a")
     make_bank("bank-b")
-    memory = make_memory("bank-a", "Alice runs the platform team.", tags=["team"])
+    memory = make_memory("bank-a", "Alice runs the platform team.", tags=["team"],
+                         document_id="doc-a")
     model = make_mental_model("bank-a", "team-a", content="# Team A\n\nsecret", tags=["team"])
     history = MentalModelHistory.objects.create(model=model, kind="version",
                                                 previous_content="older secret")
@@ -187,7 +188,7 @@ def test_the_id_routes_are_given_bank_as_real_ids() -> None:
     # A route whose id this test has no bank-A row for would only be asked a random id.
     assert {name for r in ID_ROUTES for name in r.params} - {"bank_id"} <= {
         "mental_model_id", "operation_id", "memory_id", "history_id", "node_id", "page_id",
-        "directive_id", "webhook_id"}
+        "directive_id", "webhook_id", "document_id"}
 
 
 KB = "/v1/default/banks/bank-b/knowledge-base"
@@ -290,6 +291,7 @@ WRITE_ONLY: dict[str, list[tuple[str, Any, int]]] = {
                                            ("delete", None, 200)],
     _BANK + "/memories/<str:memory_id>/observations": [("delete", None, 200)],
     _BANK + "/observations": [("delete", None, 200)],
+    _BANK + "/documents/<path:document_id>/reprocess": [("post", None, 200)],
     _BANK + "/import": [("post", {"version": "1", "directives": [
         {"name": "Formal", "content": "Answer formally."}]}, 200)],
 }
@@ -311,7 +313,9 @@ def test_every_route_without_a_get_has_its_right_key_requests() -> None:
 def key_bank(with_key: None, llm: Any, sent: list[str]) -> dict[str, str]:
     """The rows the right-key requests name, and an LLM that answers every question."""
     make_bank("bank-key")
-    memory = make_memory("bank-key", "Alice likes tea.", embed=True)
+    memory = make_memory("bank-key", "Alice likes tea.", embed=True, document_id="doc-key")
+    Document.objects.create(bank_id="bank-key", document_id="doc-key", chunks=["Alice likes tea."],
+                            created_at=memory.created_at, updated_at=memory.updated_at)
     make_mental_model("bank-key", "mm", content="# Team\n\nAlice likes tea.")
     operation = make_operation(bank_id="bank-key", mental_model_id="mm", status="failed",
                                dedupe_key="mm:bank-key:mm")
@@ -321,7 +325,7 @@ def key_bank(with_key: None, llm: Any, sent: list[str]) -> dict[str, str]:
                      if body.get("tools") else Reply.text("Alice likes tea."))
     return {"webhook_id": str(webhook.id),
             "bank_id": "bank-key", "mental_model_id": "mm", "operation_id": str(operation.id),
-            "node_id": folder.id, "memory_id": str(memory.id)}
+            "node_id": folder.id, "memory_id": str(memory.id), "document_id": "doc-key"}
 
 
 @pytest.mark.parametrize("route", WRITE_ONLY_ROUTES, ids=lambda r: r.path)

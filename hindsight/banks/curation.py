@@ -79,8 +79,9 @@ def _previous(row: MemoryUnit | InvalidatedMemoryUnit) -> dict[str, Any]:
     }
 
 
-def _change(row: MemoryUnit | InvalidatedMemoryUnit, *, kind: str, stamp: datetime,
-            reason: str | None = None) -> MemoryChange:
+def memory_change(row: MemoryUnit | InvalidatedMemoryUnit, *, kind: str, stamp: datetime,
+                  reason: str | None = None) -> MemoryChange:
+    """The change row of ``row`` (unsaved): what the memory is before ``kind`` happens."""
     return MemoryChange(
         bank_id=row.bank_id, memory_id=row.id, document_id=row.document_id, kind=kind,
         tags=list(row.tags), fact_type=row.fact_type, previous=_previous(row), reason=reason,
@@ -125,7 +126,7 @@ def observations_drop(*, bank_id: str, source_ids: Sequence[UUID] | None, stamp:
     if not rows:
         return 0
     MemoryChange.objects.bulk_create(
-        [_change(row, kind=MemoryChangeKind.DELETED, stamp=stamp) for row in rows])
+        [memory_change(row, kind=MemoryChangeKind.DELETED, stamp=stamp) for row in rows])
     others = {s for row in rows for s in row.source_memory_ids} - set(source_ids or ())
     MemoryUnit.objects.filter(id__in=[row.id for row in rows]).delete()
     requeue = MemoryUnit.objects.filter(bank_id=bank_id, fact_type__in=CURATED_FACT_TYPES)
@@ -194,7 +195,7 @@ def memory_update(*, bank_id: str, memory_id: str, edits: Mapping[str, Any],
         removed = 0
         reconsolidate = False
         if edits and live is not None:
-            _change(live, kind=MemoryChangeKind.EDITED, stamp=stamp).save()
+            memory_change(live, kind=MemoryChangeKind.EDITED, stamp=stamp).save()
             if vector is not None:
                 removed += observations_drop(bank_id=bank_id, source_ids=[uid], stamp=stamp)
                 reconsolidate = True
@@ -227,7 +228,7 @@ def _invalidate(live: MemoryUnit, *, reason: str | None, stamp: datetime) -> Non
         invalidation_reason=reason, invalidated_at=stamp,
         **{name: getattr(live, name) for name in _ROW_FIELDS},
     )
-    _change(live, kind=MemoryChangeKind.INVALIDATED, stamp=stamp, reason=reason).save()
+    memory_change(live, kind=MemoryChangeKind.INVALIDATED, stamp=stamp, reason=reason).save()
     MemoryUnit.objects.filter(id=live.id).delete()
 
 
@@ -240,7 +241,7 @@ def _restore(archived: InvalidatedMemoryUnit, *, vector: list[float] | None,
         embedding=_vector_value(vector) if vector is not None else None,
         text_tokens=count_tokens_to_store([archived.text])[0], **values,
     )
-    _change(archived, kind=MemoryChangeKind.RESTORED, stamp=stamp).save()
+    memory_change(archived, kind=MemoryChangeKind.RESTORED, stamp=stamp).save()
     archived.delete()
 
 
@@ -280,7 +281,7 @@ def memories_remove(*, bank_id: str, rows: Iterable[MemoryUnit | InvalidatedMemo
     if not rows:
         return 0
     MemoryChange.objects.bulk_create(
-        [_change(row, kind=MemoryChangeKind.DELETED, stamp=stamp) for row in rows])
+        [memory_change(row, kind=MemoryChangeKind.DELETED, stamp=stamp) for row in rows])
     live_ids = [row.id for row in rows if isinstance(row, MemoryUnit)]
     archived_ids = [row.id for row in rows if isinstance(row, InvalidatedMemoryUnit)]
     if live_ids:

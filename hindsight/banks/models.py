@@ -186,3 +186,42 @@ class MemoryChange(models.Model):
 
     def __str__(self) -> str:
         return f"{self.kind} {self.memory_id}"
+
+
+class Document(models.Model):
+    """A retained document (a retain item with a ``document_id``): its text as retained, one
+    chunk per item that wrote it, the retain's parameters (so ``reprocess`` can retain it again)
+    and what changed it (docs/behaviour.md#documents). Its memories name it by
+    ``MemoryUnit.document_id``."""
+
+    id = models.BigAutoField(primary_key=True)
+    bank = models.ForeignKey(Bank, on_delete=models.CASCADE, related_name="documents",
+                             db_index=False)
+    document_id = models.CharField(max_length=255)
+    # The text of each retain item that wrote the document, in order (``replace`` starts over,
+    # ``append`` adds one); the original text is their join.
+    chunks = ArrayField(models.TextField(), default=list, blank=True)
+    content_hash = models.CharField(max_length=64, blank=True, default="")
+    retain_params = models.JSONField(default=dict, blank=True)
+    tags = ArrayField(models.TextField(), default=list, blank=True)
+    metadata = models.JSONField(default=dict, blank=True)
+    # Newest last: {kind, created_at, operation_id, facts_added, facts_removed} (bounded).
+    events = models.JSONField(default=list, blank=True)
+    created_at = models.DateTimeField()
+    updated_at = models.DateTimeField()
+    # Set by the selectors that read a document with its live memories counted.
+    memory_unit_count: int
+    nodes_by_fact_type: dict[str, int]
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["bank", "document_id"], name="document_bank_id_uniq"),
+        ]
+        indexes = [models.Index(fields=["bank", "updated_at"], name="document_bank_updated_idx")]
+
+    def __str__(self) -> str:
+        return self.document_id
+
+    @property
+    def original_text(self) -> str:
+        return "\n\n".join(self.chunks)

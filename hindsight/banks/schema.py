@@ -488,3 +488,114 @@ class LLMRequestStatsResponseSerializer(Rendered):
     trunc = Char()
     start = computed(Char(), lambda stats: iso(stats["start"]))
     buckets = LLMRequestStatsBucketSerializer(many=True)
+
+
+# --- documents (docs/behaviour.md#documents) ---------------------------------------------------
+
+
+class DocumentListItemSerializer(Rendered):
+    """One document of a page, without its text."""
+
+    id = Char(source="document_id")
+    bank_id = Char()
+    content_hash = computed(Char(allow_null=True), lambda d: d.content_hash or None)
+    created_at = computed(Char(), lambda d: iso(d.created_at) or "")
+    updated_at = computed(Char(), lambda d: iso(d.updated_at) or "")
+    text_length = computed(Int(), lambda d: len(d.original_text))
+    memory_unit_count = Int()
+    retain_params = computed(serializers.DictField(allow_null=True),
+                             lambda d: d.retain_params or None)
+    document_metadata = computed(serializers.DictField(allow_null=True),
+                                 lambda d: d.metadata or None)
+    tags = serializers.ListField(child=Char())
+    matched_fields = computed(serializers.ListField(child=Char()), lambda d: [])
+
+
+class ListDocumentsResponseSerializer(Rendered):
+    items = DocumentListItemSerializer(many=True)
+    total, limit, offset = page_fields()
+    total_is_estimate = const(Bool(), False)
+
+
+class DocumentResponseSerializer(Rendered):
+    """``GET …/documents/{id}``: the document, its text and its facts per type."""
+
+    id = Char(source="document_id")
+    bank_id = Char()
+    original_text = computed(Char(allow_null=True), lambda d: d.original_text if d.chunks else None)
+    content_hash = computed(Char(allow_null=True), lambda d: d.content_hash or None)
+    created_at = computed(Char(), lambda d: iso(d.created_at) or "")
+    updated_at = computed(Char(), lambda d: iso(d.updated_at) or "")
+    memory_unit_count = Int()
+    nodes_by_fact_type = serializers.DictField(child=Int())
+    tags = serializers.ListField(child=Char())
+    document_metadata = computed(serializers.DictField(allow_null=True),
+                                 lambda d: d.metadata or None)
+    retain_params = computed(serializers.DictField(allow_null=True),
+                             lambda d: d.retain_params or None)
+    observation_scopes = computed(serializers.JSONField(allow_null=True),
+                                  lambda d: (d.retain_params or {}).get("observation_scopes"))
+    attachments = computed(serializers.ListField(child=Char()), lambda d: [])
+
+
+class ChunkResponseSerializer(Rendered):
+    """One chunk: the text of one retain item of the document (a dict the view builds)."""
+
+    chunk_id = Char()
+    document_id = Char()
+    bank_id = Char()
+    chunk_index = Int()
+    chunk_text = Char(allow_blank=True)
+    created_at = Char(allow_blank=True)
+    attachments = computed(serializers.ListField(child=Char()), lambda d: [])
+
+
+class ListChunksResponseSerializer(Rendered):
+    items = ChunkResponseSerializer(many=True)
+    total, limit, offset = page_fields()
+
+
+class DeleteDocumentResponseSerializer(Rendered):
+    success = const(Bool(), True)
+    message = computed(Char(), lambda d: f"Document '{d['document_id']}' and "
+                                         f"{d['memory_units_deleted']} associated memory units "
+                                         "deleted successfully")
+    document_id = Char()
+    memory_units_deleted = Int()
+
+
+class UpdateDocumentResponseSerializer(Rendered):
+    success = const(Bool(), True)
+
+
+class ReprocessDocumentResponseSerializer(Rendered):
+    success = const(Bool(), True)
+    operation_id = Char()
+    items_count = Int()
+
+
+class ObservationIdSampleSerializer(Rendered):
+    count = Int()
+    ids = serializers.ListField(child=Char())
+
+
+class DocumentEventSerializer(Rendered):
+    """One change of the document (upstream's event kinds); observation samples are not
+    kept here (null)."""
+
+    document_id = Char()
+    kind = Char()
+    created_at = Char(allow_null=True)
+    operation_id = computed(Char(allow_null=True), lambda e: e.get("operation_id"))
+    fact_id = computed(Char(allow_null=True), lambda e: e.get("fact_id"))
+    facts_added = computed(Int(), lambda e: e.get("facts_added") or 0)
+    facts_removed = computed(Int(), lambda e: e.get("facts_removed") or 0)
+    observations_created = const(ObservationIdSampleSerializer(allow_null=True), None)
+    observations_updated = const(ObservationIdSampleSerializer(allow_null=True), None)
+    observations_removed = const(ObservationIdSampleSerializer(allow_null=True), None)
+
+
+class DocumentHistoryResponseSerializer(Rendered):
+    document_id = Char()
+    total, limit, offset = page_fields()
+    items = DocumentEventSerializer(many=True)

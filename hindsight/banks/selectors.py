@@ -10,16 +10,29 @@ from datetime import datetime
 from typing import Any
 
 from django.db import connection
-from django.db.models import Count, F, Max, Q, Subquery
+from django.db.models import Count, F, Max, Min, Q, Subquery
 from django.db.models.functions import Greatest
 
 from hindsight.banks import bankconfig
 from hindsight.banks.budget import bank_spend
-from hindsight.banks.models import Bank, InvalidatedMemoryUnit, MemoryChange, MemoryUnit
+from hindsight.banks.documentrows import REPLACED
+from hindsight.banks.models import (
+    Bank,
+    Document,
+    InvalidatedMemoryUnit,
+    MemoryChange,
+    MemoryUnit,
+)
 from hindsight.banks.operation_types import BankOperationType
 from hindsight.infra.errors import NotFound
 from hindsight.infra.tagscope import TagScope, scope_sql
-from hindsight.infra.vocabulary import EXTRACTED_FACT_TYPES, FactType, MemoryState
+from hindsight.infra.vocabulary import (
+    EXTRACTED_FACT_TYPES,
+    FactType,
+    MemoryChangeKind,
+    MemoryState,
+    iso,
+)
 from operations.models import COMPLETED, FAILED, PENDING, PROCESSING, Operation
 from operations.selectors import operation_counts
 
@@ -279,3 +292,87 @@ def memory_changes(*, bank_id: str, memory_id: Any) -> list[MemoryChange]:
     """The curation changes of one memory, oldest first."""
     return list(MemoryChange.objects.filter(bank_id=bank_id, memory_id=memory_id)
                 .order_by("changed_at", "id"))
+
+
+# --- documents (docs/behaviour.md#documents) ---------------------------------------------------
+
+DOCUMENT_TIME_FIELDS = ("created_at", "updated_at")
+
+
+def documents_list(*, bank_id: str, q: str | None = None, tags: list[str] | None = None,
+                   tags_match: str = "any_strict", time_field: str | None = None,
+                   start: datetime | None = None, end: datetime | None = None,
+                   limit: int = 100, offset: int = 0) -> tuple[list[Document], int]:
+    """A page of the bank's documents, the last written first, each with ``memory_unit_count``
+    (its facts), and the total the filters select. ``q``: a substring of the id or the text."""
+    bank_get(bank_id=bank_id)
+    qs = Document.objects.filter(bank_id=bank_id)
+    if q:
+        qs = qs.extra(where=["(banks_document.document_id ILIKE %s OR "
+                             "array_to_string(banks_document.chunks, ' ') ILIKE %s)"],
+                      params=[f"%{_like(q)}%", f"%{_like(q)}%"])
+    if tags or tags_match == "exact":
+        where, params = scope_sql(TagScope(tags=tuple(tags or ()), tags_match=tags_match),
+                                  alias="banks_document")
+        if where != "TRUE":
+            qs = qs.extra(where=[where], params=params)
+    order = time_field or "updated_at"
+    if start:
+        qs = qs.filter(**{f"{order}__gte": start})
+    if end:
+        qs = qs.filter(**{f"{order}__lt": end})
+    total = qs.count()
+    page = list(qs.order_by(f"-{order}", "-id")[offset: offset + limit])
+    counts = _document_fact_counts(bank_id, [d.document_id for d in page])
+    for document in page:
+        document.memory_unit_count = sum(counts.get(document.document_id, {}).values())
+    return page, total
+
+
+def _like(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
+def _document_fact_counts(bank_id: str, document_ids: list[str]) -> dict[str, dict[str, int]]:
+    """Per document, its live memories per fact type."""
+    counts: dict[str, dict[str, int]] = {}
+    rows = (MemoryUnit.objects.filter(bank_id=bank_id, document_id__in=document_ids)
+            .values("document_id", "fact_type").annotate(n=Count("id")).order_by())
+    for row in rows:
+        counts.setdefault(str(row["document_id"]), {})[row["fact_type"]] = row["n"]
+    return counts
+
+
+def document_get(*, bank_id: str, document_id: str) -> Document:
+    """The document with ``nodes_by_fact_type`` and ``memory_unit_count``; a document only
+    memories name (retained before documents were kept, or brought by a transfer) reads as one
+    without text. 404 when nothing names it."""
+    bank_get(bank_id=bank_id)
+    document = Document.objects.filter(bank_id=bank_id, document_id=document_id).first()
+    counts = _document_fact_counts(bank_id, [document_id]).get(document_id, {})
+    if document is None:
+        named = MemoryUnit.objects.filter(bank_id=bank_id, document_id=document_id)
+        span = named.aggregate(first=Min("created_at"), last=Max("updated_at"))
+        if span["first"] is None and not InvalidatedMemoryUnit.objects.filter(
+                bank_id=bank_id, document_id=document_id).exists():
+            raise NotFound("Document not found")
+        document = Document(bank_id=bank_id, document_id=document_id,
+                            created_at=span["first"], updated_at=span["last"])
+    document.nodes_by_fact_type = counts
+    document.memory_unit_count = sum(counts.values())
+    return document
+
+
+def document_history(*, bank_id: str, document_id: str) -> list[dict[str, Any]]:
+    """The document's events, newest first: each retain, append, re-tag and reprocess it
+    recorded, and each curation change of one of its facts."""
+    document = document_get(bank_id=bank_id, document_id=document_id)
+    events: list[dict[str, Any]] = [dict(e) for e in (document.events or [])]
+    changes = MemoryChange.objects.filter(bank_id=bank_id, document_id=document_id).exclude(
+        reason=REPLACED)
+    for change in changes.order_by("changed_at", "id"):
+        events.append({"kind": change.kind, "created_at": iso(change.changed_at),
+                       "fact_id": str(change.memory_id),
+                       "facts_removed": int(change.kind == MemoryChangeKind.DELETED)})
+    events.sort(key=lambda e: e.get("created_at") or "", reverse=True)
+    return events

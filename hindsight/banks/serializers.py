@@ -13,7 +13,7 @@ from typing import Any, ClassVar
 from rest_framework.exceptions import ValidationError
 
 from hindsight.banks.retaintypes import RetainItem
-from hindsight.banks.selectors import CONSOLIDATION_STATES, TIME_FIELDS
+from hindsight.banks.selectors import CONSOLIDATION_STATES, DOCUMENT_TIME_FIELDS, TIME_FIELDS
 from hindsight.infra.edge.serializers import (
     UUID,
     AnyJSON,
@@ -440,3 +440,42 @@ class UpdateMemoryRequestSerializer(Body):
             data["entities"] = list(dict.fromkeys(e.strip() for e in data["entities"]
                                                   if e.strip()))
         return {"edits": data, "state": state, "reason": reason}
+
+
+# --- documents ---------------------------------------------------------------------------------
+
+
+class DocumentListQuery(Query):
+    q = _text("Case-insensitive substring of the document id or its text")
+    tags = tags_field(help_text="Filter documents by tags")
+    tags_match = tags_match_field(default="any_strict")
+    time_field = Choice(choices=DOCUMENT_TIME_FIELDS, required=False,
+                        help_text="Time axis to filter and order by (default updated_at)")
+    start_date = DateTime(required=False, help_text="From this ISO date-time (inclusive)")
+    end_date = DateTime(required=False, help_text="Until this ISO date-time (exclusive)")
+    limit = limit_field(100, 1000, minimum=0)
+    offset = offset_field()
+
+
+class DocumentPageQuery(Query):
+    """The chunks and the history of a document, a page at a time."""
+
+    limit = limit_field(100, 1000)
+    offset = offset_field()
+
+
+class UpdateDocumentRequestSerializer(Body):
+    """``PATCH …/documents/{id}``: new tags (also of its memories) and/or observation scopes;
+    at least one."""
+
+    component_name = "UpdateDocumentRequest"
+    when_absent: ClassVar[Mapping[str, Any]] = {}
+
+    tags = tags_field(null_as_absent=True, help_text="New tags of the document and its memories")
+    observation_scopes = AnyJSON(required=False, null_as_absent=True,
+                                 help_text="Kept in the retain parameters (reprocess uses them)")
+
+    def validate(self, data: dict[str, Any]) -> dict[str, Any]:
+        if "tags" not in data and "observation_scopes" not in data:
+            raise FieldError((), "at least one field (tags, observation_scopes) must be provided")
+        return {"tags": data.get("tags"), "observation_scopes": data.get("observation_scopes")}

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import json
 import re
+from collections import Counter
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import Q, Value
+from django.db.models import Value
 from django.db.models.functions import Cast
 from django.utils import timezone
 
@@ -30,6 +31,7 @@ from hindsight.banks.budget import (
     budget_parked_release,
 )
 from hindsight.banks.consolidation import consolidation_submit, consolidation_submit_after_retain
+from hindsight.banks.documentrows import document_memories_replace, documents_record
 from hindsight.banks.events import retain_completed
 from hindsight.banks.extraction import ExtractedFact, facts_extract_many, uses_llm
 from hindsight.banks.models import Bank, MemoryUnit
@@ -50,7 +52,7 @@ from hindsight.infra.errors import (
     UpstreamFailed,
 )
 from hindsight.infra.llm import Deadline, LLMTimeout
-from hindsight.infra.vocabulary import FactType, iso
+from hindsight.infra.vocabulary import iso
 from operations.leases import lease_bump
 from operations.models import CANCELLED, PARKED_BY, PENDING, PROCESSING, Operation
 from operations.queue import operation_submit
@@ -345,14 +347,13 @@ def memories_retain(
         stamp, config = _retain_begin(bank_id)
         for unit in units:
             unit.created_at = unit.updated_at = stamp
-        if replaced_documents:
-            # Re-sent documents replace what they stored before (observations are kept:
-            # consolidation owns them).
-            MemoryUnit.objects.filter(
-                Q(bank_id=bank_id) & Q(document_id__in=replaced_documents)
-                & ~Q(fact_type=FactType.OBSERVATION)
-            ).delete()
+        # Re-sent documents replace what they stored before; each document's row is written.
+        removed = document_memories_replace(bank_id=bank_id, document_ids=replaced_documents,
+                                            stamp=stamp) if replaced_documents else {}
         created = MemoryUnit.objects.bulk_create(units)
+        added = Counter(unit.document_id for unit in created if unit.document_id)
+        documents_record(bank_id=bank_id, items=items, added=added, removed=removed,
+                         stamp=stamp, operation_id=operation_id)
         if created and auto_consolidation_enabled(bank_id=bank_id, config=config):
             # In the same transaction: the facts and the job that consolidates them commit
             # together (a crash in between cannot leave facts nothing will pick up).

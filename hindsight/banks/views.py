@@ -11,8 +11,9 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from hindsight.banks import curation, schema, selectors, services
-from hindsight.banks.models import InvalidatedMemoryUnit, MemoryUnit
+from hindsight.banks import curation, documents, schema, selectors, services
+from hindsight.banks.documentrows import chunk_id, chunk_id_parse
+from hindsight.banks.models import Document, InvalidatedMemoryUnit, MemoryUnit
 from hindsight.banks.recall import RecallFloors, RecallHit, memory_recall
 from hindsight.banks.retaintypes import RetainQueued
 from hindsight.banks.serializers import (
@@ -22,12 +23,15 @@ from hindsight.banks.serializers import (
     BankWriteSerializer,
     ConsolidationRequestSerializer,
     DispositionUpdateSerializer,
+    DocumentListQuery,
+    DocumentPageQuery,
     LLMRequestListQuery,
     LLMRequestStatsQuery,
     MemoryListQuery,
     RecallRequestSerializer,
     RetainRequestSerializer,
     TagListQuery,
+    UpdateDocumentRequestSerializer,
     UpdateMemoryRequestSerializer,
 )
 from hindsight.banks.tags import tags_list
@@ -44,7 +48,7 @@ from hindsight.infra.llm.selectors import (
     llm_requests_stats,
 )
 from hindsight.infra.tagscope import TagScope
-from hindsight.infra.vocabulary import EXTRACTED_FACT_TYPES, FactType
+from hindsight.infra.vocabulary import EXTRACTED_FACT_TYPES, FactType, iso
 
 
 def _doc(operation_id: str, *, response: Any, request: Any = None, query: Any = None,
@@ -397,3 +401,100 @@ class BankObservationsView(APIView):
         return Response(schema.DeleteResponseSerializer.render(
             {"bank_id": bank_id, "deleted_count": deleted,
              "message": f"Cleared {deleted} observations"}))
+
+
+# --- documents (docs/behaviour.md#documents) ---------------------------------------------------
+
+
+class DocumentListView(APIView):
+    @_doc("list_documents", response=schema.ListDocumentsResponseSerializer,
+          query=DocumentListQuery)
+    def get(self, request: Request, bank_id: str) -> Response:
+        query = DocumentListQuery.parse(request.query_params)
+        limit, offset = query["limit"], query["offset"]
+        page, total = selectors.documents_list(
+            bank_id=bank_id, q=query.get("q"), tags=query.get("tags"),
+            tags_match=query["tags_match"], time_field=query.get("time_field"),
+            start=query.get("start_date"), end=query.get("end_date"), limit=limit,
+            offset=offset)
+        return Response(schema.ListDocumentsResponseSerializer.render(
+            {"items": page, "total": total, "limit": limit, "offset": offset}))
+
+
+class DocumentView(APIView):
+    @_doc("get_document", response=schema.DocumentResponseSerializer, errors=(404,))
+    def get(self, request: Request, bank_id: str, document_id: str) -> Response:
+        document = selectors.document_get(bank_id=bank_id, document_id=document_id)
+        return Response(schema.DocumentResponseSerializer.render(document))
+
+    @_doc("update_document", request=UpdateDocumentRequestSerializer,
+          response=schema.UpdateDocumentResponseSerializer)
+    def patch(self, request: Request, bank_id: str, document_id: str) -> Response:
+        selectors.document_get(bank_id=bank_id, document_id=document_id)
+        data = UpdateDocumentRequestSerializer.parse(body_of(request))
+        documents.document_update(bank_id=bank_id, document_id=document_id, **data)
+        return Response(schema.UpdateDocumentResponseSerializer.render({}))
+
+    @_doc("delete_document", response=schema.DeleteDocumentResponseSerializer, errors=(404,))
+    def delete(self, request: Request, bank_id: str, document_id: str) -> Response:
+        deleted = documents.document_delete(bank_id=bank_id, document_id=document_id)
+        return Response(schema.DeleteDocumentResponseSerializer.render(
+            {"document_id": document_id, "memory_units_deleted": deleted}))
+
+
+def _chunks(document: Document) -> list[dict[str, Any]]:
+    return [{"chunk_id": chunk_id(document.bank_id, document.document_id, index),
+             "document_id": document.document_id, "bank_id": document.bank_id,
+             "chunk_index": index, "chunk_text": text,
+             "created_at": iso(document.created_at) or ""}
+            for index, text in enumerate(document.chunks)]
+
+
+class DocumentChunksView(APIView):
+    @_doc("list_document_chunks", response=schema.ListChunksResponseSerializer,
+          query=DocumentPageQuery)
+    def get(self, request: Request, bank_id: str, document_id: str) -> Response:
+        query = DocumentPageQuery.parse(request.query_params)
+        limit, offset = query["limit"], query["offset"]
+        chunks = _chunks(selectors.document_get(bank_id=bank_id, document_id=document_id))
+        return Response(schema.ListChunksResponseSerializer.render(
+            {"items": chunks[offset: offset + limit], "total": len(chunks), "limit": limit,
+             "offset": offset}))
+
+
+class DocumentHistoryView(APIView):
+    @_doc("get_document_history", response=schema.DocumentHistoryResponseSerializer,
+          query=DocumentPageQuery)
+    def get(self, request: Request, bank_id: str, document_id: str) -> Response:
+        query = DocumentPageQuery.parse(request.query_params)
+        limit, offset = query["limit"], query["offset"]
+        events = selectors.document_history(bank_id=bank_id, document_id=document_id)
+        page = [{"document_id": document_id, **e} for e in events[offset: offset + limit]]
+        return Response(schema.DocumentHistoryResponseSerializer.render(
+            {"document_id": document_id, "total": len(events), "limit": limit,
+             "offset": offset, "items": page}))
+
+
+class DocumentReprocessView(APIView):
+    @_doc("reprocess_document", response=schema.ReprocessDocumentResponseSerializer,
+          errors=(400, 404))
+    def post(self, request: Request, bank_id: str, document_id: str) -> Response:
+        operation_id, count = documents.document_reprocess(bank_id=bank_id,
+                                                           document_id=document_id)
+        return Response(schema.ReprocessDocumentResponseSerializer.render(
+            {"operation_id": operation_id, "items_count": count}))
+
+
+class ChunkView(APIView):
+    """``GET /v1/default/chunks/{chunk_id}``: one chunk, found by its id alone."""
+
+    @_doc("get_chunk", response=schema.ChunkResponseSerializer, errors=(404,))
+    def get(self, request: Request, chunk_id: str) -> Response:
+        parsed = chunk_id_parse(chunk_id)
+        if parsed is None:
+            raise NotFound("Chunk not found")
+        bank_id, document_id, index = parsed
+        document = Document.objects.filter(bank_id=bank_id, document_id=document_id).first()
+        if document is None or index >= len(document.chunks):
+            raise NotFound("Chunk not found")
+        return Response(schema.ChunkResponseSerializer.render(_chunks(document)[index]))
