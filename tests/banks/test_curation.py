@@ -11,7 +11,10 @@ from django.db import transaction
 
 from fakes.llm_server import Reply
 from hindsight.banks import curation
+from hindsight.banks.documents import document_delete, document_update
 from hindsight.banks.models import InvalidatedMemoryUnit, MemoryChange, MemoryUnit
+from hindsight.banks.retaintypes import RetainItem
+from hindsight.banks.services import memories_retain
 from hindsight.banks.writeclock import hold_bank_write_lock
 from mentalmodels.models import MentalModel
 from mentalmodels.staleness import is_stale, stale_flags
@@ -173,3 +176,49 @@ def test_an_unknown_or_malformed_memory_id_is_a_404_or_400(api, bank):
     assert api.get(f"{base}/nope").status_code == 400
     assert api.get("/v1/default/banks/no-such-bank/memories/" + missing).status_code == 404
     assert api.delete("/v1/default/banks/no-such-bank/observations").status_code == 404
+
+
+# --- a document's changes reach the pages too ---------------------------------------------------
+
+
+@pytest.fixture
+def document_pages(bank, openai_embeddings):
+    """A document of two ops facts (retained through the service, so it has its row) and the
+    pages of ops and of hr, fresh."""
+    memories_retain(bank_id=bank.id, items=[
+        RetainItem(content="The deploy server is db-1.", tags=["ops"], document_id="runbook",
+                   strategy="verbatim"),
+        RetainItem(content="Backups run nightly.", tags=["ops"], document_id="runbook",
+                   strategy="verbatim", update_mode="append")])
+    hr_fact = make_memory(bank, "Holidays are in August.", tags=["hr"])
+    ops = make_mental_model(bank, "ops", tags=["ops"], content="## Ops",
+                            last_memory_seen_at=hr_fact.updated_at)
+    hr = make_mental_model(bank, "hr", tags=["hr"], content="## HR",
+                           last_memory_seen_at=hr_fact.updated_at)
+    assert _stale(ops, hr) == [False, False]
+    return ops, hr
+
+
+def test_deleting_a_document_makes_the_pages_that_held_its_memories_stale(bank, document_pages):
+    ops, hr = document_pages
+    assert document_delete(bank_id=bank.id, document_id="runbook") == 2
+    assert _stale(ops, hr) == [True, False]
+    assert not MemoryUnit.objects.filter(bank_id=bank.id, document_id="runbook").exists()
+
+
+def test_retagging_a_document_makes_the_pages_of_its_old_and_new_tags_stale(bank,
+                                                                          document_pages):
+    ops, hr = document_pages
+    document_update(bank_id=bank.id, document_id="runbook", tags=["hr"])
+    assert _stale(ops, hr) == [True, True]
+
+
+def test_re_sending_a_document_records_the_facts_it_replaced(bank, document_pages):
+    ops, hr = document_pages
+    memories_retain(bank_id=bank.id, items=[
+        RetainItem(content="Ops moved to Lisbon.", tags=["hr"], document_id="runbook",
+                   strategy="verbatim")])
+    # The replaced facts were ops facts: the ops page reads stale though nothing new is ops.
+    assert _stale(ops, hr) == [True, True]
+    assert MemoryChange.objects.filter(bank_id=bank.id, document_id="runbook",
+                                       kind="fact_deleted").count() == 2
