@@ -15,11 +15,13 @@ from hindsight.surfaces.cli.app import app, bank_app, main
 from hindsight.surfaces.cli.directives import directive_app
 from hindsight.surfaces.cli.knowledge import kb_app
 from hindsight.surfaces.cli.templates import template_app
+from hindsight.surfaces.cli.webhooks import webhook_app
 from hindsight.surfaces.cli.worker import worker_app
 
 app.add_typer(kb_app, name="kb")
 app.add_typer(directive_app, name="directive")
 bank_app.add_typer(template_app, name="template")
+app.add_typer(webhook_app, name="webhook")
 app.add_typer(worker_app, name="worker")
 
 __all__ = ["main"]

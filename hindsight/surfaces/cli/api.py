@@ -310,6 +310,28 @@ class HindsightApi:
     def directive_delete(self, bank_id: str, directive_id: str) -> Any:
         return self.request("DELETE", self._dir(bank_id, directive_id))
 
+    # webhooks ---------------------------------------------------------------------------
+
+    def _hook(self, bank_id: str, webhook_id: str | None = None) -> str:
+        path = f"/banks/{_seg(bank_id)}/webhooks"
+        return path if webhook_id is None else f"{path}/{_seg(webhook_id)}"
+
+    def webhook_list(self, bank_id: str) -> Any:
+        return self.request("GET", self._hook(bank_id))
+
+    def webhook_create(self, bank_id: str, body: dict[str, Any]) -> Any:
+        return self.request("POST", self._hook(bank_id), json=body)
+
+    def webhook_update(self, bank_id: str, webhook_id: str, body: dict[str, Any]) -> Any:
+        return self.request("PATCH", self._hook(bank_id, webhook_id), json=body)
+
+    def webhook_delete(self, bank_id: str, webhook_id: str) -> Any:
+        return self.request("DELETE", self._hook(bank_id, webhook_id))
+
+    def webhook_deliveries(self, bank_id: str, webhook_id: str, **params: Any) -> Any:
+        return self.request("GET", self._hook(bank_id, webhook_id) + "/deliveries",
+                            params=params)
+
     # operations -------------------------------------------------------------------------
 
     def _op(self, bank_id: str, operation_id: str | None = None) -> str:
