@@ -101,9 +101,6 @@ class WebhookAdmin(admin.ModelAdmin):
         for hook in queryset:
             self.delete_model(request, hook)
 
-    def save_related(self, request: HttpRequest, form: Any, formsets: Any, change: bool) -> None:
-        """The deliveries are read-only: nothing beneath a webhook is saved from here."""
-
     @admin.action(description="Enable the selected webhooks")
     def enable(self, request: HttpRequest, queryset: QuerySet[Webhook]) -> None:
         self._set_enabled(request, queryset, True)
