@@ -19,6 +19,7 @@ from rest_framework.test import APIClient
 from hindsight.banks import serializers as banks
 from hindsight.infra.edge.problems import problem_message, problem_type
 from mentalmodels.api import serializers as mm
+from mentalmodels.bank_templates import serializers as templates
 from mentalmodels.directives.api import serializers as directives
 from mentalmodels.directives.models import Directive
 from mentalmodels.knowledge.api import serializers as kb
@@ -72,6 +73,7 @@ BODIES: list[tuple[str, str, dict[str, Any], Any]] = [
     ("post", f"{B}/directives", {"name": "n", "content": "c"},
      directives.CreateDirectiveRequestSerializer),
     ("patch", f"{B}/directives/{DIRECTIVE}", {}, directives.UpdateDirectiveRequestSerializer),
+    ("post", f"{B}/import", {"version": "1"}, templates.BankTemplateManifestSerializer),
 ]
 
 # A string field, an integer field with a lower bound, per body endpoint that has them.

@@ -7,10 +7,11 @@ server applies elsewhere: the version this server reads; a mental model's id
 (``mental_model_id_problem``) and its trigger (``trigger_normalize``: crons, the
 refresh_after_consolidation / refresh_cron exclusion, ``fact_types: []``, ``tag_groups``,
 ``response_schema``); the config values (``bankconfig.validate_updates``); no blank name, text or
-query; no id or name twice; no NUL character (PostgreSQL's text cannot hold one).
+query; no id or name twice; no NUL character or lone surrogate (PostgreSQL cannot store
+either).
 
-A manifest with problems is ``ManifestInvalid``: upstream's status (400) and message prefix,
-and the problems one by one in FastAPI's shape under ``errors``.
+A manifest with problems is ``ManifestInvalid``: a 422 in FastAPI's shape listing every one,
+as every body here is answered (upstream answers a 400 with the same problems in one string).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import jsonschema
 
 from hindsight.banks import bankconfig
 from hindsight.infra.edge.problems import expected, problem
-from hindsight.infra.errors import BadRequest, FieldError, FieldErrors
+from hindsight.infra.errors import FieldError, FieldErrors
 from mentalmodels.bank_templates.schema import CURRENT_VERSION, manifest_schema
 from mentalmodels.services import mental_model_id_problem
 from mentalmodels.triggers import trigger_normalize
@@ -32,18 +33,16 @@ Loc = tuple[str | int, ...]
 _VALIDATOR = jsonschema.Draft202012Validator(manifest_schema())
 
 
-def _dotted(loc: object) -> str:
-    return ".".join(str(part) for part in loc) if isinstance(loc, list) else str(loc)
+def _loc(error: dict[str, object]) -> list[object]:
+    loc = error["loc"]
+    return list(loc) if isinstance(loc, (list, tuple)) else [loc]
 
 
-class ManifestInvalid(BadRequest):
+class ManifestInvalid(FieldErrors):
+    """Every problem of a manifest, each located under ``body`` as on every other route."""
+
     def __init__(self, errors: list[dict[str, object]]):
-        lines = [f"{_dotted(e['loc'])}: {e['msg']}" for e in errors]
-        super().__init__("Template validation failed: " + "; ".join(lines))
-        self.errors = errors
-
-    def body_extra(self) -> dict[str, Any]:
-        return {"errors": self.errors}
+        super().__init__([{**e, "loc": ["body", *_loc(e)]} for e in errors])
 
 
 @dataclass(frozen=True)
@@ -127,13 +126,22 @@ def _schema_problems(data: Any) -> list[dict[str, object]]:
     return errors
 
 
-def _nul_problems(data: Any, loc: Loc) -> Iterator[dict[str, object]]:
+def _text_problems(data: Any, loc: Loc) -> Iterator[dict[str, object]]:
+    """Strings PostgreSQL cannot store: a NUL character, a lone surrogate (not UTF-8)."""
     stack: list[tuple[Any, Loc]] = [(data, loc)]
     while stack:
         value, where = stack.pop()
-        if isinstance(value, str) and "\x00" in value:
-            yield problem("null_characters", where)
+        if isinstance(value, str):
+            if "\x00" in value:
+                yield problem("null_characters", where)
+            elif not value.isascii():
+                try:
+                    value.encode("utf-8")
+                except UnicodeEncodeError:
+                    yield _err(where, "Input should be valid UTF-8 text (a lone surrogate is "
+                                      "not)", "string_unicode")
         elif isinstance(value, dict):
+            stack.extend((k, where) for k in value)
             stack.extend((v, (*where, k)) for k, v in value.items())
         elif isinstance(value, list):
             stack.extend((v, (*where, i)) for i, v in enumerate(value))
@@ -207,8 +215,8 @@ def _directive(index: int, raw: dict[str, Any], seen: set[str]) -> tuple[Directi
 def manifest_parse(data: Any) -> Manifest:
     """The manifest ``data`` (decoded JSON) describes, or ``ManifestInvalid`` with every problem."""
     if not isinstance(data, dict):
-        raise ManifestInvalid([_err((), "a manifest is a JSON object", "dict_type")])
-    errors = _schema_problems(data) or list(_nul_problems(data, ()))
+        raise ManifestInvalid([problem("dict_type", [])])
+    errors = _schema_problems(data) or list(_text_problems(data, ()))
     if errors:
         raise ManifestInvalid(errors)
     errors = _version_problems(data["version"])

@@ -23,6 +23,7 @@ import copy
 from typing import Any
 
 from hindsight.banks import bankconfig
+from hindsight.banks.serializers import OBSERVATION_SCOPE_MODES
 from hindsight.infra.tagscope import MAX_TAG_LENGTH
 from hindsight.infra.vocabulary import BUDGETS, REFRESH_MODES, SCOPE_FACT_TYPES, TAGS_MATCH_MODES
 from mentalmodels.services import ID_PATTERN
@@ -31,8 +32,6 @@ from mentalmodels.triggers import INT_MAX, TRIGGER_DEFAULTS
 CURRENT_VERSION = "1"
 INT32 = (-(2**31), 2**31 - 1)
 MAX_TOKENS = (256, 8192)
-EXTRACTION_MODES = ("concise", "verbose", "custom", "verbatim", "chunks")
-OBSERVATION_SCOPE_MODES = ("per_tag", "combined", "all_combinations", "shared")
 
 
 def _nullable(schema: dict[str, Any]) -> dict[str, Any]:
@@ -70,7 +69,7 @@ def _list(items: dict[str, Any]) -> dict[str, Any]:
 _BANK_TYPES: dict[str, dict[str, Any]] = {
     "reflect_mission": _STR,
     "retain_mission": _STR,
-    "retain_extraction_mode": {"type": "string", "enum": list(EXTRACTION_MODES)},
+    "retain_extraction_mode": _STR,
     "retain_custom_instructions": _STR,
     "retain_chunk_size": _int(1),
     "retain_structured_chunk_size": _int(1),

@@ -41,7 +41,14 @@ class BankTemplateImportResponseSerializer(Rendered):
 
 
 class BankTemplateManifestSerializer(serializers.Serializer):
-    """Documentation only: the manifest (``BankTemplateManifestExtension``)."""
+    """Documentation only: the manifest (``BankTemplateManifestExtension``); the import checks
+    it against its JSON Schema (``mentalmodels.bank_templates.manifest``). The fields name its
+    top-level keys."""
+
+    version = serializers.CharField()
+    bank = serializers.JSONField()
+    mental_models = serializers.JSONField()
+    directives = serializers.JSONField()
 
 
 class BankTemplateSchemaSerializer(serializers.Serializer):

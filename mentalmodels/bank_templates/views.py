@@ -30,7 +30,7 @@ class BankTemplateImportView(APIView):
                    request=s.BankTemplateManifestSerializer,
                    parameters=query_parameters(s.ImportQuery),
                    responses={200: s.BankTemplateImportResponseSerializer,
-                              **errors(400, 409, 422)})
+                              **errors(409, 422)})
     def post(self, request: Request, bank_id: str) -> Response:
         query = s.ImportQuery.parse(request.query_params)
         manifest = manifest_parse(body_of(request))

@@ -1,5 +1,5 @@
 """Bank templates over the API (in process): the export's shape, an import that creates, updates
-and leaves alone, the dry run, the schema it is checked against, and every bad manifest a 400
+and leaves alone, the dry run, the schema it is checked against, and every bad manifest a 422
 naming the field and the rule that changes nothing."""
 
 from __future__ import annotations
@@ -275,7 +275,7 @@ BAD: list[tuple[Any, list[Any], str]] = [
     ({"version": "1", "bank": {"disposition_empathy": 9}}, ["bank", "disposition_empathy"],
      "Input should be less than or equal to 5"),
     ({"version": "1", "bank": {"retain_extraction_mode": "loud"}},
-     ["bank", "retain_extraction_mode"], "Input should be 'concise', 'verbose'"),
+     ["bank", "retain_extraction_mode"], "must be one of concise, verbose, custom"),
     ({"version": "1", "bank": {"retain_custom_instructions": "Only names."}},
      ["bank", "retain_custom_instructions"], "requires retain_extraction_mode 'custom'"),
     ({"version": "1", "mental_models": [model("Bad_Id")]}, ["mental_models", 0, "id"],
@@ -313,7 +313,11 @@ BAD: list[tuple[Any, list[Any], str]] = [
      ["directives", 1, "name"], "duplicate name 'A'"),
     ({"version": "1", "directives": [{"name": "A\x00", "content": "x"}]},
      ["directives", 0, "name"], "Null characters are not allowed."),
-    ([{"version": "1"}], [], "a manifest is a JSON object"),
+    ([{"version": "1"}], [], "Input should be a valid dictionary"),
+    ({"version": "1", "directives": [{"name": "A\ud800", "content": "x"}]},
+     ["directives", 0, "name"], "valid UTF-8"),
+    ({"version": "1", "bank": {"memory_defense": {"\ud800": 1}}}, ["bank", "memory_defense"],
+     "valid UTF-8"),
     ({"version": "1", "bank": {"default_observation_scopes": "everywhere"}},
      ["bank", "default_observation_scopes"], "Input should be 'per_tag'"),
     ({"version": "1", "directives": [{"name": "", "content": "x"}]}, ["directives", 0, "name"],
@@ -323,7 +327,7 @@ BAD: list[tuple[Any, list[Any], str]] = [
 
 @pytest.mark.parametrize(("manifest", "loc", "words"), BAD,
                          ids=[f"{dotted(loc) or 'body'}-{i}" for i, (_, loc, _) in enumerate(BAD)])
-def test_a_bad_manifest_is_a_400_naming_the_field_and_the_rule_and_writes_nothing(
+def test_a_bad_manifest_is_a_422_naming_the_field_and_the_rule_and_writes_nothing(
         manifest: Any, loc: list[Any], words: str) -> None:
     make_bank(TARGET)
     bank_config_update(bank_id=TARGET, updates={"retain_mission": "Keep it."})
@@ -331,9 +335,24 @@ def test_a_bad_manifest_is_a_400_naming_the_field_and_the_rule_and_writes_nothin
     # A good model beside the bad part: the import is one whole, so it is not written either.
     if isinstance(manifest, dict) and "mental_models" not in manifest:
         manifest = {**manifest, "mental_models": [model("good-one")]}
-    body = apply(APIClient(), TARGET, manifest, status=400)
-    assert body["detail"].startswith("Template validation failed: ")
-    matching = [e for e in body["errors"] if e["loc"] == loc]
+    body = apply(APIClient(), TARGET, manifest, status=422)
+    matching = [e for e in body["detail"] if e["loc"] == ["body", *loc]]
     assert matching and words in matching[0]["msg"], body
-    assert dotted(loc) in body["detail"]
     assert rows() == before
+
+
+def test_every_problem_of_a_manifest_is_named_at_once() -> None:
+    # The schema's problems first (all of them); with none, every rule's.
+    body = apply(APIClient(), TARGET, {"version": "2", "bank": {"colour": "red"},
+                                       "mental_models": [model("Bad-id")],
+                                       "directives": [{"name": " ", "content": "x"}]},
+                 status=422)
+    assert [e["loc"] for e in body["detail"]] == [["body", "bank", "colour"],
+                                                  ["body", "mental_models", 0, "id"]]
+    body = apply(APIClient(), TARGET, {"version": "2", "mental_models": [
+        model(), model("other", trigger={"refresh_cron": "x"})],
+        "directives": [{"name": " ", "content": "x"}]}, status=422)
+    assert [e["loc"] for e in body["detail"]] == [
+        ["body", "version"], ["body", "mental_models", 1, "trigger", "refresh_cron"],
+        ["body", "directives", 0, "name"]]
+    assert not Bank.objects.filter(id=TARGET).exists()
