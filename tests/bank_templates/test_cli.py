@@ -56,8 +56,8 @@ def test_a_refused_manifest_is_one_line_and_exit_code_1(cli: Any, tmp_path: Path
     bad.write_text(json.dumps({"version": "2"}))
     # In-process the refusal comes out as the ApiError the console script prints on one line.
     ran = cli("bank", "template", "import", "cli-bad", str(bad), code=1)
-    assert str(ran.exception) == ("HTTP 400: Template validation failed: version: version '2' "
-                                  "is not supported by this server (it reads up to '1')")
+    assert str(ran.exception) == ("HTTP 422: body.version: version '2' is not supported by "
+                                  "this server (it reads up to '1')")
     assert not Bank.objects.filter(id="cli-bad").exists()
     (tmp_path / "nojson.json").write_text("{")
     ran = cli("bank", "template", "import", "cli-bad", str(tmp_path / "nojson.json"), code=2)
