@@ -17,9 +17,11 @@ from mentalmodels.directives.models import Directive, DirectiveScopeStamp
 from mentalmodels.directives.services import directive_create
 from mentalmodels.knowledge.services import knowledge_page_create
 from mentalmodels.models import MentalModel
+from mentalmodels.services import mental_model_refresh_request, refresh_dedupe_key
 from mentalmodels.staleness import stale_flags
 from mentalmodels.triggers import TRIGGER_DEFAULTS
-from operations.models import Operation
+from operations.leases import operation_claim
+from operations.models import PENDING, PROCESSING, Lease, Operation
 from tests.factories import make_bank, make_memory, make_mental_model
 
 pytestmark = pytest.mark.django_db
@@ -168,6 +170,24 @@ def test_a_changed_model_is_updated_as_a_patch_updates_it_without_a_refresh() ->
     assert stored.tags == ["team"] and stored.content == "## Stack\n"
     assert not Operation.objects.filter(bank_id=TARGET).exists()
     assert stale_flags([stored]) == {stored.uid: False}
+
+
+def test_a_model_changed_while_its_refresh_runs_fences_that_refresh_and_queues_one_more(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("operations.dispatch.operation_send_on_commit", lambda **kw: True)
+    make_bank(TARGET)
+    make_mental_model(TARGET, "team-stack", name="Team stack",
+                      source_query="What stack does the team use?")
+    running = mental_model_refresh_request(bank_id=TARGET, mental_model_id="team-stack")
+    assert isinstance(operation_claim(operation_id=running.id, holder="test"), Operation)
+    key = refresh_dedupe_key(bank_id=TARGET, mental_model_id="team-stack")
+    fence = Lease.objects.get(key=key).fence
+    result = apply(APIClient(), TARGET, {"version": "1", "mental_models": [
+        model(source_query="Which languages does the team use?")]})
+    assert result["mental_models_updated"] == ["team-stack"]
+    assert Lease.objects.get(key=key).fence > fence  # the running refresh may no longer write
+    assert Operation.objects.get(id=running.id).status == PROCESSING
+    assert Operation.objects.filter(dedupe_key=key, status=PENDING).count() == 1
 
 
 def test_a_directive_is_matched_by_name_and_its_change_makes_its_pages_stale() -> None:
