@@ -162,6 +162,30 @@ class HindsightApi:
     def memory_list(self, bank_id: str, **params: Any) -> Any:
         return self.request("GET", f"/banks/{_seg(bank_id)}/memories/list", params=params)
 
+    def memory_get(self, bank_id: str, memory_id: str) -> Any:
+        return self.request("GET", f"/banks/{_seg(bank_id)}/memories/{_seg(memory_id)}")
+
+    def memory_update(self, bank_id: str, memory_id: str, body: dict[str, Any]) -> Any:
+        return self.request("PATCH", f"/banks/{_seg(bank_id)}/memories/{_seg(memory_id)}",
+                            json=body)
+
+    def memory_history(self, bank_id: str, memory_id: str) -> Any:
+        return self.request("GET",
+                            f"/banks/{_seg(bank_id)}/memories/{_seg(memory_id)}/history")
+
+    def memory_observations_clear(self, bank_id: str, memory_id: str) -> Any:
+        return self.request(
+            "DELETE", f"/banks/{_seg(bank_id)}/memories/{_seg(memory_id)}/observations")
+
+    def document_list(self, bank_id: str, **params: Any) -> Any:
+        return self.request("GET", f"/banks/{_seg(bank_id)}/documents", params=params)
+
+    def document_get(self, bank_id: str, document_id: str) -> Any:
+        return self.request("GET", f"/banks/{_seg(bank_id)}/documents/{_seg(document_id)}")
+
+    def document_delete(self, bank_id: str, document_id: str) -> Any:
+        return self.request("DELETE", f"/banks/{_seg(bank_id)}/documents/{_seg(document_id)}")
+
     def reflect(self, bank_id: str, body: dict[str, Any]) -> Any:
         return self.request("POST", f"/banks/{_seg(bank_id)}/reflect", json=body)
 
