@@ -29,11 +29,19 @@ def _refusing_port(sock: socket.socket) -> str:
 
 
 @contextlib.contextmanager
-def database_down() -> Iterator[None]:
+def database_down(*, silent: bool = False) -> Iterator[None]:
     """The database "goes down": the connection is pointed at a port nobody listens on (held
-    bound, so nothing else takes it), which refuses every connection attempt; back up after."""
+    bound, so nothing else takes it), which refuses every connection attempt; back up after.
+    ``silent``: a port that takes connections and never answers (a network cut holding the
+    bytes): bound and listening, never accepting, so the kernel completes each handshake."""
     with socket.socket() as closed:
-        address = {"HOST": "127.0.0.1", "PORT": _refusing_port(closed)}
+        if silent:
+            closed.bind(("127.0.0.1", 0))
+            closed.listen(64)
+            port = str(closed.getsockname()[1])
+        else:
+            port = _refusing_port(closed)
+        address = {"HOST": "127.0.0.1", "PORT": port}
         saved = {key: connection.settings_dict[key] for key in address}
         connection.close()
         connection.settings_dict.update(address)

@@ -1,6 +1,6 @@
-"""Unavailable, never 500: while PostgreSQL refuses connections every request that needs it
-answers 503 with ``Retry-After`` in the wire's error shape, and the same process serves again
-once it is back; while the broker is unreachable a submit is accepted durably (the operation row
+"""Unavailable, never 500: while PostgreSQL refuses connections (or takes them and never
+answers: within the connect timeout) every request that needs it answers 503 with
+``Retry-After`` in the wire's error shape, and the same process serves again once it is back; while the broker is unreachable a submit is accepted durably (the operation row
 commits first, its publish fails and is logged) and runs once the broker is back."""
 
 from __future__ import annotations
@@ -60,6 +60,22 @@ def test_while_postgresql_refuses_the_api_answers_503_with_retry_after_then_serv
     assert {name: r.status_code for name, r in up.items()} == dict.fromkeys(up, 200), {
         name: r.content[:300] for name, r in up.items() if r.status_code != 200}
     assert MemoryUnit.objects.filter(bank_id=BANK).count() == 1  # the sync retain (the async one is queued)
+
+
+def test_a_database_that_takes_connections_and_never_answers_is_a_503_within_the_timeout(
+    transactional_db: None, settings: Any,
+) -> None:
+    timeout = settings.HINDSIGHT.database_connect_timeout_seconds
+    assert settings.DATABASES["default"]["OPTIONS"]["connect_timeout"] == timeout
+    with database_down(silent=True):
+        started = time.monotonic()
+        response = APIClient(raise_request_exception=False).get("/v1/default/banks")
+        took = time.monotonic() - started
+    # Without a connect timeout the request hung on the handshake for minutes (132 s measured).
+    assert response.status_code == 503, response.content
+    assert response["Retry-After"] == str(UNAVAILABLE_RETRY_AFTER_SECONDS)
+    assert timeout - 0.5 <= took < timeout + 5, took
+    assert APIClient().get("/v1/default/banks").status_code == 200
 
 
 @pytest.mark.integration

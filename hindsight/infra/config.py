@@ -83,7 +83,9 @@ MCP_CORE_TOOL_NAMES = (
     "list_mental_models", "get_mental_model", "create_mental_model", "update_mental_model",
     "delete_mental_model", "refresh_mental_model", "clear_mental_model",
     "list_directives", "create_directive", "delete_directive",
-    "list_memories", "list_operations", "get_operation", "cancel_operation", "list_tags",
+    "list_memories", "get_memory", "update_memory", "invalidate_memory", "list_documents",
+    "get_document", "delete_document", "list_operations", "get_operation", "cancel_operation",
+    "list_tags",
     "get_bank", "get_bank_stats", "update_bank", "delete_bank",
 )
 # hindsight.surfaces.mcp_server.knowledge_tools
@@ -132,6 +134,10 @@ class Config:
         "DATABASE_URL", "The PostgreSQL URL (`postgresql://…`). The database needs the `vector` "
         "and `btree_gin` extensions: the migrations create them, so a role that does not own the "
         "database needs them created beforehand.", shown="`make run`: its embedded server"))
+    database_connect_timeout_seconds: int = field(default=5, metadata=_env(
+        "DATABASE_CONNECT_TIMEOUT", "Seconds a process waits for PostgreSQL to accept a new "
+        "connection (libpq's `connect_timeout`, at least 2): past it an API request answers 503 "
+        "instead of hanging on a server that does not answer."))
     redis_url: str = field(default="", metadata=_env(
         "REDIS_URL", "The Redis URL (`redis://`, `rediss://`, `unix://`): the Celery broker and "
         "the per-key locks.", shown="`make run`: its embedded Valkey"))
@@ -591,6 +597,7 @@ def read_config(env: Mapping[str, str] | None = None) -> Config:
         host=r.text(p + "HOST", "127.0.0.1"),
         port=r.integer(p + "PORT", 8888, minimum=1),
         database_url=database_url,
+        database_connect_timeout_seconds=r.integer(p + "DATABASE_CONNECT_TIMEOUT", 5, minimum=2),
         redis_url=redis_url,
         tenant_api_key=r.text(p + "TENANT_API_KEY"),
         secret_key=r.text(p + "SECRET_KEY"),

@@ -15,7 +15,7 @@ BASE_DIR = Path(__file__).resolve().parent.parent
 HINDSIGHT = embeddings_dimensions_probe(read_config())
 
 
-def _database(url: str) -> dict[str, object]:
+def _database(url: str, *, connect_timeout: int) -> dict[str, object]:
     parsed = urlparse(url or "postgresql://postgres@127.0.0.1:5432/hindsight")
     return {
         "ENGINE": "django.db.backends.postgresql",
@@ -25,6 +25,9 @@ def _database(url: str) -> dict[str, object]:
         "HOST": parsed.hostname or "127.0.0.1",
         "PORT": str(parsed.port or 5432),
         "CONN_MAX_AGE": 0,
+        # A server that does not answer (a network cut) fails the connection in seconds: a
+        # request answers 503 (docs/behaviour.md#unavailable-never-500) instead of hanging.
+        "OPTIONS": {"connect_timeout": connect_timeout},
         "TEST": {"NAME": "test_hindsight"},
     }
 
@@ -95,7 +98,8 @@ TEMPLATES = [
     }
 ]
 
-DATABASES = {"default": _database(HINDSIGHT.database_url)}
+DATABASES = {"default": _database(HINDSIGHT.database_url,
+                                  connect_timeout=HINDSIGHT.database_connect_timeout_seconds)}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 USE_TZ = True
 TIME_ZONE = "UTC"
