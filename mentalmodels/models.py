@@ -11,6 +11,8 @@ change and a ``failure`` entry per failed refresh attempt (docs/behaviour.md#his
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.conf import settings
 from django.contrib.postgres.fields import ArrayField
 from django.contrib.postgres.indexes import GinIndex
@@ -31,6 +33,15 @@ class HistoryKind(models.TextChoices):
 
 
 HISTORY_KINDS: tuple[str, ...] = tuple(HistoryKind.values)
+
+
+class VersionCause(models.TextChoices):
+    """What made a version entry's change, when it was not a refresh applied as it ran (its
+    ``reason``; null for that): a clear, a restore, an approved proposal."""
+
+    CLEARED = "cleared", "cleared"
+    RESTORED = "restored", "restored"
+    APPROVED = "approved", "approved"
 
 
 # The paused models (docs/behaviour.md#retries-and-the-pause), as a filter: a final failure that was
@@ -133,16 +144,25 @@ class MentalModelHistory(models.Model):
     model = models.ForeignKey(MentalModel, on_delete=models.CASCADE, related_name="history")
     kind = models.CharField(max_length=16, choices=HistoryKind.choices)
     changed_at = models.DateTimeField(db_default=ClockTimestamp())
-    # Version entries: the content before the change ("" for the first refresh).
+    # Version entries: the content before the change ("" for the first refresh) and its
+    # structured document (null before it was kept, or for a page without one): what a restore
+    # puts back (docs/behaviour.md#restore). The content after the change is the next version's
+    # previous content, or the model's current one (docs/behaviour.md#history).
     previous_content = models.TextField(null=True, blank=True)
+    previous_document = models.JSONField(null=True, blank=True)
     # Slim: only based_on and trace of the replaced reflect_response.
     previous_reflect_response = models.JSONField(null=True, blank=True)
     # Failure entries: the attempt's outcome (a refresh_failed_* value), why it failed (its
-    # failure_reason) and the exception text (the wire's error_message).
+    # failure_reason) and the exception text (the wire's error_message). Version entries keep
+    # what made the change in ``reason``: null for a refresh, else a ``VersionCause``.
     outcome = models.CharField(max_length=64, null=True, blank=True)
     reason = models.TextField(null=True, blank=True)
     exception = models.TextField(null=True, blank=True)
     operation_id = models.UUIDField(null=True, blank=True)
+
+    #: Not stored: a version's change in the one change shape, set by the history read
+    #: (``mentalmodels.selectors.mental_model_history``).
+    changes: dict[str, Any] | None = None
 
     class Meta:
         indexes = [

@@ -20,7 +20,8 @@ from psycopg.types.string import TextLoader
 from hindsight.banks.models import Bank
 from hindsight.banks.selectors import bank_last_memory_write_subquery
 from hindsight.infra.errors import NotFound
-from mentalmodels.models import MentalModel, MentalModelHistory
+from mentalmodels.document.diff import PageVersion, page_diff
+from mentalmodels.models import HistoryKind, MentalModel, MentalModelHistory
 from mentalmodels.services import refresh_dedupe_key
 
 
@@ -165,8 +166,19 @@ def _listed(rows: list[tuple[Any, ...]], *, width: int) -> list[ListedModel]:
 
 
 def mental_model_history(*, bank_id: str, mental_model_id: str) -> list[MentalModelHistory]:
+    """Newest first, each version with its ``changes`` (docs/behaviour.md#history): from the
+    page it kept to the page after it — the next newer version's kept page, or the model's
+    current one for the newest."""
     model = mental_model_get(bank_id=bank_id, mental_model_id=mental_model_id)
-    return list(model.history.order_by("-changed_at", "-id"))
+    entries = list(model.history.order_by("-changed_at", "-id"))
+    after = PageVersion(model.content or "", model.document)
+    for entry in entries:
+        if entry.kind != HistoryKind.VERSION:
+            continue
+        before = PageVersion(entry.previous_content or "", entry.previous_document)
+        entry.changes = page_diff(before, after)
+        after = before
+    return entries
 
 
 class ModelSpend(NamedTuple):

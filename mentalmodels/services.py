@@ -27,7 +27,7 @@ from hindsight.infra.db import ClockTimestamp
 from hindsight.infra.errors import Conflict, FieldError, NotFound
 from hindsight.infra.vocabulary import RefreshOutcome
 from mentalmodels.events import mental_model_refresh_failed
-from mentalmodels.models import HistoryKind, MentalModel, MentalModelHistory
+from mentalmodels.models import HistoryKind, MentalModel, MentalModelHistory, VersionCause
 from mentalmodels.refresh.failure_class import (
     PARKED_BY_FAILURE_BACKOFF,
     FailureClass,
@@ -244,8 +244,9 @@ def mental_model_clear(*, bank_id: str, mental_model_id: str) -> MentalModel:
             history_record_version(
                 model=model,
                 previous_content=model.content,
+                previous_document=model.document,
                 previous_reflect_response=model.reflect_response,
-                reason="cleared",
+                reason=VersionCause.CLEARED,
             )
         model.content = ""
         model.document = None
@@ -260,6 +261,48 @@ def mental_model_clear(*, bank_id: str, mental_model_id: str) -> MentalModel:
         )
         if running_at_arrival or _refresh_running(key=key):
             mental_model_refresh_submit(model=model)
+    model.refresh_from_db()
+    return model
+
+
+def mental_model_restore(*, bank_id: str, mental_model_id: str, version_id: int) -> MentalModel:
+    """docs/behaviour.md#restore: put back the content and structured document a version entry
+    of this model's history keeps, byte for byte, recording the restore as a version of its
+    own (so it is undone by restoring that one).
+
+    Fenced as an edit: a refresh running meanwhile may no longer write (its result was made
+    from the page being replaced). The watermark and the last refresh's source query are
+    forgotten, as a clear does: the model reads stale as soon as its scope holds a memory and
+    its next refresh reads the whole scope. No refresh is queued: the restored page stands until
+    one is asked for or an automatic trigger comes due.
+    """
+    key = refresh_dedupe_key(bank_id=bank_id, mental_model_id=mental_model_id)
+    _require_exists(bank_id=bank_id, mental_model_id=mental_model_id)
+    with transaction.atomic():
+        lease_bump(key=key)  # lease before rows: a finishing refresh's lock order
+        model = _get_for_update(bank_id=bank_id, mental_model_id=mental_model_id)
+        entry = MentalModelHistory.objects.filter(id=version_id, model=model).first()
+        if entry is None:
+            raise NotFound(f"Version {version_id} not found in the history of mental model "
+                           f"'{mental_model_id}'")
+        if entry.kind != HistoryKind.VERSION:
+            raise FieldError(("body", "version_id"),
+                             f"version_id {version_id} names a {entry.kind} entry: only a "
+                             "version entry keeps content to restore")
+        history_record_version(
+            model=model,
+            previous_content=model.content,
+            previous_document=model.document,
+            previous_reflect_response=model.reflect_response,
+            reason=VersionCause.RESTORED,
+        )
+        model.content = entry.previous_content or ""
+        model.document = entry.previous_document
+        model.last_memory_seen_at = None
+        model.last_refresh_source_query = None
+        model.updated_at = ClockTimestamp()
+        model.save(update_fields=["content", "document", "last_memory_seen_at",
+                                  "last_refresh_source_query", "updated_at"])
     model.refresh_from_db()
     return model
 
@@ -307,9 +350,9 @@ def slim_reflect_response(reflect_response: dict[str, Any] | None) -> dict[str, 
 _HISTORY_ADD_SQL = f"""
 WITH entry AS (
     INSERT INTO {MentalModelHistory._meta.db_table}
-        (model_id, kind, changed_at, previous_content, previous_reflect_response, outcome,
-         reason, exception, operation_id)
-    VALUES (%s, %s, clock_timestamp(), %s, %s::jsonb, %s, %s, %s, %s)
+        (model_id, kind, changed_at, previous_content, previous_document,
+         previous_reflect_response, outcome, reason, exception, operation_id)
+    VALUES (%s, %s, clock_timestamp(), %s, %s::jsonb, %s::jsonb, %s, %s, %s, %s)
     RETURNING *
 ), trimmed AS (
     DELETE FROM {MentalModelHistory._meta.db_table}
@@ -328,6 +371,7 @@ def _history_add(
     model_uid: int,
     kind: str,
     previous_content: str | None = None,
+    previous_document: Any = None,
     previous_reflect_response: dict[str, Any] | None = None,
     outcome: str | None = None,
     reason: str | None = None,
@@ -338,8 +382,9 @@ def _history_add(
     keep = settings.HINDSIGHT.mental_model_history_max_entries
     response = (json.dumps(previous_reflect_response)
                 if previous_reflect_response is not None else None)
+    document = json.dumps(previous_document) if previous_document is not None else None
     [entry] = MentalModelHistory.objects.raw(_HISTORY_ADD_SQL, [
-        model_uid, str(kind), previous_content, response, outcome, reason, exception,
+        model_uid, str(kind), previous_content, document, response, outcome, reason, exception,
         str(operation_id) if operation_id is not None else None,
         model_uid, str(kind), model_uid, str(kind), keep - 1,
     ])
@@ -351,15 +396,20 @@ def history_record_version(
     model: MentalModel,
     previous_content: str,
     previous_reflect_response: dict[str, Any] | None,
+    previous_document: Any = None,
     operation_id: uuid.UUID | str | None = None,
     reason: str | None = None,
 ) -> MentalModelHistory | None:
+    """A version entry: the content and structured document a change replaces (what a restore
+    puts back), the slim reflect response, and what made the change (``reason``: a
+    ``VersionCause``, null for a refresh)."""
     if not settings.HINDSIGHT.enable_mental_model_history:
         return None
     return _history_add(
         model_uid=model.uid,
         kind=HistoryKind.VERSION,
         previous_content=previous_content,
+        previous_document=previous_document,
         previous_reflect_response=slim_reflect_response(previous_reflect_response),
         reason=reason,
         operation_id=operation_id,

@@ -52,6 +52,9 @@ TRIGGER_DEFAULTS: dict[str, Any] = {
     "reflect_search_observations_include_entities": None,
     "response_schema": None,
     "keep_trace": False,
+    # Ours: a refresh writes a proposal to approve instead of applying its change; null takes
+    # the bank's ``mental_model_review`` (docs/behaviour.md#review-before-apply).
+    "review": None,
 }
 
 Loc = tuple[str | int, ...]
@@ -166,7 +169,7 @@ def response_schema_problems(schema: Any, loc: Loc) -> list[dict[str, object]]:
 def _key_problems(key: str, value: Any, loc: Loc) -> list[dict[str, object]]:
     """Problems of one non-null trigger value (null always means the key's default)."""
     if key in ("refresh_after_consolidation", "exclude_mental_models", "keep_trace",
-               "include_chunks", "reflect_search_observations_include_entities"):
+               "include_chunks", "reflect_search_observations_include_entities", "review"):
         if not isinstance(value, bool):
             return [_err(loc, "must be a boolean", "bool_type")]
     elif key == "budget":

@@ -45,6 +45,7 @@ from hindsight.banks.hooks import ConsolidationCompleted
 from hindsight.banks.models import Bank
 from hindsight.infra.tagscope import matches
 from mentalmodels.models import PAUSED, MentalModel
+from mentalmodels.review.selectors import proposal_pending
 from mentalmodels.services import mental_model_refresh_submit
 from mentalmodels.staleness import model_scope, stale_flags
 from operations.models import PENDING
@@ -54,6 +55,8 @@ log = logging.getLogger(__name__)
 QUEUED = "queued"
 PARKED = "parked"
 SKIPPED_PAUSED = "skipped_paused"
+# docs/behaviour.md#review-before-apply: a proposal of the model waits for review.
+SKIPPED_REVIEW = "skipped_review_pending"
 SKIPPED_FRESH = "skipped_fresh"
 SKIPPED_GONE = "skipped_gone"
 
@@ -81,7 +84,7 @@ class AutoRefresh:
 
     bank_id: str
     mental_model_id: str
-    action: str  # QUEUED | PARKED | SKIPPED_PAUSED | SKIPPED_FRESH | SKIPPED_GONE
+    action: str  # QUEUED | PARKED | SKIPPED_PAUSED | SKIPPED_REVIEW | SKIPPED_FRESH | SKIPPED_GONE
     reason: str
     operation: Any = None  # operations.models.Operation when queued or parked
     not_before: datetime | None = None  # when a parked refresh becomes due
@@ -141,6 +144,8 @@ def _submit_unless_paused(
         failed_at, transient = rows[0]
         if failed_at is not None and not transient:
             return SKIPPED_PAUSED, None
+        if proposal_pending(model_uid=model.uid):
+            return SKIPPED_REVIEW, None
         operation = mental_model_refresh_submit(
             model=model, mode=mode, automatic=True, not_before=not_before
         )

@@ -32,8 +32,10 @@ from hindsight.webhooks.models import Webhook
 from mentalmodels.directives.models import Directive
 from mentalmodels.knowledge.models import KnowledgeNode, NodeKind
 from mentalmodels.models import MentalModel, MentalModelHistory
+from mentalmodels.review.models import MentalModelProposal
 from operations.models import Operation
 from tests.factories import make_bank, make_memory, make_mental_model, make_operation
+from tests.review.helpers import make_proposal
 from tests.transfer.archives import upstream_archive
 
 METHODS = ("get", "post", "put", "patch", "delete")
@@ -123,10 +125,12 @@ def two_banks(db: None, scripted_llm: Any) -> dict[str, str]:
     folder, page = _folder_and_page("bank-a", "a")
     directive = Directive.objects.create(bank_id="bank-a", name="Formal", content="secret rule")
     webhook = Webhook.objects.create(bank_id="bank-a", url="https://example.com/secret-hook")
+    proposal = make_proposal(model, "# Team A\n\nsecret proposal")
     return {"mental_model_id": "team-a", "operation_id": str(operation.id),
             "memory_id": str(memory.id), "history_id": str(history.id),
             "document_id": "doc-a", "node_id": folder.id, "page_id": page.id,
-            "directive_id": str(directive.id), "webhook_id": str(webhook.id)}
+            "directive_id": str(directive.id), "webhook_id": str(webhook.id),
+            "proposal_id": str(proposal.id)}
 
 
 def _folder_and_page(bank_id: str, suffix: str) -> tuple[KnowledgeNode, KnowledgeNode]:
@@ -150,7 +154,8 @@ def _bank_a_state() -> Any:
             rows(Operation.objects.filter(bank_id="bank-a")),
             rows(MemoryUnit.objects.filter(bank_id="bank-a")),
             rows(KnowledgeNode.objects.filter(bank_id="bank-a")),
-            rows(Directive.objects.filter(bank_id="bank-a")))
+            rows(Directive.objects.filter(bank_id="bank-a")),
+            rows(MentalModelProposal.objects.filter(model__bank_id="bank-a")))
 
 
 # The routes that name a bank and one of its rows. A download key (``files/download/<key>``) is
@@ -188,7 +193,7 @@ def test_the_id_routes_are_given_bank_as_real_ids() -> None:
     # A route whose id this test has no bank-A row for would only be asked a random id.
     assert {name for r in ID_ROUTES for name in r.params} - {"bank_id"} <= {
         "mental_model_id", "operation_id", "memory_id", "history_id", "node_id", "page_id",
-        "directive_id", "webhook_id", "document_id"}
+        "directive_id", "webhook_id", "proposal_id", "document_id"}
 
 
 KB = "/v1/default/banks/bank-b/knowledge-base"
@@ -294,6 +299,10 @@ WRITE_ONLY: dict[str, list[tuple[str, Any, int]]] = {
     _BANK + "/documents/<path:document_id>/reprocess": [("post", None, 200)],
     _BANK + "/import": [("post", {"version": "1", "directives": [
         {"name": "Formal", "content": "Answer formally."}]}, 200)],
+    # A body naming a row of ``key_bank`` is a function of its ids.
+    _MODEL + "/restore": [("post", lambda ids: {"version_id": int(ids["version_id"])}, 200)],
+    _MODEL + "/proposals/<str:proposal_id>/approve": [("post", None, 200)],
+    _MODEL + "/proposals/<str:proposal_id>/reject": [("post", {"reason": "not now"}, 200)],
 }
 # The query a write-only route's request carries with its body.
 WRITE_ONLY_QUERY = {
@@ -316,7 +325,10 @@ def key_bank(with_key: None, llm: Any, sent: list[str]) -> dict[str, str]:
     memory = make_memory("bank-key", "Alice likes tea.", embed=True, document_id="doc-key")
     Document.objects.create(bank_id="bank-key", document_id="doc-key", chunks=["Alice likes tea."],
                             created_at=memory.created_at, updated_at=memory.updated_at)
-    make_mental_model("bank-key", "mm", content="# Team\n\nAlice likes tea.")
+    model = make_mental_model("bank-key", "mm", content="# Team\n\nAlice likes tea.")
+    version = MentalModelHistory.objects.create(model=model, kind="version",
+                                                previous_content="# Team")
+    proposal = make_proposal(model)
     operation = make_operation(bank_id="bank-key", mental_model_id="mm", status="failed",
                                dedupe_key="mm:bank-key:mm")
     folder, _page = _folder_and_page("bank-key", "key")
@@ -325,7 +337,9 @@ def key_bank(with_key: None, llm: Any, sent: list[str]) -> dict[str, str]:
                      if body.get("tools") else Reply.text("Alice likes tea."))
     return {"webhook_id": str(webhook.id),
             "bank_id": "bank-key", "mental_model_id": "mm", "operation_id": str(operation.id),
-            "node_id": folder.id, "memory_id": str(memory.id), "document_id": "doc-key"}
+            "node_id": folder.id, "memory_id": str(memory.id),
+            "version_id": str(version.id), "proposal_id": str(proposal.id),
+            "document_id": "doc-key"}
 
 
 @pytest.mark.parametrize("route", WRITE_ONLY_ROUTES, ids=lambda r: r.path)
@@ -337,6 +351,7 @@ def test_the_right_key_gets_a_write_through(route: Route, key_bank: dict[str, st
             response = Client().post(url, {"file": SimpleUploadedFile("bank.zip", body.content)},
                                      HTTP_AUTHORIZATION=f"Bearer {KEY}")
         else:
+            body = body(key_bank) if callable(body) else body
             response = call(Client(), method, url, body, HTTP_AUTHORIZATION=f"Bearer {KEY}")
         assert response.status_code == status, (method, url, response.content[:300])
 

@@ -202,6 +202,9 @@ FIELDS.update({key: (check, lambda: None) for key, check in ACCEPTED_WITHOUT_EFF
 FIELDS["llm_token_budget_per_day"] = (
     _int_range(0, 2**62), lambda: settings.HINDSIGHT.llm_token_budget_per_day
 )
+# Ours: the default of a model's ``trigger.review`` (null there): its refreshes write proposals
+# to approve instead of applying their changes (docs/behaviour.md#review-before-apply).
+FIELDS["mental_model_review"] = (_bool, lambda: False)
 
 _ENV_PREFIX = "HINDSIGHT_API_"
 

@@ -61,6 +61,7 @@ INSTALLED_APPS = [
     "mentalmodels",
     "mentalmodels.knowledge",
     "mentalmodels.directives",
+    "mentalmodels.review",
 ]
 
 MIDDLEWARE = [

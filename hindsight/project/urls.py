@@ -49,6 +49,7 @@ urlpatterns = [
     path("v1/default/", include("hindsight.webhooks.urls")),
     path("v1/default/", include("mentalmodels.bank_templates.urls")),
     path("v1/", include(bank_template_schema_urls)),
+    path("v1/default/", include("mentalmodels.review.urls")),
     # MCP (streamable HTTP): all banks, or one bank pinned by the path.
     path("mcp", mcp_endpoint, name="mcp"),
     path("mcp/", mcp_endpoint),

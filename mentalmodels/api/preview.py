@@ -22,7 +22,8 @@ from hindsight.banks.schema import TokenUsageSerializer
 from hindsight.infra.edge.serializers import Rendered, computed
 from hindsight.infra.vocabulary import REFRESH_MODES, TAGS_MATCH_MODES, ModeFallbackReason, RefreshMode, iso_z
 from mentalmodels.api.operation_details import REFRESH_OUTCOMES
-from mentalmodels.api.serializers import TagGroupsField
+from mentalmodels.api.serializers import PageChangesField, TagGroupsField
+from mentalmodels.document.diff import PageVersion, page_diff
 from mentalmodels.refresh.records import Preview
 
 MODE_FALLBACK_REASONS = tuple(r.value for r in ModeFallbackReason)
@@ -40,6 +41,15 @@ def preview_diff(preview: Preview) -> str:
             tofile="preview",
         )
     )
+
+
+def preview_changes(preview: Preview) -> dict[str, Any]:
+    """The same change in the one change shape (docs/behaviour.md#the-change-shape)."""
+    decided = preview.outcome
+    after = decided.document if decided.document is not None else (
+        preview.model.document if decided.content == preview.current_content else None)
+    return page_diff(PageVersion(preview.current_content, preview.model.document),
+                     PageVersion(decided.content, after))
 
 
 class MentalModelRefreshScopeSerializer(Rendered):
@@ -165,6 +175,8 @@ class MentalModelDryRunRefreshResultSerializer(Rendered):
     candidate_content = serializers.CharField(allow_blank=True, source="outcome.candidate")
     preview_content = serializers.CharField(allow_blank=True, source="outcome.content")
     diff = computed(serializers.CharField(allow_blank=True), preview_diff)
+    # Ours: the change by section and block, as a history entry and a proposal carry it.
+    changes = computed(PageChangesField(), preview_changes)
     delta_operations = computed(serializers.DictField(allow_null=True), _delta_operations)
     retraction = computed(MentalModelRetractionSerializer(allow_null=True),
                           lambda preview: preview.trace["retraction"])

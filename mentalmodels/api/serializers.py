@@ -48,7 +48,13 @@ from hindsight.infra.vocabulary import (
     SCOPE_FACT_TYPES,
     TAGS_MATCH_MODES,
 )
-from mentalmodels.models import HISTORY_KINDS, HistoryKind, MentalModel, MentalModelHistory
+from mentalmodels.models import (
+    HISTORY_KINDS,
+    HistoryKind,
+    MentalModel,
+    MentalModelHistory,
+    VersionCause,
+)
 from mentalmodels.selectors import ListedModel
 from mentalmodels.services import mental_model_id_problem
 from mentalmodels.triggers import INT_MAX, trigger_fill, trigger_normalize
@@ -130,6 +136,8 @@ class MentalModelTriggerSerializer(Body):
     reflect_search_observations_include_entities = Boolean(**_OPT)
     response_schema = ResponseSchemaField(**_OPT)
     keep_trace = Boolean(**_OPT)
+    review = Boolean(help_text="Ours: a refresh writes a proposal to approve instead of applying "
+                               "its change (null: the bank's mental_model_review)", **_OPT)
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         trigger_normalize(attrs, base=self.context.get("stored_trigger"), loc=())
@@ -291,6 +299,16 @@ class MentalModelDeleteResponseSerializer(Rendered):
     status = const(serializers.ChoiceField(choices=("deleted",)), "deleted")
 
 
+REFRESH_CAUSE = "refresh"
+VERSION_CAUSES = (REFRESH_CAUSE, *VersionCause.values)
+
+
+class PageChangesField(serializers.DictField):
+    """The one change shape (docs/behaviour.md#the-change-shape,
+    ``mentalmodels.document.diff``): ``changed``, ``sections`` (each with its ``blocks``),
+    ``counts`` and the ``unified`` line diff."""
+
+
 def _failure(entry: MentalModelHistory) -> bool:
     return entry.kind == HistoryKind.FAILURE
 
@@ -323,3 +341,15 @@ class MentalModelHistoryEntrySerializer(Rendered):
     operation_id = computed(serializers.UUIDField(allow_null=True, required=False,
                                                   help_text="Failures only"),
                             lambda e: e.operation_id if _failure(e) else OMIT)
+    # Ours, after upstream's keys: the entry's id (what a restore names), and for a version
+    # what made the change and the change itself (docs/behaviour.md#the-change-shape).
+    id = serializers.IntegerField(help_text="The entry's id: POST …/restore takes a version's")
+    cause = computed(
+        serializers.ChoiceField(choices=VERSION_CAUSES, required=False,
+                                help_text="Versions only: what made the change"),
+        lambda e: OMIT if _failure(e) else (e.reason or REFRESH_CAUSE))
+    changes = computed(
+        PageChangesField(required=False,
+                         help_text="Versions only: from the page this entry kept to the page "
+                                   "after it (the next newer version's, or the current one)"),
+        lambda e: OMIT if _failure(e) else e.changes)

@@ -3,6 +3,10 @@ check on the key's lease, the model row, the operation's completion) that stores
 its structure (docs/behaviour.md#the-document), the watermark, the timestamps, ``reflect_response``
 and the version history. A job whose fence moved on (an edit, a newer claim) writes nothing
 (``FenceLost``); a model deleted meanwhile is the same. There is no unfenced path.
+
+A model under review (docs/behaviour.md#review-before-apply) keeps its page: a change becomes a
+proposal (``mentalmodels.review.services.proposal_record``), in the same fenced transaction, and
+the refresh records only that it completed.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from mentalmodels.refresh.answer import normalise_based_on
 from mentalmodels.refresh.failure_class import FAILURE_FIELDS, failure_record_clear
 from mentalmodels.refresh.records import Outcome, Plan
 from mentalmodels.refresh.retraction import prune_based_on
+from mentalmodels.review.services import proposal_record, review_required
 from mentalmodels.services import history_record_version
 from operations.errors import FenceLost
 
@@ -49,7 +54,8 @@ def _embed(model: MentalModel, content: str) -> dict[str, Any]:
 def refresh_persist(plan: Plan, decided: Outcome, trace: dict[str, Any], job: Job) -> None:
     """Store ``decided`` and complete ``job``, in one fenced transaction."""
     content_changes = decided.content != (plan.model.content or "")
-    embedding = _embed(plan.model, decided.content) if content_changes else {}
+    review = review_required(model=plan.model)
+    embedding = _embed(plan.model, decided.content) if content_changes and not review else {}
     with job.finishing():
         model = MentalModel.objects.select_for_update().filter(uid=plan.model.uid).first()
         if model is None:
@@ -60,6 +66,12 @@ def refresh_persist(plan: Plan, decided: Outcome, trace: dict[str, Any], job: Jo
         model.last_refreshed_at = ClockTimestamp()
         model.last_refresh_failed_at = None
         failure_record_clear(model)  # no pause, no backoff after transient failures
+        if review and _propose(plan, decided, trace, job, model):
+            # The page, its watermark and reflect_response stay until the proposal is approved.
+            model.updated_at = ClockTimestamp()
+            model.save(update_fields=["last_refreshed_at", "last_refresh_failed_at",
+                                      "updated_at", *FAILURE_FIELDS])
+            return
         if decided.outcome in (RefreshOutcome.CONTENT_WRITTEN,
                                RefreshOutcome.CONTENT_UNCHANGED) or not (
             model.content or ""
@@ -80,6 +92,7 @@ def refresh_persist(plan: Plan, decided: Outcome, trace: dict[str, Any], job: Jo
             history_record_version(
                 model=model,
                 previous_content=model.content,
+                previous_document=model.document,
                 previous_reflect_response=previous_response,
                 operation_id=job.operation.id,
             )
@@ -99,6 +112,29 @@ def refresh_persist(plan: Plan, decided: Outcome, trace: dict[str, Any], job: Jo
         model.save(update_fields=fields)
         mental_model_refreshed(before=plan.model, after=model, operation_id=job.operation.id,
                                outcome=decided.outcome, mode=plan.effective_mode)
+
+
+def _propose(plan: Plan, decided: Outcome, trace: dict[str, Any], job: Job,
+             model: MentalModel) -> bool:
+    """The change as a proposal, if the refresh changes the page's markdown (False: nothing to
+    review; a document that only gained ids reads the same and is stored as usual)."""
+    if decided.content == (model.content or ""):
+        return False
+    document = decided.document if decided.document is not None else (
+        split(decided.content).as_json() if decided.content else None)
+    if render_json(document) != decided.content:
+        raise RuntimeError("refusing to propose a document that does not render the content")
+    proposal_record(
+        model=model,
+        content=decided.content,
+        document=document,
+        reflect_response=_reflect_response(plan, decided, trace, model.reflect_response),
+        watermark=decided.watermark,
+        source_query=plan.model.source_query,
+        full_refresh=plan.effective_mode == RefreshMode.FULL,
+        operation_id=job.operation.id,
+    )
+    return True
 
 
 def _reflect_response(

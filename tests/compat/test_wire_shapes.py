@@ -51,6 +51,7 @@ TRIGGER_KEYS = [
     "exclude_mental_model_ids", "tags_match", "tag_groups", "include_chunks",
     "recall_max_tokens", "recall_chunks_max_tokens", "reflect_search_observations_max_tokens",
     "reflect_search_observations_include_entities", "response_schema", "keep_trace",
+    "review",  # ours, after upstream's keys
 ]
 BASED_ON_KEYS = ["world", "opinion", "directives", "experience", "observation", "mental-models"]
 OP_STATUS_KEYS = [
@@ -71,7 +72,8 @@ DETAILS_KEYS = ["operation_type", "outcome", "failure_reason"]
 DRY_RUN_KEYS = [
     "mental_model_id", "name", "requested_mode", "effective_mode", "mode_fallback_reason",
     "outcome", "would_persist", "scope", "window", "facts", "based_on", "current_content",
-    "candidate_content", "preview_content", "diff", "delta_operations", "retraction", "trace",
+    "candidate_content", "preview_content", "diff", "changes",  # ours: the change shape
+    "delta_operations", "retraction", "trace",
     "usage", "duration_ms", "warnings",
 ]
 SCOPE_KEYS = ["tags", "tags_match", "tag_groups", "fact_types", "exclude_mental_models",
@@ -84,7 +86,9 @@ TRACE_KEYS = ["recorded_at", "effective_mode", "mode_fallback_reason", "outcome"
               "warnings"]
 USAGE_KEYS = ["input_tokens", "output_tokens", "total_tokens", "cached_tokens",
               "thoughts_tokens"]
-VERSION_KEYS = ["previous_content", "previous_reflect_response", "changed_at", "kind"]
+# Upstream's four, then ours: the entry's id, what made the change and the change itself.
+VERSION_KEYS = ["previous_content", "previous_reflect_response", "changed_at", "kind", "id",
+                "cause", "changes"]
 
 
 def answer(server, text: str, memory_ids: list[str]) -> None:
@@ -244,7 +248,7 @@ def test_a_failed_refresh_reports_details_and_a_failure_entry_inside_the_client_
     assert model["last_refresh_failed_at"] is not None and model["content"] == ""
     [entry] = ok(api.get(f"{MM}/m/history"))
     assert list(entry) == ["previous_content", "previous_reflect_response", "changed_at", "kind",
-                           "outcome", "failure_reason", "error_message", "operation_id"]
+                           "outcome", "failure_reason", "error_message", "operation_id", "id"]
     assert entry["kind"] == "refresh_failed" and entry["previous_content"] is None
     assert (entry["outcome"], entry["failure_reason"]) == ("refresh_failed_error",
                                                            "unexpected_error")

@@ -450,11 +450,15 @@ def test_clear_keeps_content_as_version_and_resets_document_and_watermark(api, b
     model = MentalModel.objects.get(mental_model_id="team")
     assert model.document is None and model.last_refresh_source_query is None
     history = api.get(url("mm-bank", "team", "history")).json()
+    entry = MentalModelHistory.objects.get(model__mental_model_id="team")
     assert history == [{
         "kind": "version", "changed_at": history[0]["changed_at"],
         "previous_content": "old doc",
         "previous_reflect_response": {"based_on": {"world": [{"id": "m1"}]}},
+        "id": entry.id, "cause": "cleared", "changes": history[0]["changes"],
     }]
+    assert history[0]["changes"]["unified"] == (
+        "--- before\n+++ after\n@@ -1 +0,0 @@\n-old doc\n\\ No newline at end of file\n")
 
 
 def test_cleared_model_reads_stale_as_soon_as_scope_holds_a_memory(api, bank):
@@ -474,11 +478,13 @@ def test_history_lists_newest_first_with_kind_shapes(api, bank):
     history = api.get(url("mm-bank", "team", "history")).json()
     assert [h["kind"] for h in history] == ["refresh_failed", "version"]
     assert set(history[0]) == {"kind", "changed_at", "outcome", "failure_reason", "error_message",
-                               "operation_id", "previous_content", "previous_reflect_response"}
+                               "operation_id", "previous_content", "previous_reflect_response",
+                               "id"}
     assert history[0]["previous_content"] is None and history[0]["previous_reflect_response"] is None
     assert (history[0]["outcome"], history[0]["failure_reason"], history[0]["error_message"]) == \
         ("refresh_failed_error", "retrieval_failed", "RetrievalError: down")
-    assert set(history[1]) == {"kind", "changed_at", "previous_content", "previous_reflect_response"}
+    assert set(history[1]) == {"kind", "changed_at", "previous_content", "previous_reflect_response",
+                               "id", "cause", "changes"}
 
 
 def test_tags_source_mental_models_lists_model_tags_with_counts(api, bank):
