@@ -83,7 +83,9 @@ MCP_CORE_TOOL_NAMES = (
     "list_mental_models", "get_mental_model", "create_mental_model", "update_mental_model",
     "delete_mental_model", "refresh_mental_model", "clear_mental_model",
     "list_directives", "create_directive", "delete_directive",
-    "list_memories", "list_operations", "get_operation", "cancel_operation", "list_tags",
+    "list_memories", "get_memory", "update_memory", "invalidate_memory", "list_documents",
+    "get_document", "delete_document", "list_operations", "get_operation", "cancel_operation",
+    "list_tags",
     "get_bank", "get_bank_stats", "update_bank", "delete_bank",
 )
 # hindsight.surfaces.mcp_server.knowledge_tools

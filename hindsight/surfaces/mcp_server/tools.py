@@ -564,6 +564,92 @@ def list_memories(
     return result
 
 
+MemoryIdArg = Annotated[str, Field(description="The memory's id.")]
+DocumentIdArg = Annotated[str, Field(description="The document's id.")]
+
+
+@tool(READ_ONLY)
+def get_memory(memory_id: MemoryIdArg, bank_id: BankArg = None) -> dict[str, Any]:
+    """Get a specific memory by ID: its text, tags, metadata, dates and curation state
+    (valid, or invalidated with the reason)."""
+    result: dict[str, Any] = _call(bank_id, lambda api, bank: api.memory_get(bank, memory_id))
+    return result
+
+
+@tool(WRITE)
+def update_memory(
+    memory_id: MemoryIdArg,
+    text: Annotated[str | None, Field(description="The corrected fact.")] = None,
+    context: Annotated[str | None, Field(description="New context ('' clears it).")] = None,
+    occurred_start: Annotated[str | None, Field(description="ISO 8601 ('' clears it).")] = None,
+    occurred_end: Annotated[str | None, Field(description="ISO 8601 ('' clears it).")] = None,
+    mentioned_at: Annotated[str | None, Field(description="ISO 8601 ('' clears it).")] = None,
+    fact_type: Annotated[str | None, Field(description="world or experience.")] = None,
+    entities: Annotated[list[str] | None, Field(
+        description="Replace the fact's entity names ([] detaches all).")] = None,
+    resolve_entities: Annotated[bool, Field(
+        description="Accepted; entity names are kept as given.")] = True,
+    bank_id: BankArg = None,
+) -> dict[str, Any]:
+    """Edit a memory to correct what was extracted: pass any of text, context, the dates,
+    fact_type, entities. A new text is embedded again and the observations built on it are
+    rebuilt; the mental models that read it go stale. Only world/experience facts; to retire
+    or restore one, use invalidate_memory."""
+    body = _body(text=text, context=context, occurred_start=occurred_start,
+                 occurred_end=occurred_end, mentioned_at=mentioned_at, fact_type=fact_type,
+                 entities=entities)
+    result: dict[str, Any] = _call(bank_id, lambda api, bank: api.memory_update(
+        bank, memory_id, body))
+    return result
+
+
+@tool(DESTRUCTIVE)
+def invalidate_memory(
+    memory_id: MemoryIdArg,
+    reason: Annotated[str | None, Field(description="Why, recorded with it.")] = None,
+    restore: Annotated[bool, Field(description="True to restore an invalidated fact.")] = False,
+    bank_id: BankArg = None,
+) -> dict[str, Any]:
+    """Soft-retire a memory (or restore one with restore=True): it leaves recall,
+    consolidation and every mental model's scope (those that read it go stale), kept for
+    audit and reversible. Only world/experience facts."""
+    body = _body(state="valid" if restore else "invalidated", reason=reason)
+    result: dict[str, Any] = _call(bank_id, lambda api, bank: api.memory_update(
+        bank, memory_id, body))
+    return result
+
+
+@tool(READ_ONLY)
+def list_documents(
+    q: Annotated[str | None, Field(description="Text of the id or the document.")] = None,
+    limit: Limit = 100,
+    offset: Offset = 0,
+    bank_id: BankArg = None,
+) -> dict[str, Any]:
+    """List the bank's documents: the memories retained with a document_id are grouped under
+    it. Page until the items add up to 'total'."""
+    result: dict[str, Any] = _call(bank_id, lambda api, bank: api.document_list(
+        bank, q=q, limit=limit, offset=offset))
+    return result
+
+
+@tool(READ_ONLY)
+def get_document(document_id: DocumentIdArg, bank_id: BankArg = None) -> dict[str, Any]:
+    """Get a specific document by ID: its text, tags and how many memories it holds."""
+    result: dict[str, Any] = _call(bank_id, lambda api, bank: api.document_get(bank,
+                                                                               document_id))
+    return result
+
+
+@tool(DESTRUCTIVE)
+def delete_document(document_id: DocumentIdArg, bank_id: BankArg = None) -> dict[str, Any]:
+    """Delete a document and every memory linked to it (the mental models that read them go
+    stale)."""
+    result: dict[str, Any] = _call(bank_id, lambda api, bank: api.document_delete(
+        bank, document_id))
+    return result
+
+
 @tool(READ_ONLY)
 def list_operations(
     status: Annotated[

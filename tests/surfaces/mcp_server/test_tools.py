@@ -290,10 +290,6 @@ UPSTREAM: dict[str, tuple[str, list[Arg]]] = {
 UPSTREAM_ONE_BANK_EXCLUDED = {"list_banks", "create_bank", "get_bank_stats"}
 # Upstream tools this server cannot back: no such concept here (README, "MCP").
 NOT_BACKED = {
-    "get_memory": "no REST route reads one memory", "update_memory": "memories are not edited",
-    "invalidate_memory": "memories are not invalidated",
-    "list_documents": "no documents", "get_document": "no documents",
-    "delete_document": "no documents",
     "clear_memories": "no REST route deletes a bank's memories and keeps the bank",
 }
 KNOWLEDGE = {"get_knowledge_base_tree", "search_knowledge_base", "get_knowledge_page",
@@ -572,6 +568,39 @@ def test_bank_memory_operation_and_tag_tools_answer_upstreams_shapes(stack: Any)
         assert "bank_id is required" in no_bank
 
     _session(stack, across, one_bank=False)
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.integration
+def test_the_memory_and_document_tools_curate_through_the_rest_routes(stack: Any) -> None:
+    async def body(client: Client) -> None:
+        stored = await _call(client, "sync_retain", content="The deploy server is db-1.",
+                             document_id="runbook", strategy="verbatim")
+        assert stored["status"] == "completed"
+        [fact] = (await _call(client, "list_memories", q="db-1"))["items"]
+        got = await _call(client, "get_memory", memory_id=fact["id"])
+        assert (got["text"], got["state"], got["document_id"]) == (
+            "The deploy server is db-1.", "valid", "runbook")
+        edited = await _call(client, "update_memory", memory_id=fact["id"],
+                             text="The deploy server is db-2.", context="moved")
+        assert (edited["text"], edited["context"]) == ("The deploy server is db-2.", "moved")
+        gone = await _call(client, "invalidate_memory", memory_id=fact["id"], reason="retired")
+        assert (gone["state"], gone["invalidation_reason"]) == ("invalidated", "retired")
+        assert (await _call(client, "list_memories", q="db-2"))["items"] == []
+        back = await _call(client, "invalidate_memory", memory_id=fact["id"], restore=True)
+        assert back["state"] == "valid"
+        refused = await _refused(client, "update_memory", memory_id="not-a-uuid", text="x")
+        assert "400" in refused
+
+        documents = await _call(client, "list_documents")
+        assert [d["id"] for d in documents["items"]] == ["runbook"]
+        document = await _call(client, "get_document", document_id="runbook")
+        assert document["original_text"] == "The deploy server is db-1."
+        deleted = await _call(client, "delete_document", document_id="runbook")
+        assert deleted["memory_units_deleted"] == 1
+        assert (await _call(client, "list_documents"))["total"] == 0
+
+    _session(stack, body, one_bank=True)
 
 
 @pytest.mark.django_db(transaction=True)
