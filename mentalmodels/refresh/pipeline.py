@@ -142,9 +142,13 @@ def _steps(
             # them would drop them from a later delta window (docs/behaviour.md#the-snapshot-cutoff).
             return plan, replace(preserved, watermark=model.last_memory_seen_at)
     edits = plan.effective_mode == RefreshMode.DELTA
-    # Nothing new, but retracted facts to take out: the edit call alone, no reflect loop
+    # No memory new (the window may hold curation changes alone: an invalidation, a deletion),
+    # but retracted facts to take out: the edit call alone, no reflect loop
     # (docs/behaviour.md#retracted-facts).
     retraction_only = edits and retraction is not None and in_window is None
+    if edits and retraction is not None and in_window is not None:
+        with retrieval_guarded("reading the newest memory in the window"):
+            retraction_only = newest_in_scope(plan, after=plan.window_after, changes=False) is None
     if in_window is None and not retraction_only:
         with retrieval_guarded("looking for sibling mental models in reach"):
             sibling = sibling_in_reach(plan)

@@ -66,21 +66,29 @@ def refresh_plan(model: MentalModel, *, mode: str | None) -> Plan:
     )
 
 
-def newest_in_scope(plan: Plan, *, after: datetime | None) -> datetime | None:
+def newest_in_scope(plan: Plan, *, after: datetime | None, changes: bool = True
+                    ) -> datetime | None:
     """The newest ``updated_at`` in the model's (recall) scope at or before the cutoff, or the
     newest curation change of a memory that was in it, if later: an invalidated, deleted or
-    re-tagged memory is something to take in too (docs/behaviour.md#staleness)."""
+    re-tagged memory is something to take in too (docs/behaviour.md#staleness). ``changes``
+    False: the memories alone, what the reflect loop can read."""
     where, params = scope_sql(plan.scope, alias="m")
-    changed_where, changed_params = scope_sql(plan.scope, alias="c")
-    sql = (
-        "SELECT GREATEST((SELECT MAX(m.updated_at) FROM banks_memoryunit m "
-        f"WHERE m.bank_id = %s AND m.updated_at <= %s {'AND m.updated_at > %s' if after else ''} "
-        f"AND {where}), (SELECT MAX(c.changed_at) FROM banks_memorychange c "
-        f"WHERE c.bank_id = %s AND c.changed_at <= %s {'AND c.changed_at > %s' if after else ''} "
-        f"AND {changed_where}))"
-    )
     window: list[Any] = [plan.model.bank_id, plan.cutoff, *([after] if after else [])]
-    args: list[Any] = [*window, *params, *window, *changed_params]
+    memories = (
+        "(SELECT MAX(m.updated_at) FROM banks_memoryunit m "
+        f"WHERE m.bank_id = %s AND m.updated_at <= %s {'AND m.updated_at > %s' if after else ''} "
+        f"AND {where})"
+    )
+    args: list[Any] = [*window, *params]
+    sql = f"SELECT {memories}"
+    if changes:
+        changed_where, changed_params = scope_sql(plan.scope, alias="c")
+        sql = (
+            f"SELECT GREATEST({memories}, (SELECT MAX(c.changed_at) FROM banks_memorychange c "
+            f"WHERE c.bank_id = %s AND c.changed_at <= %s {'AND c.changed_at > %s' if after else ''} "
+            f"AND {changed_where}))"
+        )
+        args += [*window, *changed_params]
     with connection.cursor() as cursor:
         cursor.execute(sql, args)
         (newest,) = cursor.fetchone()

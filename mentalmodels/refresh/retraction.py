@@ -5,7 +5,9 @@ answer acted on them, and the record the result, the trace and the dry run carry
 A removed memory is one no longer in the bank (deleted, or invalidated: an invalidated memory
 leaves the memory table) or no longer in the page's scope (its tags changed). An edited one is
 still there but its ``updated_at`` is after the watermark and its text is not the one the page
-recorded. Their last known text is the one the page's ``based_on`` kept when it cited them.
+recorded. Their last known text is the one the page's ``based_on`` kept when it cited them; for
+an entry kept without one, the curation archive's (an invalidated memory) or the text its last
+curation change recorded (a deleted one).
 
 Reads only: ``retraction_find`` is one query by primary key, run by delta refreshes of pages that
 cite memories; a page that cites none, or a full refresh, reads nothing here.
@@ -20,6 +22,7 @@ from typing import Any
 
 from django.db import connection
 
+from hindsight.banks.models import InvalidatedMemoryUnit, MemoryChange
 from hindsight.infra.tagscope import scope_sql
 from hindsight.infra.vocabulary import BASED_ON_FACT_TYPES, BASED_ON_KEYS
 from mentalmodels.refresh.records import Plan
@@ -113,16 +116,33 @@ def retraction_find(plan: Plan) -> Retraction | None:
         rows: dict[str, tuple[str, datetime, bool]] = {
             row[0]: (row[1], row[2], row[3]) for row in cursor.fetchall()}
     watermark = model.last_memory_seen_at
+    gone = [uid for key, uid in ids.items()
+            if uid and uid not in rows and not cited[key].get("text")]
+    last_known = _last_known_texts(model.bank_id, gone) if gone else {}
     facts = []
     for key, entry in cited.items():
         recorded = str(entry.get("text") or "")
         row = rows.get(ids[key] or "")
         if row is None or not row[2]:
-            facts.append(RetractedFact(id=key, text=recorded, kind=REMOVED))
+            text = recorded or (row[0] if row else last_known.get(ids[key] or "", ""))
+            facts.append(RetractedFact(id=key, text=text, kind=REMOVED))
         elif (watermark is not None and row[1] > watermark
               and (entry.get("text") is None or row[0] != recorded)):
             facts.append(RetractedFact(id=key, text=recorded, kind=EDITED, now=row[0]))
     return Retraction(facts=facts, cited_count=len(cited)) if facts else None
+
+
+def _last_known_texts(bank_id: str, ids: list[str]) -> dict[str, str]:
+    """The texts of removed memories the page cited without one: the archive's for an
+    invalidated memory, else what its newest curation change recorded it said."""
+    texts = {str(i): t for i, t in InvalidatedMemoryUnit.objects.filter(
+        bank_id=bank_id, id__in=ids).values_list("id", "text")}
+    changes = MemoryChange.objects.filter(
+        bank_id=bank_id, memory_id__in=[i for i in ids if i not in texts]).order_by("changed_at")
+    for memory_id, previous in changes.values_list("memory_id", "previous"):
+        if isinstance(previous, dict) and previous.get("text"):
+            texts[str(memory_id)] = str(previous["text"])  # the newest change last, so it wins
+    return texts
 
 
 def retraction_prompt(retraction: Retraction) -> str:

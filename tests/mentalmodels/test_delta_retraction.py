@@ -124,8 +124,8 @@ def test_an_invalidated_fact_makes_the_page_stale_and_its_next_delta_refresh_rem
     assert is_stale(MentalModel.objects.get(uid=model.uid))
     calls = delta_llm(scripted_llm, remove_retracted)
     report = refresh_run(bank_id=bank.id, mental_model_id="team")
-    # The change is in the window: the reflect loop ran, found nothing new to cite, and the
-    # edit call was shown the retraction.
+    # The window holds the change and no memory: the edit call alone, shown the retraction.
+    assert len(scripted_llm.requests) == 1
     assert [(c.retracted, c.facts) for c in calls] == [
         ([("Bob runs the release", "removed", None)], [])]
     model.refresh_from_db()
@@ -147,6 +147,31 @@ def test_a_fact_edited_through_the_api_is_retracted_as_edited(bank, scripted_llm
         [("Bob runs the release", "edited", "Carol runs the release")]]
     model.refresh_from_db()
     assert model.content == DOC.replace("Bob runs the release", "Carol runs the release")
+
+
+def test_a_citation_kept_without_text_is_shown_with_the_archived_or_last_recorded_text(
+    bank, scripted_llm
+):
+    texts = ("Alice leads the team", "Bob runs the release", "Carol writes the docs")
+    model, (alice, bob, carol) = page(
+        bank, scripted_llm, texts=texts, doc="## Team\n\n" + "\n\n".join(f"- {t}" for t in texts))
+    response = model.reflect_response
+    for entry in response["based_on"]["world"]:
+        entry.pop("text")  # a page written before citations kept their text
+    MentalModel.objects.filter(uid=model.uid).update(reflect_response=response)
+    curation.memory_update(bank_id=bank.id, memory_id=str(bob.id), edits={},
+                           state="invalidated")  # in the archive
+    with transaction.atomic():  # deleted: its change row recorded what it said
+        stamp = hold_bank_write_lock(bank.id)
+        curation.memories_remove(bank_id=bank.id, rows=[MemoryUnit.objects.get(id=carol.id)],
+                                 stamp=stamp)
+    calls = delta_llm(scripted_llm, remove_retracted)
+    refresh_run(bank_id=bank.id, mental_model_id="team")
+    assert sorted(c.retracted for c in calls) == [sorted([
+        ("Bob runs the release", "removed", None), ("Carol writes the docs", "removed", None)])]
+    model.refresh_from_db()
+    # (The block before a removed last one keeps its separator: the document's own rule.)
+    assert model.content.rstrip() == "## Team\n\n- Alice leads the team"
 
 
 def test_a_fact_tagged_out_of_the_page_scope_is_retracted_as_removed(bank, scripted_llm):
