@@ -37,9 +37,20 @@ exit code 1. What each count means:
   requests per operation (must be ≤ 1 + MAX_RETRIES), requests while the models are paused
   (must be 0), and whether a manual refresh afterwards completes every one of them.
 
+``--cuts`` runs network cuts instead (``CutRun``): one worker reaches PostgreSQL and the broker
+only through ``bench.netcut`` proxies. ``--cut-count`` times, while that worker runs a refresh
+(caught waiting on its LLM), both proxies hold its bytes for ``--cut-seconds`` — longer than its
+key lock's TTL and the sweep's silence threshold — then deliver them, late. Its peers must take
+the refresh over while it is cut off; its late statements must never land: no answer the LLM
+gave the cut worker for that model from the cut on may ever be the model's content (a stale
+write); it must serve again after the heal (LLM answers to it, for other models); nothing may be
+stuck after the drain. Reported: the takeover times (cut → the refresh's lease named by a peer,
+or the operation final).
+
     .venv/bin/python -m bench.chaos                   # 50 models, 150 s, 3 workers
     .venv/bin/python -m bench.chaos --quick           # the bounded size (make test runs it)
     .venv/bin/python -m bench.chaos --models 20 --duration 60 --workers 2 --seed 3 --json r.json
+    .venv/bin/python -m bench.chaos --cuts --quick    # one 12 s cut (make test runs it)
 """
 
 from __future__ import annotations
@@ -65,7 +76,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench.chaos_stack import MAX_RETRIES, ChaosLLM, Stack
+from bench.chaos_stack import CUT_SENDER, MAX_RETRIES, ChaosLLM, CutLinks, Stack
 from bench.harness import FINAL, argument_parser, log, write_json
 
 TAGS = ["team", "ops", "eng", "sales"]
@@ -274,11 +285,20 @@ class Chaos:
         if not free:
             return None
         bank, mm_id, _kind = self.rng.choice(free)
+        if self.refresh_held(bank, mm_id, timeout) is not None:
+            return bank, mm_id
+        return None
+
+    def refresh_held(self, bank: str, mm_id: str, timeout: float) -> str | None:
+        """Hold the model's LLM requests and ask for its refresh: its operation id once one of
+        its requests is held (the refresh cannot end before ``llm.release``); else None, and
+        the hold released."""
         held = self.llm.hold(mm_id)
         answer = self.call("POST", f"/v1/default/banks/{bank}/mental-models/{mm_id}/refresh",
                            None, what="refresh")
-        if self.track(answer, "refresh", bank, mm_id) is not None and held.wait(timeout):
-            return bank, mm_id
+        op_id = self.track(answer, "refresh", bank, mm_id)
+        if op_id is not None and held.wait(timeout):
+            return op_id
         self.llm.release(mm_id)
         return None
 
@@ -645,6 +665,227 @@ class Chaos:
             self.llm.server.stop()
 
 
+# ---------------------------------------------------------------------------------------------
+# Network cuts (``--cuts``)
+
+
+@dataclass
+class Cut:
+    bank: str
+    model: str
+    operation: str
+    fence: int  # the cut worker's claim
+    pids: set[int]  # the cut worker's processes (a prefork pool's children claim)
+    started: float = 0.0
+    healed: float = 0.0
+    takeover_s: float | None = None  # cut → a peer's claim of the refresh (or it is final)
+    final_status: str | None = None
+
+
+class CutRun(Chaos):
+    """A worker cut off PostgreSQL and the broker while it runs a refresh; its peers take over."""
+
+    def __init__(self, args: argparse.Namespace):
+        super().__init__(args)
+        self.links: CutLinks | None = None
+        self.cut_worker: Any = None
+        self.cuts: list[Cut] = []
+
+    def start(self) -> None:
+        stack = self.stack
+        stack.start_servers()
+        stack.migrate(verbosity=0)
+        stack.start_api(workers=2, threads=4, timeout=60, log_level="warning",
+                        access_log=str(stack.access_log), access_format="%(m)s %(U)s %(s)s")
+        stack.start_beat(max_interval=1)
+        for _ in range(max(1, self.args.workers - 1)):
+            stack.start_worker()
+        self.links = CutLinks(stack)
+        self.cut_worker = stack.start_cut_worker(self.links)
+        stack.wait_healthy(90)
+        stack.wait_workers_ready()
+
+    def cut_pids(self) -> set[int]:
+        worker = self.cut_worker
+        return {worker.pid, *worker.children()} if worker.alive() else set()
+
+    def lease_of(self, operation_id: str) -> tuple[str | None, int, str] | None:
+        rows = self.db_rows(
+            "SELECT l.holder, l.fence, o.status FROM operations_operation o "
+            "JOIN operations_lease l ON l.key = COALESCE(o.dedupe_key, 'op:' || o.id::text) "
+            "WHERE o.id = %s::uuid", [operation_id])
+        return rows[0] if rows else None
+
+    def wait_final(self, operation_id: str, timeout: float) -> str | None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            rows = self.db_rows("SELECT status FROM operations_operation WHERE id = %s::uuid",
+                                [operation_id])
+            if rows and rows[0][0] in FINAL:
+                return str(rows[0][0])
+            time.sleep(0.2)
+        return None
+
+    def held_by_the_cut_worker(self, used: set[str], tries: int = 12) -> Cut | None:
+        """A refresh the cut worker runs, waiting on its held LLM request.
+
+        Which worker takes a message is the broker's choice: a model's requests are held, its
+        refresh asked for, and once a request arrives the lease says who runs it; a peer's
+        refresh is let go and finished, and another model tried."""
+        for _ in range(tries):
+            # Models no trigger refreshes: after the heal only the peer's retry may write them.
+            free = [m for m in self.models if m[2] in ("full", "full-tagged") and m[1] not in used]
+            if not free:
+                return None
+            bank, mm_id, _kind = self.rng.choice(free)
+            op_id = self.refresh_held(bank, mm_id, 20)
+            if op_id is None:
+                continue
+            lease = self.lease_of(op_id)
+            pids = self.cut_pids()
+            if lease and lease[0] and lease[2] == "processing" and holder_pid(lease[0]) in pids:
+                return Cut(bank, mm_id, op_id, int(lease[1]), pids)
+            self.llm.release(mm_id)
+            self.wait_final(op_id, 30)
+        return None
+
+    def cut_once(self, used: set[str]) -> None:
+        assert self.links is not None
+        cut = self.held_by_the_cut_worker(used)
+        if cut is None:
+            self.t.faults.append("cut not injected: the cut worker ran none of the refreshes")
+            return
+        used.add(cut.model)
+        cut.started = time.time()
+        self.links.hold()
+        self.llm.release(cut.model)  # it answers the cut worker; its next statement is held
+        log(f"cut worker {self.cut_worker.name} off PostgreSQL and the broker for "
+            f"{self.args.cut_seconds:g} s, holding {cut.model} (operation {cut.operation})")
+        while time.time() - cut.started < self.args.cut_seconds:
+            lease = self.lease_of(cut.operation)
+            if cut.takeover_s is None and lease is not None and (
+                    lease[2] in FINAL
+                    or (lease[0] and holder_pid(lease[0]) not in cut.pids)):
+                cut.takeover_s = time.time() - cut.started
+                log(f"taken over after {cut.takeover_s:.1f} s (holder {lease[0]}, {lease[2]})")
+            time.sleep(0.1)
+        self.links.heal()
+        cut.healed = time.time()
+        log("healed: the held bytes delivered")
+        cut.final_status = self.wait_final(cut.operation, 60)
+        self.cuts.append(cut)
+        self.t.faults.append(f"cut {cut.model} for {self.args.cut_seconds:g} s")
+
+    def serve_again(self, healed: float, timeout: float = 45.0) -> int:
+        """Refreshes of the models no cut touched, in bursts, until the cut worker answers
+        some (its broker connection and its pool came back). Returns how many it completed."""
+        cut_models = {c.model for c in self.cuts}
+        others = [m for m in self.models if m[1] not in cut_models]
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            ops = [self.track(self.call("POST", f"/v1/default/banks/{bank}/mental-models/{mm}"
+                                        "/refresh", None, what="refresh"), "refresh", bank, mm)
+                   for bank, mm, _ in others]
+            for op_id in ops:
+                if op_id is not None:
+                    self.wait_final(op_id, 20)
+            served = [a for a in self.llm.answered(sender=CUT_SENDER, since=healed)
+                      if a not in self._stale_answers()]
+            if served:
+                return len(served)
+        return 0
+
+    def _stale_answers(self) -> set[str]:
+        """What the LLM answered the cut worker, for a model it held, from the cut on."""
+        return {" ".join(a.split()) for c in self.cuts
+                for a in self.llm.answered(sender=CUT_SENDER, since=c.started, model=c.model)}
+
+    def stale_writes(self) -> list[str]:
+        """Cut models whose content, now or in any version, is an answer the cut worker got."""
+        stale = self._stale_answers()
+        found = []
+        for cut in self.cuts:
+            texts = self.db_rows(
+                "SELECT content FROM mentalmodels_mentalmodel WHERE bank_id = %s "
+                "AND mental_model_id = %s UNION ALL SELECT h.previous_content "
+                "FROM mentalmodels_mentalmodelhistory h JOIN mentalmodels_mentalmodel m "
+                "ON m.id = h.model_id WHERE m.bank_id = %s AND m.mental_model_id = %s",
+                [cut.bank, cut.model, cut.bank, cut.model])
+            if any(text and " ".join(text.split()) in stale for (text,) in texts):
+                found.append(cut.model)
+        return found
+
+    def run(self) -> dict[str, Any]:
+        self.stop_monitor = threading.Event()
+        try:
+            log(f"starting the stack in {self.scratch}")
+            self.start()
+            log(f"stack up: {self.args.workers - 1} worker(s), and {self.cut_worker.name} "
+                "behind the proxies")
+            self.create_models()
+            self.drain()  # the first refreshes, before any cut
+            log(f"{len(self.models)} models created and refreshed")
+            load = threading.Thread(target=self.retain_loop, daemon=True)
+            load.start()
+            used: set[str] = set()
+            for _ in range(self.args.cut_count):
+                self.cut_once(used)
+            self.stop_load.set()
+            load.join(timeout=10)
+            healed = max((c.healed for c in self.cuts), default=time.time())
+            served = self.serve_again(healed)
+            log(f"the cut worker served {served} refresh answer(s) after the heal; draining")
+            drain = self.drain()
+            return self.cut_report(drain, served)
+        finally:
+            self.stack.stop()
+            if self.links is not None:
+                self.links.stop()
+            self.llm.server.stop()
+
+    def cut_report(self, drain_seconds: float, served: int) -> dict[str, Any]:
+        ids = list(self.t.ops)
+        rows = {r[0]: r[1] for r in self.db_rows(
+            "SELECT id::text, status FROM operations_operation WHERE id = ANY(%s::uuid[])",
+            [ids])}
+        stuck = [r[0] for r in self.db_rows(
+            "SELECT id::text FROM operations_operation WHERE status IN ('pending', 'processing') "
+            "AND created_at <= %s", [self.drained_at])]
+        torn, _ = self.check_models()
+        times = [c.takeover_s for c in self.cuts if c.takeover_s is not None]
+        return {
+            "size": {"models": len(self.models), "workers": self.args.workers,
+                     "concurrency": self.args.concurrency, "pool": self.args.pool,
+                     "seed": self.args.seed, "cut_seconds": self.args.cut_seconds},
+            "faults": self.t.faults,
+            "cuts": [{"model": c.model, "operation": c.operation, "cut_worker_fence": c.fence,
+                      "takeover_s": None if c.takeover_s is None else round(c.takeover_s, 2),
+                      "final_status": c.final_status} for c in self.cuts],
+            "takeover_s": {"p50": round(statistics.median(times), 2) if times else None,
+                           "max": round(max(times), 2) if times else None},
+            "served_after_heal": served,
+            # What the stale-write check looks for: the cut worker carried on after the heal
+            # and got answers its write then had to refuse.
+            "answers_to_the_cut_worker_after_its_cut": len(self._stale_answers()),
+            "operations_by_status": dict(Counter(rows.get(i, "missing") for i in ids)),
+            "http_errors": dict(self.t.http_errors),
+            "drain_seconds": round(drain_seconds, 1),
+            "must_be_zero": {
+                "cuts_not_injected": self.args.cut_count - len(self.cuts),
+                "cuts_not_taken_over": sum(1 for c in self.cuts if c.takeover_s is None),
+                "stale_writes": len(self.stale_writes()),
+                "operations_lost": sum(1 for i in ids if i not in rows),
+                "operations_stuck": len(stuck),
+                "torn_documents": len(torn),
+                "overlapping_refreshes": len(self.llm.server.overlaps),
+                "cut_worker_not_serving_after_heal": 0 if served else 1,
+            },
+            "details": {"stuck": stuck[:10], "torn": torn[:10],
+                        "stale": self.stale_writes()[:10],
+                        "overlaps": self.llm.server.overlaps[:10]},
+        }
+
+
 def failures(result: dict[str, Any]) -> list[str]:
     bad = [f"{k} = {v}" for k, v in result["must_be_zero"].items() if v]
     outage = result.get("llm_outage")
@@ -680,7 +921,21 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--quick", action="store_true",
                         help="the bounded size: 6 models, 25 s, 2 workers, one child kill, one "
                              "broker restart, no PostgreSQL restart, no worker-process kill")
+    parser.add_argument("--cuts", action="store_true",
+                        help="network cuts instead: a worker behind proxies to PostgreSQL and "
+                             "the broker, cut off while it runs a refresh (CutRun)")
+    parser.add_argument("--cut-count", type=int, default=3)
+    parser.add_argument("--cut-seconds", type=float, default=15.0,
+                        help="how long a cut holds the bytes (above the lock TTL and the "
+                             "sweep's silence threshold of the chaos timings)")
     args = parser.parse_args(argv)
+    if args.cuts:
+        args.models, args.workers = min(args.models, 10), max(args.workers, 2)
+        args.postgres_restart = False  # no crash-restart here: a throw-away PostgreSQL
+        if args.quick:
+            args.models, args.workers, args.cut_count, args.cut_seconds = 4, 2, 1, 12.0
+            args.drain_timeout = 60.0
+        return args
     if args.quick:
         args.models, args.duration, args.workers, args.refreshes = 6, 25.0, 2, 2
         args.child_kills, args.worker_kills, args.postgres_restart = 1, 0, False
@@ -692,7 +947,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    result = Chaos(args).run()
+    result = (CutRun(args) if args.cuts else Chaos(args)).run()
     print(write_json(result, args.json))
     bad = failures(result)
     if bad:

@@ -6,7 +6,9 @@
   a model's source query names it), with an outage per model and a hold of a model's requests;
 - ``Stack``: ``hindsight.devstack.stack``'s, throw-away, on that LLM, with engine timings short
   enough for a run of minutes (``TIMINGS``), an access log of one line a request, and the
-  faults: a worker child's or process's SIGKILL, a broker restart, a PostgreSQL crash-restart.
+  faults: a worker child's or process's SIGKILL, a broker restart, a PostgreSQL crash-restart,
+  and a worker cut off the network (``CutLinks``: it reaches PostgreSQL and the broker through
+  ``bench.netcut`` proxies that hold its bytes, then deliver them late).
 """
 
 from __future__ import annotations
@@ -21,7 +23,9 @@ import time
 import uuid
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
+from bench.netcut import CutProxy
 from fakes.llm_server import Reply, ScriptedLLMServer, returned_ids
 from hindsight.devstack import stack as devstack
 from hindsight.devstack.stack import openai_compatible_env
@@ -125,6 +129,10 @@ class ChaosLLM:
         # model → (a request of it is held, release it): a PATCH sent while one is held is
         # sent during a refresh, which cannot finish before it is released.
         self.holds: dict[str, tuple[threading.Event, threading.Event]] = {}
+        # Every chat request: (when, the model named in the request — a worker's
+        # HINDSIGHT_API_LLM_MODEL, so a cut worker's requests are told apart —, the mental
+        # model, the answer it ends with or None).
+        self.calls: list[tuple[float, str | None, str | None, str | None]] = []
         self.server.track_concurrency(_model_of)
         self.server.respond_with(self.respond)
 
@@ -132,6 +140,7 @@ class ChaosLLM:
         model = _model_of(body)
         nonce = uuid.uuid4().hex[:12]
         with self.lock:
+            self.calls.append((time.time(), body.get("model"), model, None))
             delay = self.rng.uniform(*self.delay)
             failing = model is not None and model in self.outage
             hold = self.holds.get(model) if model is not None else None
@@ -171,6 +180,7 @@ class ChaosLLM:
             if model is not None:
                 with self.lock:
                     self.answers.setdefault(model, set()).add(answer)
+                    self.calls.append((time.time(), body.get("model"), model, answer))
             if not tools:
                 return Reply.text(answer)
             return Reply.tool_calls([("done", {"answer": answer, "memory_ids": returned_ids(body, first=3),
@@ -191,6 +201,18 @@ class ChaosLLM:
 
     def requests_for(self, models: set[str]) -> int:
         return sum(self.server.requests_by_key.get(m, 0) for m in models)
+
+    def answered(self, *, sender: str, since: float, model: str | None = None) -> list[str]:
+        """The final answers given to ``sender``'s requests (of ``model``) from ``since`` on."""
+        with self.lock:
+            return [answer for at, who, mm, answer in self.calls
+                    if answer is not None and who == sender and at >= since
+                    and (model is None or mm == model)]
+
+    def requests_of(self, *, sender: str, since: float) -> int:
+        with self.lock:
+            return sum(1 for at, who, _mm, answer in self.calls
+                       if answer is None and who == sender and at >= since)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -229,9 +251,16 @@ class Stack(devstack.Stack):
         self.wait_healthy(90)
         self.wait_workers_ready()
 
-    def start_worker(self) -> devstack.Process:  # type: ignore[override]
+    def start_worker(  # type: ignore[override]
+        self, env: dict[str, str] | None = None
+    ) -> devstack.Process:
         return super().start_worker(concurrency=self.concurrency, pool=self.pool,
-                                    queue=self.env["HINDSIGHT_API_TASK_QUEUE"])
+                                    queue=self.env["HINDSIGHT_API_TASK_QUEUE"], env=env)
+
+    def start_cut_worker(self, links: CutLinks) -> devstack.Process:
+        """A worker that reaches PostgreSQL and the broker only through ``links`` and names
+        itself to the LLM as ``CUT_SENDER`` (its requests are told apart)."""
+        return self.start_worker(env=links.env(self))
 
     def children(self) -> dict[int, devstack.Process]:
         return {child: w for w in self.live_workers() for child in w.children()}
@@ -249,3 +278,43 @@ class Stack(devstack.Stack):
         self.pg.process.wait(30)
         time.sleep(1.0)
         self.pg.start()
+
+
+# ---------------------------------------------------------------------------------------------
+# A worker cut off the network
+
+CUT_SENDER = "scripted-cut"  # the LLM model a cut worker names in its requests
+
+
+def _via(url: str, port: int) -> str:
+    """``url`` with its port replaced: the same server, reached through a proxy on ``port``."""
+    parts = urlsplit(url)
+    host = parts.netloc.rsplit("@", 1)
+    netloc = (host[0] + "@" if len(host) == 2 else "") + f"127.0.0.1:{port}"
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+class CutLinks:
+    """The proxies one worker reaches PostgreSQL and the broker (its locks too) through."""
+
+    def __init__(self, stack: Stack) -> None:
+        assert stack.pg is not None and stack.valkey is not None
+        self.postgres = CutProxy(("127.0.0.1", stack.pg.port), name="postgres-cut").start()
+        self.broker = CutProxy(("127.0.0.1", stack.valkey.port), name="broker-cut").start()
+
+    def env(self, stack: Stack) -> dict[str, str]:
+        return {"HINDSIGHT_API_DATABASE_URL": _via(stack.database_url, self.postgres.port),
+                "HINDSIGHT_API_REDIS_URL": _via(stack.redis_url, self.broker.port),
+                "HINDSIGHT_API_LLM_MODEL": CUT_SENDER}
+
+    def hold(self) -> None:
+        self.postgres.hold()
+        self.broker.hold()
+
+    def heal(self) -> None:
+        self.postgres.heal()
+        self.broker.heal()
+
+    def stop(self) -> None:
+        self.postgres.stop()
+        self.broker.stop()

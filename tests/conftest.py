@@ -21,6 +21,7 @@ pytest_plugins = [
 # are, one of them started near the end set the run's length.
 LONG_TESTS = (
     "tests/test_chaos_bounded.py",
+    "tests/test_chaos_cuts.py",
     "tests/test_devstack_run.py::test_run_starts_embedded_servers",
     "tests/test_schemathesis.py",  # three xdist groups (see the module)
     "tests/browser/",

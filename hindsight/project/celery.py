@@ -79,6 +79,27 @@ def worker_db_connections_tidy() -> None:
         connection.close_if_unusable_or_obsolete()
 
 
+def worker_db_idle_transactions_bound(*, seconds: float) -> None:
+    """Sessions opened from now on are ended by PostgreSQL once idle inside a transaction for
+    ``seconds`` (``idle_in_transaction_session_timeout``), and the rows they locked freed.
+
+    A worker never waits on the network inside a transaction (docs/internals.md), so a session
+    that does is one whose worker was cut off mid-transaction: a partition, a frozen host. Left
+    alone it holds its locks until TCP notices, which can take hours, and a lock on a key's
+    lease keeps the sweep from taking the job over and every edit of the model waiting. The
+    bound is the sweep's silence threshold: by then the job is taken over anyway."""
+    flag = f"-c idle_in_transaction_session_timeout={max(1, round(seconds * 1000))}"
+    for alias in connections:
+        options = connections[alias].settings_dict.setdefault("OPTIONS", {})
+        options["options"] = f"{options.get('options', '')} {flag}".strip()
+
+
+@worker_init.connect(weak=False)
+def _bound_idle_transactions(**_: Any) -> None:
+    # In the main process, before the pool forks: its children and its threads inherit it.
+    worker_db_idle_transactions_bound(seconds=settings.HINDSIGHT.recovery_threshold_seconds)
+
+
 @worker_process_init.connect(weak=False)
 def _keep_db_connections(**_: Any) -> None:
     worker_db_connections_keep()

@@ -261,3 +261,43 @@ def test_wall_timeout_ends_a_job_in_a_real_worker_as_a_recorded_failure(
     assert worker.alive()  # a recorded failure, not a crash
     follow_up = submit_job(key="slow")
     wait_until(_all_done([follow_up.id]), timeout=15, message="the worker carries on")
+
+
+def test_a_worker_session_idle_inside_a_transaction_is_ended_and_frees_the_key_lease(
+    worker_factory, settings
+) -> None:
+    # A worker cut off mid-transaction looks like this to PostgreSQL: a session idle inside a
+    # transaction holding the key's lease row (here the test job sleeps inside its fenced
+    # completion). Past the sweep's silence threshold the server ends it, so the sweep and the
+    # model's edits are not held behind it (hindsight.project.celery).
+    from django.db import connection, transaction
+
+    from tests.workers import apply_test_settings
+
+    apply_test_settings(settings, worker_max_retries=0)
+    threshold = settings.HINDSIGHT.recovery_threshold_seconds
+    worker = worker_factory()
+    op = submit_job(key="idle-tx", finish_sleep=threshold + 6, effect=True)
+    wait_until(lambda: job_log([op.id]), timeout=20, message="the job's start")
+    key = Operation.objects.get(id=op.id).dedupe_key
+
+    def lease_free() -> bool:
+        with transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute("SET LOCAL lock_timeout = '100ms'")
+            try:
+                cursor.execute("SELECT 1 FROM operations_lease WHERE key = %s FOR UPDATE", [key])
+            except Exception:  # noqa: BLE001 - still locked
+                return False
+            return True
+
+    started = time.monotonic()
+    wait_until(lambda: not lease_free(), timeout=10, message="the completion holding the lease")
+    wait_until(lease_free, timeout=threshold + 4, interval=0.2,
+               message="the idle session ended and its lease lock freed")
+    freed_after = time.monotonic() - started
+    assert freed_after < threshold + 4  # long before the job would have woken (threshold + 6)
+    wait_until(_all_done([op.id], status="failed"), timeout=30, message="the attempt failed")
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM test_job_effect WHERE op_id = %s", [op.id])
+        assert cursor.fetchone()[0] == 0  # its transaction never committed
+    assert worker.alive()
