@@ -30,6 +30,15 @@ def test_compose_runs_retain_and_consolidation_on_workers_of_the_cpu_queue_it_na
     assert "-Q" not in services["worker"]["command"]  # the task queue, the settings' default
 
 
+def test_compose_delivers_webhooks_from_workers_of_the_webhook_queue_it_names() -> None:
+    services = yaml.safe_load((ROOT / "docker-compose.yml").read_text())["services"]
+    queue = services["web"]["environment"]["HINDSIGHT_API_WEBHOOK_QUEUE"]
+    for name in ("web", "worker", "worker-cpu", "worker-webhooks", "beat"):
+        assert services[name]["environment"]["HINDSIGHT_API_WEBHOOK_QUEUE"] == queue, name
+    hooks = services["worker-webhooks"]["command"]
+    assert hooks[hooks.index("-Q") + 1] == queue and "healthcheck" in services["worker-webhooks"]
+
+
 def test_compose_environment_is_valid_configuration() -> None:
     compose = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
     env = {

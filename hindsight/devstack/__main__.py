@@ -128,6 +128,11 @@ def run(args: argparse.Namespace) -> int:
             # of their own, so they never hold the refresh slots' interpreter lock.
             stack.start_worker(concurrency=cpu_slots, queue=cpu_queue, name="worker-cpu",
                                alone=False, hostname="cpu")
+        # Webhook deliveries in a process of their own (a slow receiver holds one of its
+        # slots, never a refresh's): HINDSIGHT_API_WEBHOOK_QUEUE, else <task queue>.webhooks.
+        stack.start_worker(concurrency=config.webhook_worker_concurrency, pool="threads",
+                           queue=config.webhook_queue or f"{config.task_queue}.webhooks",
+                           name="worker-webhooks", alone=False, hostname="webhooks")
         # Said once gunicorn answers there: a port lost to someone else since the check above
         # ends the run instead of announcing an address that serves something else.
         stack.wait_answering()
