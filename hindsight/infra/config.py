@@ -321,9 +321,6 @@ class Config:
     mental_model_proposal_ttl_seconds: float = field(default=604800.0, metadata=_env(
         "MENTAL_MODEL_PROPOSAL_TTL_SECONDS", "How long a refresh's proposal waits for review "
         "(a model under review) before the beat marks it expired."))
-    mental_model_proposal_ttl_seconds: float = field(default=604800.0, metadata=_env(
-        "MENTAL_MODEL_PROPOSAL_TTL_SECONDS", "How long a refresh's proposal waits for review "
-        "(a model under review) before the beat marks it expired."))
 
     # MCP.
     mcp_enabled: bool = field(default=True, metadata=_env(
@@ -668,9 +665,6 @@ def read_config(env: Mapping[str, str] | None = None) -> Config:
             p + "MENTAL_MODEL_HISTORY_MAX_ENTRIES", 50, minimum=1
         ),
         enable_mental_model_history=r.flag(p + "ENABLE_MENTAL_MODEL_HISTORY", True),
-        mental_model_proposal_ttl_seconds=r.number(
-            p + "MENTAL_MODEL_PROPOSAL_TTL_SECONDS", 604800.0, minimum=1.0
-        ),
         mental_model_proposal_ttl_seconds=r.number(
             p + "MENTAL_MODEL_PROPOSAL_TTL_SECONDS", 604800.0, minimum=1.0
         ),
