@@ -9,6 +9,7 @@ body endpoint must be added to ``BODIES`` (a test compares it with the OpenAPI d
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -217,3 +218,19 @@ def test_any_json_value_in_any_body_field_is_never_a_server_error(method, path, 
         locs = [e["loc"] for e in response.json()["detail"]]
         # The problem is this field's (a body whose other fields are valid).
         assert all(loc[:2] == ["body", field] for loc in locs), (field, value, locs)
+
+
+@pytest.mark.parametrize(("method", "path", "body", "_serializer"), BODIES,
+                         ids=[f"{m}:{p.removeprefix(B) or '/'}" for m, p, _, _ in BODIES])
+def test_a_lone_surrogate_in_any_body_is_a_422_naming_the_body(method, path, body, _serializer,
+                                                               api):
+    """JSON may escape half of a UTF-16 pair alone; no database or answer can hold it as text."""
+    for broken in ({**body, "x": "\ud800"}, {**body, "\udfff": 1}, [{"deep": ["a\udbff"]}]):
+        raw = json.dumps(broken).encode()  # ensure_ascii: the surrogate as its \\u escape
+        response = api.generic(method.upper(), path, raw, content_type="application/json")
+        error = _one(response, ["body"])
+        assert "lone surrogate" in error["msg"], error
+    # A pair of escapes is one character, and no problem.
+    paired = json.dumps({**body, "name": "\U0001f600"}).encode()
+    response = api.generic(method.upper(), path, paired, content_type="application/json")
+    assert response.status_code < 500 and b"surrogate" not in response.content
