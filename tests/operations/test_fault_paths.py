@@ -579,3 +579,18 @@ def test_the_sweep_ends_a_silent_job_an_edit_superseded_cancelled_not_as_an_atte
     assert recorder.failures == [] and recorder.cancelled == [str(running.id)]
     assert Operation.objects.get(id=follower.id).retry_count == 0
     assert str(follower.id) in sent
+
+
+@pytest.mark.django_db
+def test_a_threads_workers_peers_find_its_job_an_edit_superseded_before_it_stopped_beating(
+    recorder,
+) -> None:
+    from operations import liveness
+    from operations.leases import lease_bump
+
+    Bank.objects.create(id="fp")
+    running = _submit()
+    assert isinstance(operation_claim(operation_id=running.id, holder="gone:7:t"), Operation)
+    lease_bump(key=KEY)  # an edit: the holder of the last claim stays named
+    assert liveness.held_by(["gone:7"]) == [(str(running.id), "gone:7:t")]
+    assert liveness.held_by(["other:7"]) == []
