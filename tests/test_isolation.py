@@ -276,7 +276,7 @@ _OPERATION = _BANK + "/operations/<str:operation_id>"
 # the answer each must get (the work done, on the rows of ``key_bank``).
 WRITE_ONLY: dict[str, list[tuple[str, Any, int]]] = {
     _BANK + "/memories": [("post", {"items": [{"content": "Bob likes coffee."}],
-                                    "async": True}, 200)],
+                                    "async": True}, 200), ("delete", None, 200)],
     _BANK + "/memories/recall": [("post", {"query": "What does Alice like?"}, 200)],
     _BANK + "/consolidate": [("post", {}, 200)],
     _BANK + "/reflect": [("post", {"query": "What does Alice like?"}, 200)],

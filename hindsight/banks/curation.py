@@ -290,3 +290,33 @@ def memories_remove(*, bank_id: str, rows: Iterable[MemoryUnit | InvalidatedMemo
     if archived_ids:
         InvalidatedMemoryUnit.objects.filter(bank_id=bank_id, id__in=archived_ids).delete()
     return len(rows)
+
+
+# A bank emptied: one change per (tags, fact type) it held (what staleness reads), under no
+# memory's id.
+CLEARED_MEMORY_ID = UUID(int=0)
+CLEARED = "the bank's memories were cleared"
+
+
+def bank_memories_clear(*, bank_id: str, fact_type: str | None = None) -> int:
+    """``DELETE …/memories``: delete the bank's memories (of one fact type when given), the
+    invalidated ones too, and the observations built on deleted facts; the bank, its config,
+    its documents and its mental models stay. Returns how many memories were deleted."""
+    bank_get(bank_id=bank_id)
+    with transaction.atomic():
+        stamp = hold_bank_write_lock(bank_id)
+        live = MemoryUnit.objects.filter(bank_id=bank_id)
+        archived = InvalidatedMemoryUnit.objects.filter(bank_id=bank_id)
+        if fact_type is not None:
+            live, archived = live.filter(fact_type=fact_type), archived.filter(fact_type=fact_type)
+        scopes = live.values_list("tags", "fact_type").distinct().order_by()
+        MemoryChange.objects.bulk_create([
+            MemoryChange(bank_id=bank_id, memory_id=CLEARED_MEMORY_ID, kind=MemoryChangeKind.DELETED,
+                         tags=list(tags), fact_type=kind, reason=CLEARED, changed_at=stamp)
+            for tags, kind in scopes])
+        if fact_type in CURATED_FACT_TYPES:
+            ids = list(live.values_list("id", flat=True))
+            observations_drop(bank_id=bank_id, source_ids=ids, stamp=stamp)
+        deleted, _ = live.delete()
+        archived.delete()
+    return deleted

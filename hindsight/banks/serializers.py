@@ -352,6 +352,11 @@ class MemoryListQuery(Query):
     offset = offset_field()
 
 
+class MemoryClearQuery(Query):
+    type = Choice(choices=FACT_TYPES, required=False,
+                  help_text="Only memories of this fact type (all of them when left out)")
+
+
 class TagListQuery(Query):
     source = Choice(choices=TAG_SOURCES, required=False, default="memories")  # type: ignore[assignment]  # a wire field named like Field.source
     q = _text("Wildcard pattern ('*'), case-insensitive")

@@ -27,6 +27,7 @@ from hindsight.banks.serializers import (
     DocumentPageQuery,
     LLMRequestListQuery,
     LLMRequestStatsQuery,
+    MemoryClearQuery,
     MemoryListQuery,
     RecallRequestSerializer,
     RetainRequestSerializer,
@@ -156,7 +157,7 @@ class BankStatsView(APIView):
 
 
 class MemoriesView(APIView):
-    """``POST …/memories`` (retain)."""
+    """``POST …/memories`` (retain), ``DELETE …/memories`` (empty the bank, keep it)."""
 
     @_doc("retain_memories", request=RetainRequestSerializer,
           response=schema.RetainResponseSerializer, errors=(400, 404, 422, 503, 504))
@@ -177,6 +178,17 @@ class MemoriesView(APIView):
         if isinstance(result, RetainQueued):  # the bank's budget is spent: parked, kept
             return Response(schema.RetainResponseSerializer.render_async(result))
         return Response(schema.RetainResponseSerializer.render_sync(result))
+
+    @_doc("clear_bank_memories", response=schema.DeleteResponseSerializer,
+          query=MemoryClearQuery, errors=(404, 422))
+    def delete(self, request: Request, bank_id: str) -> Response:
+        """Empty the bank and keep it (docs/behaviour.md#memory-curation)."""
+        fact_type = MemoryClearQuery.parse(request.query_params).get("type")
+        deleted = curation.bank_memories_clear(bank_id=bank_id, fact_type=fact_type)
+        kind = f" of type '{fact_type}'" if fact_type else ""
+        return Response(schema.DeleteResponseSerializer.render(
+            {"bank_id": bank_id, "deleted_count": deleted,
+             "message": f"Cleared {deleted} memory unit(s){kind} from bank '{bank_id}'"}))
 
 
 class RecallView(APIView):

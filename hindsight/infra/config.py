@@ -86,7 +86,7 @@ MCP_CORE_TOOL_NAMES = (
     "list_memories", "get_memory", "update_memory", "invalidate_memory", "list_documents",
     "get_document", "delete_document", "list_operations", "get_operation", "cancel_operation",
     "list_tags",
-    "get_bank", "get_bank_stats", "update_bank", "delete_bank",
+    "get_bank", "get_bank_stats", "update_bank", "delete_bank", "clear_memories",
 )
 # hindsight.surfaces.mcp_server.knowledge_tools
 MCP_KNOWLEDGE_TOOL_NAMES = (

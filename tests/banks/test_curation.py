@@ -222,3 +222,11 @@ def test_re_sending_a_document_records_the_facts_it_replaced(bank, document_page
     assert _stale(ops, hr) == [True, True]
     assert MemoryChange.objects.filter(bank_id=bank.id, document_id="runbook",
                                        kind="fact_deleted").count() == 2
+
+
+def test_clearing_the_banks_memories_makes_every_page_that_held_one_stale(bank, pages):
+    fact, ops, hr, everything = pages
+    assert curation.bank_memories_clear(bank_id=bank.id, fact_type="observation") == 0
+    assert _stale(ops, hr, everything) == [False, False, False]
+    assert curation.bank_memories_clear(bank_id=bank.id) == 2
+    assert _stale(ops, hr, everything) == [True, True, True]

@@ -15,7 +15,7 @@ from hindsight_client_api.models import (
     UpdateMemoryRequest,
 )
 
-from hindsight.banks.models import InvalidatedMemoryUnit, MemoryUnit
+from hindsight.banks.models import Bank, InvalidatedMemoryUnit, MemoryUnit
 from tests.factories import make_memory
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -140,3 +140,21 @@ def test_clear_memory_observations_and_the_banks_observations(client: Hindsight,
         _run_async(client.memory.clear_memory_observations(
             BANK, "00000000-0000-0000-0000-000000000000"))
     assert missing.value.status == 404
+
+
+def test_clear_bank_memories_empties_the_bank_and_keeps_it(client: Hindsight,
+                                                          fact_id: str) -> None:
+    make_memory(BANK, "Ops runs db-1.", fact_type="observation", source_memory_ids=[fact_id])
+    only = _run_async(client.memory.clear_bank_memories(BANK, type="observation"))
+    assert isinstance(only, DeleteResponse) and only.deleted_count == 1
+    assert MemoryUnit.objects.filter(bank_id=BANK).count() == 1
+    _update(client, fact_id, state="invalidated")
+    make_memory(BANK, "Another fact.")
+    cleared = _run_async(client.memory.clear_bank_memories(BANK))
+    assert cleared.deleted_count == 1
+    assert not MemoryUnit.objects.filter(bank_id=BANK).exists()
+    assert not InvalidatedMemoryUnit.objects.filter(bank_id=BANK).exists()
+    assert Bank.objects.filter(id=BANK).exists()
+    with pytest.raises(ApiException) as bad:
+        _run_async(client.memory.clear_bank_memories(BANK, type="opinions"))
+    assert bad.value.status == 422

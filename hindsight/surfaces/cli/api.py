@@ -162,6 +162,9 @@ class HindsightApi:
     def memory_list(self, bank_id: str, **params: Any) -> Any:
         return self.request("GET", f"/banks/{_seg(bank_id)}/memories/list", params=params)
 
+    def memories_clear(self, bank_id: str, **params: Any) -> Any:
+        return self.request("DELETE", f"/banks/{_seg(bank_id)}/memories", params=params)
+
     def memory_get(self, bank_id: str, memory_id: str) -> Any:
         return self.request("GET", f"/banks/{_seg(bank_id)}/memories/{_seg(memory_id)}")
 

@@ -752,6 +752,19 @@ def delete_bank(bank_id: BankArg = None) -> dict[str, Any]:
     return {"status": "deleted", "bank_id": bank, **result}
 
 
+@tool(DESTRUCTIVE)
+def clear_memories(
+    type: Annotated[str | None, Field(
+        description="Only this fact type: world, experience or observation (all if left out).")
+    ] = None,
+    bank_id: BankArg = None,
+) -> dict[str, Any]:
+    """Clear the bank's memories without deleting the bank (its config, documents and mental
+    models stay; the mental models that read them go stale)."""
+    result: dict[str, Any] = _call(bank_id, lambda api, bank: api.memories_clear(bank, type=type))
+    return result
+
+
 # --- the server -----------------------------------------------------------------------------
 
 

@@ -289,9 +289,7 @@ UPSTREAM: dict[str, tuple[str, list[Arg]]] = {
 # Upstream's one-bank endpoint (/mcp/{bank_id}/) leaves these out (api/mcp.py).
 UPSTREAM_ONE_BANK_EXCLUDED = {"list_banks", "create_bank", "get_bank_stats"}
 # Upstream tools this server cannot back: no such concept here (README, "MCP").
-NOT_BACKED = {
-    "clear_memories": "no REST route deletes a bank's memories and keeps the bank",
-}
+NOT_BACKED: dict[str, str] = {}
 KNOWLEDGE = {"get_knowledge_base_tree", "search_knowledge_base", "get_knowledge_page",
              "create_knowledge_folder", "create_knowledge_page", "update_knowledge_node",
              "delete_knowledge_node"}
@@ -599,6 +597,10 @@ def test_the_memory_and_document_tools_curate_through_the_rest_routes(stack: Any
         deleted = await _call(client, "delete_document", document_id="runbook")
         assert deleted["memory_units_deleted"] == 1
         assert (await _call(client, "list_documents"))["total"] == 0
+        cleared = await _call(client, "clear_memories")
+        assert cleared["deleted_count"] >= 3  # the seeded memories; the bank stays
+        assert (await _call(client, "list_memories"))["total"] == 0
+        assert (await _call(client, "get_bank"))["bank_id"] == BANK
 
     _session(stack, body, one_bank=True)
 
