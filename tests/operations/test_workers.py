@@ -263,8 +263,9 @@ def test_wall_timeout_ends_a_job_in_a_real_worker_as_a_recorded_failure(
     wait_until(_all_done([follow_up.id]), timeout=15, message="the worker carries on")
 
 
+@pytest.mark.parametrize("pool", ["prefork", "threads"])
 def test_a_worker_session_idle_inside_a_transaction_is_ended_and_frees_the_key_lease(
-    worker_factory, settings
+    worker_factory, settings, pool
 ) -> None:
     # A worker cut off mid-transaction looks like this to PostgreSQL: a session idle inside a
     # transaction holding the key's lease row (here the test job sleeps inside its fenced
@@ -276,7 +277,7 @@ def test_a_worker_session_idle_inside_a_transaction_is_ended_and_frees_the_key_l
 
     apply_test_settings(settings, worker_max_retries=0)
     threshold = settings.HINDSIGHT.recovery_threshold_seconds
-    worker = worker_factory()
+    worker = worker_factory(pool=pool)
     op = submit_job(key="idle-tx", finish_sleep=threshold + 6, effect=True)
     wait_until(lambda: job_log([op.id]), timeout=20, message="the job's start")
     key = Operation.objects.get(id=op.id).dedupe_key
