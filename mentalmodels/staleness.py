@@ -25,9 +25,18 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Protocol
 
+from django.urls import reverse
+
 from hindsight.banks.selectors import bank_last_memory_write_at_many
-from hindsight.infra.tagscope import TagScope, any_newer_batch, parse_tag_groups, rule_applies
+from hindsight.infra.tagscope import (
+    TagScope,
+    any_newer_batch,
+    matches,
+    parse_tag_groups,
+    rule_applies,
+)
 from mentalmodels.directives.selectors import directive_stamps_many
+from mentalmodels.models import MentalModel
 
 
 class Watermarked(Protocol):
@@ -133,3 +142,14 @@ def stale_flags(
 
 def is_stale(model: Watermarked) -> bool:
     return stale_flags([model])[model.uid]
+
+
+def models_reading(bank_id: str, tags: list[str], fact_type: str) -> list[tuple[str, str]]:
+    """The mental models whose scope holds a memory of ``tags`` and ``fact_type`` — the ones a
+    change of it makes stale — as ``(name, admin url)``, for the memory's admin page."""
+    out: list[tuple[str, str]] = []
+    for model in MentalModel.objects.filter(bank_id=bank_id).order_by("name"):
+        if matches(model_scope(model), tags, fact_type, staleness=True):
+            out.append((f"{model.name} ({model.mental_model_id})",
+                        reverse("admin:mentalmodels_mentalmodel_change", args=[model.uid])))
+    return out

@@ -3,23 +3,29 @@
 Banks are read-only here (the API's PUT/PATCH and ``…/config`` validate what a bank holds);
 deleting one goes through ``bank_delete``, which fences the bank's running jobs before the
 cascade (without that step a refresh and the cascade can deadlock). Memories are written by
-retain and consolidation only (they carry embeddings and the write clock), so the admin shows
-them read-only; a search matches their text or context, a tag exactly, or a fact type.
+retain, consolidation and curation only (they carry embeddings and the write clock), so the
+admin shows them read-only, with the pages whose scope holds each (the ones a change of it makes
+stale), and curates them through ``hindsight.banks.curation``: invalidate the selected memories,
+restore invalidated ones (docs/behaviour.md#memory-curation). A search matches their text or
+context, a tag exactly, or a fact type.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from django.contrib import admin
+from django.contrib import admin, messages
 from django.db.models import Count, Q, QuerySet
 from django.http import HttpRequest
+from django.utils.html import format_html, format_html_join
 
 from hindsight.banks.budget import bank_token_budget, bank_tokens_last_24h_subquery
-from hindsight.banks.models import Bank, MemoryUnit
+from hindsight.banks.curation import memory_update
+from hindsight.banks.hooks import memory_readers
+from hindsight.banks.models import Bank, InvalidatedMemoryUnit, MemoryUnit
 from hindsight.banks.services import bank_delete
-from hindsight.infra.errors import NotFound
-from hindsight.infra.vocabulary import FACT_TYPES
+from hindsight.infra.errors import DomainError, NotFound
+from hindsight.infra.vocabulary import FACT_TYPES, MemoryState
 
 
 @admin.register(Bank)
@@ -115,8 +121,21 @@ class MemoryUnitAdmin(admin.ModelAdmin):
             results = results | queryset.filter(extra)
         return results, may_have_duplicates
 
+    actions = ("invalidate_selected",)
+
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
-        return [f.name for f in MemoryUnit._meta.fields if f.name != "embedding"]
+        return [*(f.name for f in MemoryUnit._meta.fields if f.name != "embedding"),
+                "pages_reading_it"]
+
+    @admin.display(description="pages reading it (stale after a change)")
+    def pages_reading_it(self, memory: Any) -> str:
+        return _pages(memory)
+
+    @admin.action(description="Invalidate the selected memories (their pages go stale)")
+    def invalidate_selected(self, request: HttpRequest,
+                            queryset: QuerySet[MemoryUnit]) -> None:
+        _curate(self, request, list(queryset.values_list("bank_id", "id")),
+                MemoryState.INVALIDATED, "invalidated")
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
@@ -125,4 +144,66 @@ class MemoryUnitAdmin(admin.ModelAdmin):
         return False
 
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False  # a memory leaves with its bank, or through retain's document replace
+        return False  # a memory leaves with its bank, its document, or a clear of the bank
+
+
+def _pages(memory: Any) -> str:
+    pages = memory_readers(bank_id=memory.bank_id, tags=list(memory.tags),
+                           fact_type=memory.fact_type)
+    if not pages:
+        return "none"
+    return format_html("<ul>{}</ul>", format_html_join(
+        "", '<li><a href="{}">{}</a></li>', ((url, label) for label, url in pages)))
+
+
+def _curate(model_admin: admin.ModelAdmin, request: HttpRequest, rows: Any, state: str,
+            done: str) -> None:
+    """Each selected memory through the curation service; a refusal is named, the rest go on."""
+    changed = 0
+    for bank_id, memory_id in rows:
+        try:
+            memory_update(bank_id=bank_id, memory_id=str(memory_id), edits={}, state=state)
+            changed += 1
+        except DomainError as exc:
+            model_admin.message_user(request, f"{memory_id}: {exc}", messages.WARNING)
+    if changed:
+        model_admin.message_user(request, f"{changed} memories {done}.", messages.SUCCESS)
+
+
+@admin.register(InvalidatedMemoryUnit)
+class InvalidatedMemoryUnitAdmin(admin.ModelAdmin):
+    """The curation archive: read-only; the selected memories can be restored."""
+
+    list_display = ("short_text", "bank", "fact_type", "tags", "invalidation_reason",
+                    "invalidated_at")
+    list_filter = ("fact_type", "bank")
+    search_fields = ("text", "context", "bank__id", "document_id", "invalidation_reason")
+    list_select_related = ("bank",)
+    ordering = ("-invalidated_at",)
+    actions = ("restore_selected",)
+
+    @admin.display(description="text")
+    def short_text(self, memory: InvalidatedMemoryUnit) -> str:
+        return memory.text if len(memory.text) <= 80 else memory.text[:77] + "…"
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
+        return [*(f.name for f in InvalidatedMemoryUnit._meta.fields), "pages_reading_it"]
+
+    @admin.display(description="pages it would be read by again")
+    def pages_reading_it(self, memory: Any) -> str:
+        return _pages(memory)
+
+    @admin.action(description="Restore the selected memories (their pages go stale)")
+    def restore_selected(self, request: HttpRequest,
+                         queryset: QuerySet[InvalidatedMemoryUnit]) -> None:
+        _curate(self, request, list(queryset.values_list("bank_id", "id")), MemoryState.VALID,
+                "restored")
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False

@@ -3,13 +3,16 @@ deleted only through ``bank_delete``."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from django.test import Client
 
-from hindsight.banks.models import Bank, MemoryUnit
+from hindsight.banks.models import Bank, InvalidatedMemoryUnit, MemoryUnit
 from mentalmodels.models import MentalModel
 from operations.models import Lease, Operation
 from operations.queue import operation_submit
+from tests.factories import make_memory, make_mental_model
 
 pytestmark = pytest.mark.django_db
 
@@ -77,3 +80,33 @@ def test_bank_delete_goes_through_bank_delete_fencing_its_jobs_first(
     assert not MentalModel.objects.filter(bank_id="adm").exists()
     # bank_delete's first step bumped the key's lease (a plain cascade leaves none behind).
     assert Lease.objects.get(key="mm:adm:m").fence == 1
+
+
+def test_the_admin_invalidates_and_restores_memories_and_shows_the_pages_that_read_them(
+        admin_client: Client, openai_embeddings: Any) -> None:
+    bank = Bank.objects.create(id="adm")
+    fact = make_memory(bank, "The deploy server is db-1.", tags=["ops"])
+    observation = make_memory(bank, "Ops runs db-1.", tags=["ops"], fact_type="observation")
+    make_mental_model(bank, "ops", name="Ops runbook", tags=["ops"])
+    make_mental_model(bank, "hr", name="HR handbook", tags=["hr"])
+
+    detail = admin_client.get(f"/admin/banks/memoryunit/{fact.id}/change/").content.decode()
+    assert "Ops runbook (ops)" in detail and "HR handbook" not in detail
+
+    response = admin_client.post("/admin/banks/memoryunit/", {
+        "action": "invalidate_selected", "_selected_action": [str(fact.id), str(observation.id)],
+    }, follow=True)
+    page = response.content.decode()
+    assert "1 memories invalidated." in page and "only world/experience facts" in page
+    assert not MemoryUnit.objects.filter(id=fact.id).exists()
+    archived = InvalidatedMemoryUnit.objects.get(id=fact.id)
+    listing = admin_client.get("/admin/banks/invalidatedmemoryunit/").content.decode()
+    assert "The deploy server is db-1." in listing
+    assert "Ops runbook (ops)" in admin_client.get(
+        f"/admin/banks/invalidatedmemoryunit/{archived.id}/change/").content.decode()
+
+    response = admin_client.post("/admin/banks/invalidatedmemoryunit/", {
+        "action": "restore_selected", "_selected_action": [str(archived.id)]}, follow=True)
+    assert "1 memories restored." in response.content.decode()
+    assert MemoryUnit.objects.filter(id=fact.id).exists()
+    assert not InvalidatedMemoryUnit.objects.exists()
