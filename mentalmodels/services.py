@@ -10,6 +10,7 @@ engine on the key ``mm:{bank_id}:{mental_model_id}``). The refresh itself lives 
 
 from __future__ import annotations
 
+import copy
 import json
 import re
 import uuid
@@ -26,7 +27,7 @@ from hindsight.banks.services import bank_ensure
 from hindsight.infra.db import ClockTimestamp
 from hindsight.infra.errors import Conflict, FieldError, NotFound
 from hindsight.infra.vocabulary import RefreshOutcome
-from mentalmodels.events import mental_model_refresh_failed
+from mentalmodels.events import mental_model_refresh_failed, mental_model_refreshed
 from mentalmodels.models import HistoryKind, MentalModel, MentalModelHistory, VersionCause
 from mentalmodels.refresh.failure_class import (
     PARKED_BY_FAILURE_BACKOFF,
@@ -45,6 +46,8 @@ _ID_RE = re.compile(ID_PATTERN)
 # The keys of a PATCH that change what a refresh reads or asks: editing one while a refresh
 # runs makes that refresh's result stale (docs/behaviour.md#edits-during-a-running-refresh).
 SCOPE_FIELDS = ("source_query", "tags", "trigger")
+# The ``mode`` of the page event a restore sends (a refresh's is full or delta).
+RESTORE_MODE = "restore"
 
 
 def refresh_dedupe_key(*, bank_id: str, mental_model_id: str) -> str:
@@ -296,6 +299,7 @@ def mental_model_restore(*, bank_id: str, mental_model_id: str, version_id: int)
             previous_reflect_response=model.reflect_response,
             reason=VersionCause.RESTORED,
         )
+        before = copy.copy(model)
         model.content = entry.previous_content or ""
         model.document = entry.previous_document
         model.last_memory_seen_at = None
@@ -303,6 +307,9 @@ def mental_model_restore(*, bank_id: str, mental_model_id: str, version_id: int)
         model.updated_at = ClockTimestamp()
         model.save(update_fields=["content", "document", "last_memory_seen_at",
                                   "last_refresh_source_query", "updated_at"])
+        # docs/behaviour.md#page-events: the page changed, as after a refresh.
+        mental_model_refreshed(before=before, after=model, operation_id=None,
+                               outcome=VersionCause.RESTORED, mode=RESTORE_MODE)
     model.refresh_from_db()
     return model
 

@@ -71,6 +71,9 @@ def refresh_persist(plan: Plan, decided: Outcome, trace: dict[str, Any], job: Jo
             model.updated_at = ClockTimestamp()
             model.save(update_fields=["last_refreshed_at", "last_refresh_failed_at",
                                       "updated_at", *FAILURE_FIELDS])
+            # Completed, the page unchanged (its change comes with the approval's event).
+            mental_model_refreshed(before=plan.model, after=model, operation_id=job.operation.id,
+                                   outcome=decided.outcome, mode=plan.effective_mode)
             return
         if decided.outcome in (RefreshOutcome.CONTENT_WRITTEN,
                                RefreshOutcome.CONTENT_UNCHANGED) or not (

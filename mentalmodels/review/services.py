@@ -9,6 +9,7 @@ superseded the proposal, and approving it is refused.
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import uuid
@@ -22,7 +23,9 @@ from django.utils import timezone
 from hindsight.banks.models import Bank
 from hindsight.infra.db import ClockTimestamp
 from hindsight.infra.errors import Conflict, FieldError, NotFound
+from hindsight.infra.vocabulary import RefreshMode
 from mentalmodels.document.diff import PageVersion, page_diff
+from mentalmodels.events import mental_model_refreshed
 from mentalmodels.models import MentalModel, VersionCause
 from mentalmodels.review.models import MentalModelProposal, ProposalStatus
 from mentalmodels.services import (
@@ -163,6 +166,7 @@ def proposal_approve(*, bank_id: str, mental_model_id: str,
 
 
 def _apply(model: MentalModel, proposal: MentalModelProposal) -> None:
+    before = copy.copy(model)
     entry = history_record_version(
         model=model,
         previous_content=model.content,
@@ -189,6 +193,10 @@ def _apply(model: MentalModel, proposal: MentalModelProposal) -> None:
     proposal.decided_at = timezone.now()
     proposal.version = entry
     proposal.save(update_fields=["status", "decided_at", "version"])
+    # docs/behaviour.md#page-events: the refresh's change lands now.
+    mental_model_refreshed(before=before, after=model, operation_id=proposal.operation_id,
+                           outcome=VersionCause.APPROVED,
+                           mode=RefreshMode.FULL if proposal.full_refresh else RefreshMode.DELTA)
 
 
 def reason_problem(reason: Any) -> str | None:

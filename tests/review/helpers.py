@@ -13,9 +13,9 @@ from fakes.llm_server import Reply
 from mentalmodels.document.diff import PageVersion, page_diff
 from mentalmodels.document.structure import split
 from mentalmodels.models import MentalModel
+from mentalmodels.refresh.records import Report
 from mentalmodels.review.models import MentalModelProposal
 from mentalmodels.review.services import page_digest
-from mentalmodels.refresh.records import Report
 from tests.mentalmodels.fenced import refresh_run
 
 
