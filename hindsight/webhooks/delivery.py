@@ -24,6 +24,7 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
+from hindsight.infra.db import connection_release_to_pool
 from hindsight.infra.vocabulary import OperationStatus
 from hindsight.webhooks.guard import DestinationRefused
 from hindsight.webhooks.models import Webhook, WebhookDelivery
@@ -76,6 +77,9 @@ def delivery_attempt(*, delivery_id: str) -> str:
         event_type=delivery.event_type, event_id=str(delivery.event_id),
         delivery_id=str(delivery.id), body=body, secret=secret,
         extra={str(k): str(v) for k, v in (http_config.get("headers") or {}).items()})
+    # A slot waiting on the receiver holds no database connection (a threads-pool worker's
+    # slots share a few).
+    connection_release_to_pool()
     try:
         answer = request_send(url=delivery.url, method="GET" if is_get else "POST",
                               headers=headers, params=http_config.get("params") or {},
