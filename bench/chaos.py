@@ -9,9 +9,10 @@ every call in 50–300 ms. Then, for ``--duration`` seconds, over the HTTP API:
   some on ``refresh_cron`` with a rate floor) are refreshed in rounds (``--refreshes`` each);
 - retains keep arriving (a third of them ``async``), each carrying a unique marker;
 - some models are PATCHed (``source_query``) while a refresh of theirs runs;
-- faults: SIGKILL of worker children (each holding a refresh, caught waiting on its LLM) and of
-  whole worker processes (a new one is started each time), one broker restart (Valkey killed,
-  its queue lost with it) and one PostgreSQL crash-restart (immediate shutdown).
+- faults: SIGKILL of worker children (each holding a refresh, caught waiting on its LLM; some
+  right after a PATCH superseded that refresh, ``--edit-kills``) and of whole worker processes
+  (a new one is started each time), one broker restart (Valkey killed, its queue lost with it)
+  and one PostgreSQL crash-restart (immediate shutdown).
 
 Then it drains and prints the report; every count marked ``must be 0`` that is not makes the
 exit code 1. What each count means:
@@ -32,7 +33,8 @@ exit code 1. What each count means:
   the operation it names as carrying its work completed;
 - LLM requests per refresh operation, drain time, kill → recovered claim (p50/max): the time
   from a SIGKILL to the moment the lease of the refresh the killed process held is claimed by
-  a live process (or the operation is final).
+  a live process (or the operation is final); after an edit, to the claim of the follow-up the
+  edit queued.
 - the LLM outage section (unless ``--no-outage``): the provider answers 503 to every refresh;
   requests per operation (must be ≤ 1 + MAX_RETRIES), requests while the models are paused
   (must be 0), and whether a manual refresh afterwards completes every one of them.
@@ -343,11 +345,57 @@ class Chaos:
             self.t.faults.append(what)
         log(what)
 
+    def edit_then_kill(self) -> None:
+        """A PATCH of ``source_query`` supersedes a running refresh (its fence bumped, a
+        follow-up queued behind it), then the process running it is SIGKILLed: the follow-up
+        must start within seconds, as after any kill, and carry the edit
+        (docs/behaviour.md#edits-during-a-running-refresh). The sample is the follow-up's claim."""
+        target = self._hold_a_refresh()
+        if target is None:
+            return
+        bank, mm_id = target
+        try:
+            rows = self.db_rows(
+                "SELECT o.id::text, l.key, l.holder FROM operations_operation o "
+                "JOIN operations_lease l ON l.key = o.dedupe_key WHERE o.status = 'processing' "
+                "AND o.bank_id = %s AND o.mental_model_id = %s", [bank, mm_id])
+            if not rows or not rows[0][2]:
+                return
+            _op_id, key, holder = rows[0]
+            pid = holder_pid(holder)
+            query = f"What does the team do after the edit {uuid.uuid4().hex[:6]}? [chaos:{mm_id}]"
+            if self.call("PATCH", f"/v1/default/banks/{bank}/mental-models/{mm_id}",
+                         {"source_query": query}, what="patch") is None:
+                return
+            with self.t.lock:
+                self.t.patches[(bank, mm_id)] = query
+            follow = self.db_rows("SELECT id::text FROM operations_operation "
+                                  "WHERE dedupe_key = %s AND status = 'pending'", [key])
+            workers = {w.pid: w for w in self.stack.live_workers()}
+            started = time.time()
+            if pid in workers:  # a threads-pool worker runs its jobs in its own process
+                workers[pid].kill()
+                self.stack.start_worker()
+            else:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+            what = f"PATCH then SIGKILL {pid} (its refresh of {mm_id} superseded)"
+            with self.t.lock:
+                if follow:
+                    self.t.kills.append({"at": started, "key": key, "op": follow[0][0],
+                                         "holders": [pid], "recovered": None, "edit": True})
+                self.t.faults.append(what)
+            log(what)
+        finally:
+            self.llm.release(mm_id)
+
     def fault_loop(self, deadline: float) -> None:
         span = deadline - time.monotonic()
         events: list[tuple[float, str]] = []
         for _ in range(self.args.child_kills):
             events.append((self.rng.uniform(0.1, 0.9) * span, "child"))
+        for _ in range(self.args.edit_kills):
+            events.append((self.rng.uniform(0.2, 0.8) * span, "edit-kill"))
         for _ in range(self.args.worker_kills):
             events.append((self.rng.uniform(0.15, 0.85) * span, "worker"))
         if self.args.broker_restart:
@@ -362,6 +410,8 @@ class Chaos:
             try:
                 if kind in ("child", "worker"):
                     self.kill(whole=kind == "worker")
+                elif kind == "edit-kill":
+                    self.edit_then_kill()
                 elif kind == "broker":
                     self.stack.restart_broker()
                     self.t.faults.append("broker restarted (queue lost)")
@@ -556,6 +606,8 @@ class Chaos:
         chat = len(self.llm.server.requests)
         model_chat = sum(self.llm.server.requests_by_key.values())
         recoveries = [k["recovered"] for k in self.t.kills if k["recovered"] is not None]
+        after_edits = [round(k["recovered"], 2) for k in self.t.kills
+                       if k.get("edit") and k["recovered"] is not None]
         return {
             "size": {"models": len(self.models), "banks": len(self.banks),
                      "duration_s": self.args.duration, "workers": self.args.workers,
@@ -591,7 +643,9 @@ class Chaos:
                 "kills_holding_a_refresh": len(self.t.kills),
                 "recovered": len(recoveries),
                 "p50": round(statistics.median(recoveries), 2) if recoveries else None,
-                "max": round(max(recoveries), 2) if recoveries else None},
+                "max": round(max(recoveries), 2) if recoveries else None,
+                "kills_after_an_edit": sum(1 for k in self.t.kills if k.get("edit")),
+                "after_an_edit_to_the_follow_up_claim": after_edits},
         }
 
     def check_models(self) -> tuple[list[str], list[str]]:
@@ -911,6 +965,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--refreshes", type=int, default=5, help="rounds of manual refreshes")
     parser.add_argument("--child-kills", type=int, default=8)
     parser.add_argument("--worker-kills", type=int, default=2)
+    parser.add_argument("--edit-kills", type=int, default=2,
+                        help="kills right after a PATCH superseded the refresh the process ran")
     parser.add_argument("--no-broker-restart", dest="broker_restart", action="store_false")
     parser.add_argument("--no-postgres-restart", dest="postgres_restart", action="store_false")
     parser.add_argument("--no-outage", action="store_true")
@@ -920,7 +976,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--json", help="also write the report to this file")
     parser.add_argument("--quick", action="store_true",
                         help="the bounded size: 6 models, 25 s, 2 workers, one child kill, one "
-                             "broker restart, no PostgreSQL restart, no worker-process kill")
+                             "kill after an edit, one broker restart, no PostgreSQL restart, no "
+                             "worker-process kill")
     parser.add_argument("--cuts", action="store_true",
                         help="network cuts instead: a worker behind proxies to PostgreSQL and "
                              "the broker, cut off while it runs a refresh (CutRun)")
@@ -939,6 +996,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if args.quick:
         args.models, args.duration, args.workers, args.refreshes = 6, 25.0, 2, 2
         args.child_kills, args.worker_kills, args.postgres_restart = 1, 0, False
+        args.edit_kills = 1
         args.paused_seconds, args.drain_timeout = 4.0, 60.0
     if args.pool == "threads":
         args.worker_kills, args.child_kills = args.worker_kills + args.child_kills, 0

@@ -3,9 +3,10 @@
 Its own stack (embedded PostgreSQL and Valkey, gunicorn, two Celery worker processes of two
 prefork children, beat, the scripted LLM at 50–300 ms), six models (full, tagged, delta,
 ``refresh_after_consolidation``, cron with a rate floor) refreshed in rounds while retains
-arrive, a SIGKILL of a worker child holding a refresh, one broker restart, PATCHes during
-refreshes and an LLM outage. Every count that must be 0 is asserted 0, so a regression names
-the guarantee it broke. About a minute on 2 cores.
+arrive, a SIGKILL of a worker child holding a refresh, another right after a PATCH superseded
+its refresh, one broker restart, PATCHes during refreshes and an LLM outage. Every count that
+must be 0 is asserted 0, so a regression names the guarantee it broke. About a minute on 2
+cores.
 """
 
 from __future__ import annotations
@@ -43,6 +44,10 @@ def test_bounded_chaos_run_loses_nothing_and_never_overlaps(tmp_path: Path) -> N
     recovery = result["kill_to_recovered_claim_s"]
     assert recovery["kills_holding_a_refresh"] >= 1, (recovery, result["faults"])
     assert recovery["recovered"] == recovery["kills_holding_a_refresh"], recovery
+    # One kill came right after a PATCH superseded the refresh: its follow-up was claimed too
+    # (and carried the edit: lost_edits is 0).
+    assert recovery["kills_after_an_edit"] == 1, (recovery, result["faults"])
+    assert len(recovery["after_an_edit_to_the_follow_up_claim"]) == 1, recovery
     # Work happened: operations completed and the LLM answered.
     assert result["operations_by_status"].get("completed", 0) > 10, result["operations_by_status"]
     assert result["llm_requests"]["for_models"] > 0
