@@ -17,7 +17,7 @@ from typing import Any
 from hindsight.banks.models import MemoryUnit
 from hindsight.banks.retaintypes import RetainItem
 from hindsight.infra.vocabulary import FactType, WebhookEvent
-from hindsight.webhooks.outbox import emit
+from hindsight.webhooks.outbox import emit, subscribed
 
 
 def _retain_data(bank_id: str, item: RetainItem) -> dict[str, Any]:
@@ -31,6 +31,8 @@ def _retain_data(bank_id: str, item: RetainItem) -> dict[str, Any]:
 
 def retain_completed(*, bank_id: str, items: Sequence[RetainItem],
                      operation_id: str | None) -> None:
+    if not subscribed(bank_id=bank_id, event=WebhookEvent.RETAIN_COMPLETED):
+        return  # one query for a batch nobody listens to, not one per item
     operation = operation_id or uuid.uuid4().hex
     for item in items:
         emit(bank_id=bank_id, event=WebhookEvent.RETAIN_COMPLETED, operation_id=operation,

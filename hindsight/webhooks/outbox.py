@@ -60,6 +60,13 @@ def _subscribers(bank_id: str, event: str) -> list[tuple[Webhook | None, str]]:
     return hooks
 
 
+def subscribed(*, bank_id: str, event: str) -> bool:
+    """Whether ``emit(bank_id=…, event=…)`` would queue anything (one query)."""
+    cfg = settings.HINDSIGHT
+    return bool(cfg.webhook_url and event in cfg.webhook_event_types) or Webhook.objects.filter(
+        bank_id=bank_id, enabled=True, event_types__contains=[event]).exists()
+
+
 def event_body(*, event_id: str, event: str, bank_id: str, operation_id: str | None,
                status: str, data: Mapping[str, Any]) -> str:
     """The bytes every delivery of the event sends: upstream's envelope, compact JSON."""
