@@ -1,6 +1,7 @@
 """Delivery by a real worker to a real receiver: the outbox's transaction (an event of work that
 rolled back is never sent; a publish lost is sent by the sweep), the SSRF guard at delivery time
-(a name that resolves to loopback), the automatic disable after failed deliveries in a row."""
+(a name that resolves to loopback), the automatic disable after failed deliveries in a row, a
+consolidation that failed for good reported with its error."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import pytest
 import redis
 from django.db import transaction
 
+from fakes.llm_server import Reply
 from hindsight.infra.vocabulary import OperationStatus
 from hindsight.webhooks.models import Webhook, WebhookDelivery
 from hindsight.webhooks.outbox import deliveries_sweep, emit, webhook_queue
@@ -129,3 +131,18 @@ def test_a_webhook_is_disabled_after_deliveries_failed_in_a_row_and_says_so(
                       format="json").json()
     assert (again["enabled"], again["consecutive_failures"], again["disabled_reason"]) == (
         True, 0, None)
+
+
+def test_a_consolidation_that_fails_for_good_is_reported_failed_with_its_error(
+        api, settings, llm, worker_factory, receiver: Receiver, webhook_settings, sweeper):
+    llm.respond_with(lambda body: Reply.error(400, "scripted: the model refuses"))
+    worker_factory(env={**llm.env, **webhook_settings, "HINDSIGHT_API_WORKER_MAX_RETRIES": "0"})
+    make_bank(BANK)
+    api.post(f"/v1/default/banks/{BANK}/webhooks", {
+        "url": receiver.url, "event_types": ["consolidation.completed"]}, format="json")
+    _retain(api, "Alice prefers tea")  # verbatim: only the consolidation asks the LLM
+    (failed,) = receiver.wait("consolidation.completed")
+    body = failed.json
+    assert body["status"] == "failed" and body["operation_id"]
+    assert "refuses" in body["data"]["error_message"]
+    assert "observations_created" not in body["data"]
