@@ -139,3 +139,11 @@ def test_deliveries_page_newest_first_by_cursor(api, settings):
     assert ids == [str(d.id) for d in WebhookDelivery.objects.order_by("-created_at")]
     assert api.get(f"{URL}/{hook['id']}/deliveries?cursor=yesterday").status_code == 422
     assert api.get(f"{URL}/{hook['id']}/deliveries?limit=500").status_code == 422
+
+
+def test_deleting_the_bank_takes_its_webhooks_and_deliveries(api):
+    api.post(URL, {"url": "https://example.com", "event_types": ["retain.completed"]},
+             format="json")
+    emit(bank_id="bank", event="retain.completed", data={})
+    assert api.delete("/v1/default/banks/bank").status_code == 200
+    assert not Webhook.objects.exists() and not WebhookDelivery.objects.exists()
