@@ -96,7 +96,8 @@ def _facts_text(facts: list[dict[str, Any]]) -> str:
 
 
 class RetractionIgnored(Exception):
-    """The edit answer removed or rewrote nothing while facts were retracted."""
+    """The edit answer removed or rewrote nothing while facts were retracted, or would leave
+    the document empty (docs/behaviour.md#retracted-facts)."""
 
 
 def _delta_messages(plan: Plan, doc: Document, facts: list[dict[str, Any]],
@@ -223,18 +224,20 @@ def delta_refresh(plan: Plan, decided: Outcome, attempt: RefreshAttempt,
         messages = [*messages, {"role": "assistant", "content": answer_text},
                     {"role": "user", "content": retry}]
     assert result is not None
-    if retraction is not None:
-        if not acted_on(result.applied):
-            raise RetractionIgnored
-        retraction.applied = True
+    if retraction is not None and not acted_on(result.applied):
+        raise RetractionIgnored
     if result.skipped:
         attempt.warnings.append(
             f"{len(attempt.delta_operations['skipped'])} delta operation(s) were dropped; see "
             "delta_operations.skipped for what did not make it into the document")
     merged = render(result.document)
     if not merged.strip():
+        if retraction is not None:  # what is left to say is the full answer's to write
+            raise RetractionIgnored
         raise _delta_fail("the delta operations would leave the document empty",
                           RefreshFailureReason.DELTA_NOT_APPLIED)
+    if retraction is not None:
+        retraction.applied = True
     current = model.content or ""
     return replace(
         decided,

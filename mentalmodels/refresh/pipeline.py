@@ -66,8 +66,8 @@ RETRACTED_EVERYTHING = (
 )
 RETRACTION_IGNORED = (
     "Memories this document cites were removed or edited since its last refresh and the edit "
-    "answer removed or rewrote nothing, so this delta refresh ran in full mode: the whole "
-    "document is rewritten from the memories as they are now."
+    "answer removed or rewrote nothing (or would have left the document empty), so this delta "
+    "refresh ran in full mode: the whole document is rewritten from the memories as they are now."
 )
 RETRACTION_STANDS = (
     "The full rewrite for the retracted memories cited nothing, so the document was kept as it "

@@ -234,6 +234,19 @@ def test_an_answer_that_ignores_the_retraction_rewrites_the_page_in_full(bank, s
     assert refresh_run(bank_id=bank.id, mental_model_id="team").plan.effective_mode == "delta"
 
 
+def test_edits_that_would_empty_the_page_rewrite_it_in_full_instead(bank, scripted_llm):
+    model, (alice, bob) = page(bank, scripted_llm, doc="## Team\n\n- Alice leads the team, Bob "
+                               "runs the release")
+    MemoryUnit.objects.filter(id=bob.id).delete()
+    calls = delta_llm(scripted_llm, lambda call: [
+        {"op": "remove_section", "section_id": "team"}], answer="## Team\n\n- Alice leads the team")
+    report = refresh_run(bank_id=bank.id, mental_model_id="team")
+    assert len(calls) == 1 and report.plan.effective_mode == "full"
+    model.refresh_from_db()
+    assert model.content == "## Team\n\n- Alice leads the team"
+    assert RETRACTION_IGNORED in report.warnings and report.trace["retraction"]["applied"]
+
+
 def test_every_cited_fact_retracted_rewrites_in_full_without_asking_for_edits(bank, scripted_llm):
     model, (alice,) = page(bank, scripted_llm, texts=("Alice leads the team",),
                            doc="## Team\n\n- Alice leads the team")
