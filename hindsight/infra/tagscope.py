@@ -527,6 +527,7 @@ def any_newer_batch(
     if not groups:
         return set()
     grouped, ctes, params = _grouped_banks(groups, bounds, cutoff, using)
+    changes = _grouped_changes(groups, bounds, cutoff, ctes, params)
     branches: list[str] = []
     for (bank_id, scope), index in groups.items():
         where, where_params = scope_sql(scope, alias="m", staleness=True)
@@ -545,10 +546,14 @@ def any_newer_batch(
                  if table else
                  f"SELECT m.updated_at FROM banks_memoryunit m WHERE "
                  f"{' AND '.join(conditions)} ORDER BY m.updated_at DESC LIMIT 1")
-        changed, changed_params = _changed_probe(bank_id, scope, bounds[index], cutoff)
-        branches.append(f"SELECT {int(index)} AS i, GREATEST(({probe}), ({changed})) AS found")
+        branch = f"SELECT {int(index)} AS i, ({probe}) AS found"
+        bound = bounds[index]
+        if bound is not None:
+            changed, changed_params = _changed_probe(changes[bank_id], scope, bound)
+            branch = f"SELECT {int(index)} AS i, GREATEST(({probe}), ({changed})) AS found"
+            branch_params.extend(changed_params)
+        branches.append(branch)
         params.extend(branch_params)
-        params.extend(changed_params)
     statement = " UNION ALL ".join(branches)
     if ctes:
         statement = f"WITH {', '.join(ctes)} {statement}"
@@ -563,24 +568,42 @@ def any_newer_batch(
     return out
 
 
-def _changed_probe(bank_id: str, scope: TagScope, after: datetime | None,
-                   cutoff: datetime | None) -> tuple[str, list[Any]]:
-    """The newest curation change (an edit, invalidation, restore or deletion) of a memory
-    that was in ``scope`` (by its tags and fact type before the change), stamped after ``after``
-    and at or before ``cutoff``: a removal leaves no memory to be newer
-    (``banks_memorychange``; docs/behaviour.md#staleness)."""
+def _grouped_changes(groups: Mapping[tuple[str, TagScope], int],
+                     bounds: Sequence[datetime | None], cutoff: datetime | None,
+                     ctes: list[str], params: list[Any]) -> dict[str, str]:
+    """Per bank of ``groups``, a CTE (appended to ``ctes``, its parameters to ``params``) of
+    the bank's curation changes (``banks_memorychange``: an edit, invalidation, restore or
+    deletion, with the memory's tags and fact type before it) in the range its probes read,
+    grouped by (tags, fact type), the newest stamp of each: a removal leaves no memory to be
+    newer (docs/behaviour.md#staleness), and every scope probe of the bank reads these few
+    groups instead of the changes. Only keys with a watermark read them (a model that never
+    read anything has nothing a change could take back: its scope's memories decide), so the
+    range starts at the bank's earliest watermark. ``{bank: CTE name}``."""
+    lows: dict[str, datetime] = {}
+    for (bank_id, _), index in groups.items():
+        bound = bounds[index]
+        if bound is not None:
+            lows[bank_id] = min(lows.get(bank_id, bound), bound)
+    names: dict[str, str] = {}
+    for bank_id, low in lows.items():
+        conditions = ["c.bank_id = %s", "c.changed_at > %s"]
+        params += [bank_id, low]
+        if cutoff is not None:
+            conditions.append("c.changed_at <= %s")
+            params.append(cutoff)
+        names[bank_id] = name = f"h{len(names)}"
+        ctes.append(f"{name} AS MATERIALIZED (SELECT c.tags, c.fact_type, "
+                    f"max(c.changed_at) AS changed_at FROM banks_memorychange c "
+                    f"WHERE {' AND '.join(conditions)} GROUP BY c.tags, c.fact_type)")
+    return names
+
+
+def _changed_probe(table: str, scope: TagScope, after: datetime) -> tuple[str, list[Any]]:
+    """The newest change in ``table`` (``_grouped_changes``) of a memory that was in
+    ``scope``, stamped after ``after``."""
     where, params = scope_sql(scope, alias="c", staleness=True)
-    conditions = ["c.bank_id = %s"]
-    out: list[Any] = [bank_id]
-    if after is not None:
-        conditions.append("c.changed_at > %s")
-        out.append(after)
-    if cutoff is not None:
-        conditions.append("c.changed_at <= %s")
-        out.append(cutoff)
-    conditions.append(where)
-    return (f"SELECT c.changed_at FROM banks_memorychange c WHERE {' AND '.join(conditions)} "
-            "ORDER BY c.changed_at DESC LIMIT 1"), [*out, *params]
+    return (f"SELECT max(c.changed_at) FROM {table} c WHERE c.changed_at > %s AND {where}",
+            [after, *params])
 
 
 def _staleness_form(scope: TagScope) -> TagScope:

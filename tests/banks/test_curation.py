@@ -230,3 +230,13 @@ def test_clearing_the_banks_memories_makes_every_page_that_held_one_stale(bank, 
     assert _stale(ops, hr, everything) == [False, False, False]
     assert curation.bank_memories_clear(bank_id=bank.id) == 2
     assert _stale(ops, hr, everything) == [True, True, True]
+
+
+def test_a_page_never_refreshed_reads_only_its_scopes_memories_not_their_changes(bank, pages):
+    fact, *_ = pages
+    never = make_mental_model(bank, "never", tags=["ops"])
+    assert _stale(never) == [True]  # its scope holds a memory
+    curation.memory_update(bank_id=bank.id, memory_id=str(fact.id), edits={},
+                           state="invalidated")
+    # Nothing was read, so nothing can be taken back: the scope, now empty, decides.
+    assert _stale(never) == [False]
