@@ -107,4 +107,11 @@ def document_reprocess(*, bank_id: str, document_id: str) -> tuple[str, int]:
         for index, chunk in enumerate(document.chunks)
     ]
     queued = retain_submit_async(bank_id=bank_id, items=items)
+    with transaction.atomic():
+        stamp = hold_bank_write_lock(bank_id)
+        row = Document.objects.select_for_update().filter(pk=document.pk).first()
+        if row is not None:  # the history names the reprocess (its retain follows)
+            append_event(row, document_event("reprocess", stamp,
+                                             operation_id=queued.operation_id))
+            row.save(update_fields=["events"])
     return queued.operation_id, len(items)

@@ -104,6 +104,8 @@ def test_reprocess_queues_a_retain_of_the_kept_text(client: Hindsight, retained:
     assert [(i["content"], i["update_mode"]) for i in items] == [
         ("The deploy server is db-1.", "replace"), ("Backups run nightly.", "append")]
     assert all(i["document_id"] == retained and i["tags"] == ["ops"] for i in items)
+    latest = _run_async(client.documents.get_document_history(BANK, retained)).items[0]
+    assert (latest.kind, latest.operation_id) == ("reprocess", reprocessed.operation_id)
 
 
 def test_delete_takes_the_memories_with_it(client: Hindsight, retained: str) -> None:
