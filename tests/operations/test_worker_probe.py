@@ -12,6 +12,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from hindsight.devstack.servers import EmbeddedValkey, free_port
 from operations.probe import heartbeat_path, heartbeat_touch, probe_check
 from tests.workers import REPO_ROOT, use_broker
@@ -37,9 +39,13 @@ def beat_after(path: Path, since: float) -> bool:
     return path.exists() and path.stat().st_mtime > since
 
 
-def test_the_probe_passes_for_a_running_worker_and_fails_once_it_stopped(worker_factory, tmp_path):
+@pytest.mark.parametrize("pool", ["threads", "prefork"])
+def test_the_probe_passes_for_a_running_worker_and_fails_once_it_stopped(
+    worker_factory, tmp_path, pool
+):
     directory = tmp_path / "probe"
-    worker = worker_factory(env={"HINDSIGHT_API_WORKER_PROBE_DIR": str(directory)}, name="probed")
+    worker = worker_factory(env={"HINDSIGHT_API_WORKER_PROBE_DIR": str(directory)},
+                            name=f"probed-{pool}", pool=pool)
     node = f"{worker.name}@{socket.gethostname()}"
     path = heartbeat_path(directory, node)
     wait_for(path.exists)  # the event loop's first beat
