@@ -871,6 +871,7 @@ class CutRun(Chaos):
 
     def run(self) -> dict[str, Any]:
         self.stop_monitor = threading.Event()
+        passed = False
         try:
             log(f"starting the stack in {self.scratch}")
             self.start()
@@ -890,12 +891,18 @@ class CutRun(Chaos):
             served = self.serve_again(healed)
             log(f"the cut worker served {served} refresh answer(s) after the heal; draining")
             drain = self.drain()
-            return self.cut_report(drain, served)
+            result = self.cut_report(drain, served)
+            passed = not failures(result)
+            return result
         finally:
             self.stack.stop()
             if self.links is not None:
                 self.links.stop()
             self.llm.server.stop()
+            if passed:  # a failed run keeps its logs and data for a look
+                self.stack.remove_data()
+            else:
+                log(f"kept {self.scratch} (the processes' logs)")
 
     def cut_report(self, drain_seconds: float, served: int) -> dict[str, Any]:
         ids = list(self.t.ops)
