@@ -11,7 +11,9 @@
   release a parked refresh), clear, and a dry run that renders the preview with a side-by-side
   diff and writes nothing.
 - History inline, newest first, and a page with a side-by-side diff between any version and the
-  current content.
+  current content, with a button that restores that version (``mental_model_restore``,
+  docs/behaviour.md#restore). Proposals a refresh holds for review have their own pages
+  (``mentalmodels.review.admin``).
 """
 
 from __future__ import annotations
@@ -431,6 +433,19 @@ class MentalModelAdmin(admin.ModelAdmin):
         if not self.has_view_permission(request, model):
             raise PermissionDenied
         entry = get_object_or_404(MentalModelHistory, id=entry_id, model_id=uid, kind=HistoryKind.VERSION)
+        if request.method == "POST":
+            if not self.has_change_permission(request, model):
+                raise PermissionDenied
+            try:
+                services.mental_model_restore(bank_id=model.bank_id,
+                                              mental_model_id=model.mental_model_id,
+                                              version_id=entry.id)
+                messages.success(request, "Restored: the page this version kept is back (the "
+                                          "restore is a version too, in the history).")
+            except DomainError as exc:
+                messages.error(request, f"Refused: {exc}")
+            return HttpResponseRedirect(reverse("admin:mentalmodels_mentalmodel_change",
+                                                args=[model.uid]))
         versions = MentalModelHistory.objects.filter(model_id=uid, kind=HistoryKind.VERSION).order_by(
             "-changed_at", "-id")
         context = {

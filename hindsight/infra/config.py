@@ -94,7 +94,12 @@ MCP_KNOWLEDGE_TOOL_NAMES = (
     "create_knowledge_folder", "create_knowledge_page", "update_knowledge_node",
     "delete_knowledge_node",
 )
-MCP_TOOL_NAMES = MCP_CORE_TOOL_NAMES + MCP_KNOWLEDGE_TOOL_NAMES
+# Ours, after upstream's (hindsight.surfaces.mcp_server.review_tools).
+MCP_REVIEW_TOOL_NAMES = (
+    "get_mental_model_history", "restore_mental_model_version", "list_mental_model_proposals",
+    "approve_mental_model_proposal", "reject_mental_model_proposal",
+)
+MCP_TOOL_NAMES = MCP_CORE_TOOL_NAMES + MCP_KNOWLEDGE_TOOL_NAMES + MCP_REVIEW_TOOL_NAMES
 # Offered only across banks (/mcp, `hindsight mcp` without --bank), as upstream.
 MCP_ONE_BANK_EXCLUDED = frozenset({"list_banks", "create_bank", "get_bank_stats"})
 

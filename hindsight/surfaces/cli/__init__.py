@@ -4,14 +4,18 @@
 base's (``hindsight kb …``) in ``knowledge``, one memory's (``hindsight memory …``) in
 ``memories``, the directives' (``hindsight directive …``) in
 ``directives``, the bank transfer's (``hindsight bank export|import|clone``) in ``transfer``,
-bank templates' (``hindsight bank template …``) in ``templates`` and the worker probe's
+bank templates' (``hindsight bank template …``) in ``templates``, review and undo's
+(``hindsight mental-model restore|proposals|approve|reject``) in ``review`` and the worker probe's
 (``hindsight worker probe``) in ``worker``, registered on the app here
 (they use ``app``'s options and helpers, so ``app`` cannot import them).
 """
 
 from __future__ import annotations
 
-from hindsight.surfaces.cli import transfer  # noqa: F401 - registers bank export|import|clone
+from hindsight.surfaces.cli import (
+    review,  # noqa: F401 - registers mental-model restore|proposals|…
+    transfer,  # noqa: F401 - registers bank export|import|clone
+)
 from hindsight.surfaces.cli.app import app, bank_app, main
 from hindsight.surfaces.cli.directives import directive_app
 from hindsight.surfaces.cli.knowledge import kb_app

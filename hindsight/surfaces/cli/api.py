@@ -287,6 +287,36 @@ class HindsightApi:
     def mental_model_dry_run(self, bank_id: str, mental_model_id: str) -> Any:
         return self.request("POST", self._mm(bank_id, mental_model_id) + "/dry-run-refresh")
 
+    # restore and review ---------------------------------------------------------------
+
+    def mental_model_restore(self, bank_id: str, mental_model_id: str, version_id: int) -> Any:
+        return self.request("POST", self._mm(bank_id, mental_model_id) + "/restore",
+                            json={"version_id": version_id})
+
+    def _proposal(self, bank_id: str, mental_model_id: str, proposal_id: str | None = None,
+                  action: str = "") -> str:
+        path = self._mm(bank_id, mental_model_id) + "/proposals"
+        if proposal_id is not None:
+            path += f"/{_seg(proposal_id)}"
+        return path + (f"/{action}" if action else "")
+
+    def proposal_list(self, bank_id: str, mental_model_id: str, *,
+                      status: str | None = None) -> Any:
+        return self.request("GET", self._proposal(bank_id, mental_model_id),
+                            params={"status": status})
+
+    def proposal_get(self, bank_id: str, mental_model_id: str, proposal_id: str) -> Any:
+        return self.request("GET", self._proposal(bank_id, mental_model_id, proposal_id))
+
+    def proposal_approve(self, bank_id: str, mental_model_id: str, proposal_id: str) -> Any:
+        return self.request("POST", self._proposal(bank_id, mental_model_id, proposal_id,
+                                                   "approve"))
+
+    def proposal_reject(self, bank_id: str, mental_model_id: str, proposal_id: str,
+                        reason: str) -> Any:
+        return self.request("POST", self._proposal(bank_id, mental_model_id, proposal_id,
+                                                   "reject"), json={"reason": reason})
+
     # knowledge base ---------------------------------------------------------------------
 
     def _kb(self, bank_id: str, rest: str) -> str:

@@ -282,6 +282,9 @@ def mm_update(
     ] = None,
     trigger_refresh_cron: Annotated[str | None, typer.Option("--trigger-refresh-cron")] = None,
     trigger_tags_match: Annotated[TagsMatch | None, typer.Option("--trigger-tags-match")] = None,
+    trigger_review: Annotated[str | None, typer.Option(
+        "--trigger-review", metavar="true|false",
+        help="Hold each refresh's change as a proposal to approve.")] = None,
     output: OutputOpt = None,
 ) -> None:
     """Change a mental model (only the options given); trigger keys merge one by one."""
@@ -299,6 +302,9 @@ def mm_update(
         trigger["refresh_cron"] = trigger_refresh_cron
     if trigger_tags_match is not None:
         trigger["tags_match"] = trigger_tags_match.value
+    review = _true_false(trigger_review, "--trigger-review")
+    if review is not None:
+        trigger["review"] = review
     body: dict[str, Any] = {}
     if name is not None:
         body["name"] = name

@@ -184,6 +184,10 @@ def history(entries: list[dict[str, Any]], current_content: str | None) -> None:
     for index, entry in enumerate(entries):
         kind = entry.get("kind", "version")
         title = f"#{len(entries) - index}  {entry.get('changed_at')}  {kind}"
+        if entry.get("id") is not None:  # what `mental-model restore` takes
+            title += f"  id {entry['id']}"
+        if entry.get("cause"):
+            title += f" ({entry['cause']})"
         if kind == "refresh_failed":
             body = key_values("", [("outcome", entry.get("outcome")),
                                    ("reason", entry.get("failure_reason")),
@@ -193,7 +197,11 @@ def history(entries: list[dict[str, Any]], current_content: str | None) -> None:
             continue
         previous = entry.get("previous_content") or ""
         parts: list[Any] = []
-        if newer is not None:
+        changes = entry.get("changes")
+        if changes is not None:  # the server's own diff of this change
+            parts.append(coloured_diff(changes.get("unified") or "")
+                         if changes.get("changed") else Text("(content unchanged)", style="dim"))
+        elif newer is not None:
             diff = unified_diff(previous, newer, before_name="before", after_name=newer_name)
             parts.append(coloured_diff(diff) if diff else Text("(content unchanged)", style="dim"))
         else:

@@ -42,6 +42,7 @@ from hindsight.infra.config import MCP_ONE_BANK_EXCLUDED, MCP_TOOL_NAMES
 from hindsight.infra.vocabulary import BUDGETS, REFRESH_MODES, SCOPE_FACT_TYPES, TAGS_MATCH_MODES
 from hindsight.surfaces.cli.api import ApiError, HindsightApi
 from hindsight.surfaces.mcp_server.knowledge_tools import KNOWLEDGE_TOOL_ANNOTATIONS, knowledge_tools
+from hindsight.surfaces.mcp_server.review_tools import REVIEW_TOOL_ANNOTATIONS, review_tools
 
 # Literal types, not the vocabulary's enums: pydantic writes a Literal inline as the argument's
 # ``enum`` (as upstream's tool schemas have it) where an Enum would become a ``$ref``. mypy reads
@@ -354,6 +355,9 @@ class TriggerInput(BaseModel):
         None, description="JSON schema: each refresh also stores structured_output.")
     keep_trace: bool | None = Field(
         None, description="Keep the latest refresh's reasoning under reflect_response.trace.")
+    review: bool | None = Field(
+        None, description="Ours: hold each refresh's change as a proposal to approve "
+                          "(null: the bank's mental_model_review).")
 
 
 def _trigger(trigger: TriggerInput | None, *, tags_match: str | None,
@@ -771,6 +775,9 @@ def clear_memories(
 # Then the knowledge base's tools (hindsight.surfaces.mcp_server.knowledge_tools), around the same call.
 TOOLS.update({name: ToolDef(fn, KNOWLEDGE_TOOL_ANNOTATIONS[name])
               for name, fn in knowledge_tools(_call).items()})
+# Then ours, review and undo (hindsight.surfaces.mcp_server.review_tools).
+TOOLS.update({name: ToolDef(fn, REVIEW_TOOL_ANNOTATIONS[name])
+              for name, fn in review_tools(_call).items()})
 
 
 def _for_one_bank(fn: Callable[..., Any]) -> Callable[..., Any]:

@@ -293,6 +293,21 @@ NOT_BACKED: dict[str, str] = {}
 KNOWLEDGE = {"get_knowledge_base_tree", "search_knowledge_base", "get_knowledge_page",
              "create_knowledge_folder", "create_knowledge_page", "update_knowledge_node",
              "delete_knowledge_node"}
+# Ours, listed after upstream's: review and undo (hindsight.surfaces.mcp_server.review_tools).
+_MODEL_ID = ("mental_model_id", "string", REQUIRED)
+_BANK_ID = ("bank_id", "null|string", None)
+OURS: dict[str, tuple[str, list[Arg]]] = {
+    "get_mental_model_history": (READ_ONLY, [_MODEL_ID, _BANK_ID]),
+    "restore_mental_model_version": (WRITE, [_MODEL_ID, ("version_id", "integer", REQUIRED),
+                                             _BANK_ID]),
+    "list_mental_model_proposals": (READ_ONLY, [
+        _MODEL_ID, ("status", "enum:pending,approved,rejected,superseded,expired|null", None),
+        _BANK_ID]),
+    "approve_mental_model_proposal": (WRITE, [_MODEL_ID, ("proposal_id", "string", REQUIRED),
+                                              _BANK_ID]),
+    "reject_mental_model_proposal": (WRITE, [_MODEL_ID, ("proposal_id", "string", REQUIRED),
+                                             ("reason", "string", REQUIRED), _BANK_ID]),
+}
 
 
 def _type(schema: dict[str, Any]) -> str:
@@ -329,10 +344,10 @@ def _listed(one_bank: bool) -> dict[str, Any]:
 
 def test_every_upstream_tool_is_offered_or_named_as_not_backed() -> None:
     offered = set(_listed(one_bank=False))
-    assert offered <= set(UPSTREAM)
+    assert offered <= set(UPSTREAM) | set(OURS)
     assert set(UPSTREAM) - offered - KNOWLEDGE == set(NOT_BACKED)
-    # In upstream's order, which hindsight.infra.config lists.
-    assert list(_listed(one_bank=False)) == [n for n in UPSTREAM if n in offered]
+    # In upstream's order, which hindsight.infra.config lists, then ours.
+    assert list(_listed(one_bank=False)) == [n for n in UPSTREAM if n in offered] + list(OURS)
     assert list(_listed(one_bank=False)) == list(MCP_TOOL_NAMES)
 
 
@@ -341,11 +356,12 @@ def test_each_tool_takes_upstreams_arguments_with_upstreams_hints(one_bank: bool
     tools = _listed(one_bank)
     # The knowledge-base tools are compared once they are registered (knowledge_tools.py).
     expected = {n for n in UPSTREAM if n not in NOT_BACKED and (n not in KNOWLEDGE or n in tools)}
+    expected |= set(OURS)
     if one_bank:
         expected -= UPSTREAM_ONE_BANK_EXCLUDED
     assert set(tools) == expected
     for name, tool in tools.items():
-        kind, args = UPSTREAM[name]
+        kind, args = {**UPSTREAM, **OURS}[name]
         if one_bank:
             args = [a for a in args if a[0] != "bank_id"]
         assert _args(tool) == args, name
