@@ -94,8 +94,30 @@ class BankAdmin(admin.ModelAdmin):
                 pass  # deleted meanwhile
 
 
+class _MemoryAdmin(admin.ModelAdmin):
+    """What the live and the archived memories' admins share: read-only rows (written by the
+    services only), a short text, the pages reading the memory."""
+
+    @admin.display(description="text")
+    def short_text(self, memory: Any) -> str:
+        return memory.text if len(memory.text) <= 80 else memory.text[:77] + "…"
+
+    @admin.display(description="pages reading it (stale after a change)")
+    def pages_reading_it(self, memory: Any) -> str:
+        return _pages(memory)
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False  # a memory leaves with its bank, its document, or a clear of the bank
+
+
 @admin.register(MemoryUnit)
-class MemoryUnitAdmin(admin.ModelAdmin):
+class MemoryUnitAdmin(_MemoryAdmin):
     list_display = ("short_text", "bank", "fact_type", "tags", "consolidated_at", "updated_at")
     list_filter = ("fact_type", ("consolidated_at", admin.EmptyFieldListFilter), "bank")
     search_fields = ("text", "context", "bank__id", "document_id")
@@ -104,10 +126,6 @@ class MemoryUnitAdmin(admin.ModelAdmin):
     exclude = ("embedding",)
     ordering = ("-updated_at",)
     show_full_result_count = False
-
-    @admin.display(description="text")
-    def short_text(self, memory: MemoryUnit) -> str:
-        return memory.text if len(memory.text) <= 80 else memory.text[:77] + "…"
 
     def get_search_results(self, request: HttpRequest, queryset: QuerySet[MemoryUnit],
                            search_term: str) -> tuple[QuerySet[MemoryUnit], bool]:
@@ -127,24 +145,11 @@ class MemoryUnitAdmin(admin.ModelAdmin):
         return [*(f.name for f in MemoryUnit._meta.fields if f.name != "embedding"),
                 "pages_reading_it"]
 
-    @admin.display(description="pages reading it (stale after a change)")
-    def pages_reading_it(self, memory: Any) -> str:
-        return _pages(memory)
-
     @admin.action(description="Invalidate the selected memories (their pages go stale)")
     def invalidate_selected(self, request: HttpRequest,
                             queryset: QuerySet[MemoryUnit]) -> None:
         _curate(self, request, list(queryset.values_list("bank_id", "id")),
                 MemoryState.INVALIDATED, "invalidated")
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False  # a memory leaves with its bank, its document, or a clear of the bank
 
 
 def _pages(memory: Any) -> str:
@@ -171,7 +176,7 @@ def _curate(model_admin: admin.ModelAdmin, request: HttpRequest, rows: Any, stat
 
 
 @admin.register(InvalidatedMemoryUnit)
-class InvalidatedMemoryUnitAdmin(admin.ModelAdmin):
+class InvalidatedMemoryUnitAdmin(_MemoryAdmin):
     """The curation archive: read-only; the selected memories can be restored."""
 
     list_display = ("short_text", "bank", "fact_type", "tags", "invalidation_reason",
@@ -182,28 +187,11 @@ class InvalidatedMemoryUnitAdmin(admin.ModelAdmin):
     ordering = ("-invalidated_at",)
     actions = ("restore_selected",)
 
-    @admin.display(description="text")
-    def short_text(self, memory: InvalidatedMemoryUnit) -> str:
-        return memory.text if len(memory.text) <= 80 else memory.text[:77] + "…"
-
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
         return [*(f.name for f in InvalidatedMemoryUnit._meta.fields), "pages_reading_it"]
-
-    @admin.display(description="pages it would be read by again")
-    def pages_reading_it(self, memory: Any) -> str:
-        return _pages(memory)
 
     @admin.action(description="Restore the selected memories (their pages go stale)")
     def restore_selected(self, request: HttpRequest,
                          queryset: QuerySet[InvalidatedMemoryUnit]) -> None:
         _curate(self, request, list(queryset.values_list("bank_id", "id")), MemoryState.VALID,
                 "restored")
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
