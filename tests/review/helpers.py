@@ -1,4 +1,4 @@
-"""What the review tests share: a scripted answer, a refresh run through the fenced path, a
+"""What the review tests share: a scripted answer (the pipeline tests' ``answer_with``), a refresh run through the fenced path, a
 model's page as stored (its markdown and the JSON text of its document), a proposal row."""
 
 from __future__ import annotations
@@ -9,7 +9,6 @@ from datetime import timedelta
 
 from django.utils import timezone
 
-from fakes.llm_server import Reply
 from mentalmodels.document.diff import PageVersion, page_diff
 from mentalmodels.document.structure import split
 from mentalmodels.models import MentalModel
@@ -17,21 +16,7 @@ from mentalmodels.refresh.records import Report
 from mentalmodels.review.models import MentalModelProposal
 from mentalmodels.review.services import page_digest
 from tests.mentalmodels.fenced import refresh_run
-
-
-def answer_with(server, answer: str, memory_ids: Sequence[str] = ()) -> None:
-    """Every forced turn calls its tool; the first free turn calls ``done`` with ``answer``."""
-
-    def respond(body: dict) -> Reply:
-        choice = body.get("tool_choice")
-        if isinstance(choice, dict):
-            return Reply.tool_calls([(choice["function"]["name"], {"query": "team"})])
-        if body.get("tools"):
-            return Reply.tool_calls([("done", {"answer": answer, "memory_ids": list(memory_ids),
-                                               "mental_model_ids": []})])
-        return Reply.text(answer)
-
-    server.respond_with(respond)
+from tests.mentalmodels.test_pipeline import answer_with
 
 
 def refreshed(server, bank_id: str, mental_model_id: str, answer: str,

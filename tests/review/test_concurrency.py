@@ -39,6 +39,15 @@ def bank_id() -> str:
     return "review-race"
 
 
+@pytest.fixture
+def reviewed(bank, scripted_llm, openai_embeddings):
+    """A model under review with a memory in scope; returns the model and the memory."""
+    fact = make_memory(bank, "Alice prefers async standups", tags=["team"], embed=True)
+    model = make_mental_model(bank, "team", tags=["team"], content=OLD,
+                              trigger={"review": True})
+    return model, fact
+
+
 def claimed_job(bank_id: str) -> Job:
     op = mental_model_refresh_request(bank_id=bank_id, mental_model_id="team")
     claimed = operation_claim(operation_id=op.id, holder="race")
@@ -47,11 +56,9 @@ def claimed_job(bank_id: str) -> Job:
 
 
 def test_an_approval_that_lands_while_a_refresh_runs_wins_and_the_refresh_writes_nothing(
-    bank, scripted_llm, openai_embeddings
+    bank, scripted_llm, reviewed
 ):
-    fact = make_memory(bank, "Alice prefers async standups", tags=["team"], embed=True)
-    model = make_mental_model(bank, "team", tags=["team"], content=OLD,
-                              trigger={"review": True})
+    model, fact = reviewed
     proposal = make_proposal(model, PROPOSED)
     job = claimed_job(bank.id)
     answer_with(scripted_llm, OLD, [str(fact.id)])  # it would move the watermark and answer
@@ -69,11 +76,9 @@ def test_an_approval_that_lands_while_a_refresh_runs_wins_and_the_refresh_writes
 
 
 def test_a_refresh_that_finishes_first_supersedes_the_proposal_and_the_approval_is_refused(
-    bank, scripted_llm, openai_embeddings
+    bank, scripted_llm, reviewed
 ):
-    fact = make_memory(bank, "Bob joined", tags=["team"], embed=True)
-    model = make_mental_model(bank, "team", tags=["team"], content=OLD,
-                              trigger={"review": True})
+    model, fact = reviewed
     proposal = make_proposal(model, PROPOSED)
     job = claimed_job(bank.id)
     answer_with(scripted_llm, OTHER, [str(fact.id)])
@@ -92,11 +97,9 @@ def test_a_refresh_that_finishes_first_supersedes_the_proposal_and_the_approval_
 @pytest.mark.parametrize("answer", [OLD, OTHER], ids=["refresh-keeps-the-page",
                                                       "refresh-proposes"])
 def test_approve_and_refresh_racing_end_with_one_winner_and_nothing_torn(
-    bank, scripted_llm, openai_embeddings, answer
+    bank, scripted_llm, reviewed, answer
 ):
-    fact = make_memory(bank, "Alice prefers async standups", tags=["team"], embed=True)
-    model = make_mental_model(bank, "team", tags=["team"], content=OLD,
-                              trigger={"review": True})
+    model, fact = reviewed
     outcomes = []
     for round_ in range(6):
         MentalModel.objects.filter(uid=model.uid).update(content=OLD, document=None,

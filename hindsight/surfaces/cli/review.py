@@ -35,6 +35,13 @@ ProposalId = Annotated[str, typer.Argument(metavar="PROPOSAL_ID", show_default=F
 STATUSES = ("pending", "approved", "rejected", "superseded", "expired")
 
 
+def _answer(settings: Any, output: Output | None, result: Any, text: str) -> None:
+    if settings.output_for(output) is Output.json:
+        render.emit_json(result)
+    else:
+        render.message(text)
+
+
 def _counts(changes: dict[str, Any]) -> str:
     counts = changes.get("counts") or {}
     return (f"+{counts.get('lines_added', 0)} -{counts.get('lines_removed', 0)} lines, "
@@ -77,10 +84,8 @@ def mm_restore(
     settings = _settings(ctx)
     with settings.api() as api:
         model = api.mental_model_restore(bank, mental_model_id, version_id)
-    if settings.output_for(output) is Output.json:
-        render.emit_json(model)
-    else:
-        render.message(f"Restored version {version_id} of mental model {mental_model_id}")
+    _answer(settings, output, model,
+            f"Restored version {version_id} of mental model {mental_model_id}")
 
 
 @mental_model_app.command("proposals")
@@ -106,11 +111,9 @@ def mm_approve(ctx: typer.Context, bank: Bank, mental_model_id: ModelId,
     settings = _settings(ctx)
     with settings.api() as api:
         proposal = api.proposal_approve(bank, mental_model_id, proposal_id)
-    if settings.output_for(output) is Output.json:
-        render.emit_json(proposal)
-    else:
-        render.message(f"Approved proposal {proposal_id}: the page it replaced is version "
-                       f"{proposal['version_id']} (restore it to undo)")
+    _answer(settings, output, proposal,
+            f"Approved proposal {proposal_id}: the page it replaced is version "
+            f"{proposal['version_id']} (restore it to undo)")
 
 
 @mental_model_app.command("reject")
@@ -124,7 +127,4 @@ def mm_reject(
     settings = _settings(ctx)
     with settings.api() as api:
         proposal = api.proposal_reject(bank, mental_model_id, proposal_id, reason)
-    if settings.output_for(output) is Output.json:
-        render.emit_json(proposal)
-    else:
-        render.message(f"Rejected proposal {proposal_id}")
+    _answer(settings, output, proposal, f"Rejected proposal {proposal_id}")
