@@ -53,6 +53,17 @@ or the operation final).
     .venv/bin/python -m bench.chaos --quick           # the bounded size (make test runs it)
     .venv/bin/python -m bench.chaos --models 20 --duration 60 --workers 2 --seed 3 --json r.json
     .venv/bin/python -m bench.chaos --cuts --quick    # one 12 s cut (make test runs it)
+    .venv/bin/python -m bench.chaos --review --quick  # the load and faults with review on
+
+``--review`` runs the same load and faults with every model under review (``ReviewRun``; the
+banks' ``mental_model_review``, proposals expiring after ``--proposal-ttl`` seconds): each refresh
+that would change a page writes a proposal instead, and a reviewer thread approves most of the
+pending ones it finds and rejects the rest (with a reason) while the faults happen; after the
+drain it approves what is left. Must be 0 besides the counts above: proposals lost (one the API
+listed that the database does not hold; an approval or a rejection the API acknowledged that the
+proposal does not show), proposals applied twice (two versions recorded for one approval), two
+pending at once for a model, a proposal whose refresh did not complete, and a page that is not
+the last proposal approved for it.
 """
 
 from __future__ import annotations
@@ -811,10 +822,14 @@ class CutRun(Chaos):
             return
         used.add(cut.model)
         cut.started = time.time()
-        self.links.hold()
+        if self.args.cut_mode == "refuse":
+            self.links.refuse()
+        else:
+            self.links.hold()
         self.llm.release(cut.model)  # it answers the cut worker; its next statement is held
-        log(f"cut worker {self.cut_worker.name} off PostgreSQL and the broker for "
-            f"{self.args.cut_seconds:g} s, holding {cut.model} (operation {cut.operation})")
+        log(f"cut worker {self.cut_worker.name} off PostgreSQL and the broker ("
+            f"{self.args.cut_mode}) for {self.args.cut_seconds:g} s, holding {cut.model} "
+            f"(operation {cut.operation})")
         while time.time() - cut.started < self.args.cut_seconds:
             lease = self.lease_of(cut.operation)
             if cut.takeover_s is None and lease is not None and (
@@ -825,7 +840,7 @@ class CutRun(Chaos):
             time.sleep(0.1)
         self.links.heal()
         cut.healed = time.time()
-        log("healed: the held bytes delivered")
+        log("healed: what was held delivered, connections accepted again")
         cut.final_status = self.wait_final(cut.operation, 60)
         self.cuts.append(cut)
         self.t.faults.append(f"cut {cut.model} for {self.args.cut_seconds:g} s")
@@ -917,7 +932,8 @@ class CutRun(Chaos):
         return {
             "size": {"models": len(self.models), "workers": self.args.workers,
                      "concurrency": self.args.concurrency, "pool": self.args.pool,
-                     "seed": self.args.seed, "cut_seconds": self.args.cut_seconds},
+                     "seed": self.args.seed, "cut_seconds": self.args.cut_seconds,
+                     "cut_mode": self.args.cut_mode},
             "faults": self.t.faults,
             "cuts": [{"model": c.model, "operation": c.operation, "cut_worker_fence": c.fence,
                       "takeover_s": None if c.takeover_s is None else round(c.takeover_s, 2),
@@ -945,6 +961,120 @@ class CutRun(Chaos):
                         "stale": self.stale_writes()[:10],
                         "overlaps": self.llm.server.overlaps[:10]},
         }
+
+
+class ReviewRun(Chaos):
+    """The load and faults with every model under review, a reviewer deciding meanwhile."""
+
+    def __init__(self, args: argparse.Namespace):
+        super().__init__(args)
+        self.stack.env["HINDSIGHT_API_MENTAL_MODEL_PROPOSAL_TTL_SECONDS"] = str(args.proposal_ttl)
+        self.seen: dict[str, tuple[str, str]] = {}  # proposal id → (bank, model), as listed
+        self.approved: dict[str, int] = {}  # proposal id → version id, as the API answered
+        self.rejected: dict[str, str] = {}  # proposal id → reason, as the API answered
+
+    def create_models(self) -> None:
+        for bank in self.banks:
+            self.call("PUT", f"/v1/default/banks/{bank}", {"name": bank})
+            if self.call("PATCH", f"/v1/default/banks/{bank}/config",
+                         {"updates": {"mental_model_review": True}}, what="config") is None:
+                raise RuntimeError(f"could not put {bank} under review: {self.t.http_errors}")
+        super().create_models()
+
+    def load(self) -> None:
+        reviewer = threading.Thread(target=self.review_loop, daemon=True)
+        reviewer.start()
+        super().load()
+        reviewer.join(timeout=60)
+
+    def review_loop(self) -> None:
+        while not self.stop_load.wait(self.rng.uniform(0.2, 0.6)):
+            bank, mm_id, _kind = self.rng.choice(self.models)
+            self.review(bank, mm_id, approve_share=0.7)
+
+    def review(self, bank: str, mm_id: str, *, approve_share: float) -> None:
+        base = f"/v1/default/banks/{bank}/mental-models/{mm_id}/proposals"
+        listed = self.call("GET", base + "?status=pending", what="proposals")
+        for proposal in (listed or {}).get("items", []):
+            pid = proposal["id"]
+            with self.t.lock:
+                self.seen[pid] = (bank, mm_id)
+            if self.rng.random() < approve_share:
+                answer = self.call("POST", f"{base}/{pid}/approve", what="approve")
+                if answer is not None:
+                    with self.t.lock:
+                        self.approved[pid] = answer["version_id"]
+            else:
+                reason = f"chaos reviewer {pid[:8]}"
+                answer = self.call("POST", f"{base}/{pid}/reject", {"reason": reason},
+                                   what="reject")
+                if answer is not None:
+                    with self.t.lock:
+                        self.rejected[pid] = reason
+
+    def drain(self) -> float:
+        seconds = super().drain()
+        for bank, mm_id, _kind in self.models:  # what is left, approved after the faults
+            self.review(bank, mm_id, approve_share=1.0)
+        return seconds
+
+    def report(self, drain_seconds: float) -> dict[str, Any]:
+        result = super().report(drain_seconds)
+        proposals = {row[0]: row for row in self.db_rows(
+            "SELECT p.id::text, p.status, p.version_id, p.reason, o.status, m.mental_model_id, "
+            "p.content, p.decided_at FROM review_mentalmodelproposal p "
+            "JOIN mentalmodels_mentalmodel m ON m.uid = p.model_id "
+            "LEFT JOIN operations_operation o ON o.id = p.operation_id "
+            "WHERE m.bank_id = ANY(%s)", [self.banks])}
+        lost = [pid for pid in self.seen if pid not in proposals]
+        lost += [pid for pid, version in self.approved.items()
+                 if pid not in proposals or proposals[pid][1] != "approved"
+                 or proposals[pid][2] != version]
+        lost += [pid for pid, reason in self.rejected.items()
+                 if pid not in proposals or proposals[pid][1] != "rejected"
+                 or proposals[pid][3] != reason]
+        applied = self.db_rows(
+            "SELECT h.operation_id::text, count(*) FROM mentalmodels_mentalmodelhistory h "
+            "JOIN mentalmodels_mentalmodel m ON m.uid = h.model_id WHERE m.bank_id = ANY(%s) "
+            "AND h.kind = 'version' AND h.reason = 'approved' GROUP BY 1", [self.banks])
+        twice = [op for op, count in applied if count > 1]
+        versions = [row[2] for row in proposals.values() if row[1] == "approved"]
+        twice += [f"version {v} named by two approvals" for v in set(versions)
+                  if versions.count(v) > 1]
+        pending = self.db_rows(
+            "SELECT m.mental_model_id FROM review_mentalmodelproposal p "
+            "JOIN mentalmodels_mentalmodel m ON m.uid = p.model_id WHERE m.bank_id = ANY(%s) "
+            "AND p.status = 'pending' GROUP BY 1 HAVING count(*) > 1", [self.banks])
+        orphans = [pid for pid, row in proposals.items() if row[4] != "completed"]
+        # A page changes only by an approval here: it is the last approved proposal's page.
+        last: dict[str, tuple[Any, str]] = {}
+        for row in proposals.values():
+            if row[1] == "approved" and (row[5] not in last or row[7] > last[row[5]][0]):
+                last[row[5]] = (row[7], row[6])
+        pages = self.db_rows("SELECT mental_model_id, content FROM mentalmodels_mentalmodel "
+                             "WHERE bank_id = ANY(%s)", [self.banks])
+        not_approved = [mm for mm, content in pages
+                        if content != (last[mm][1] if mm in last else "")]
+        statuses = Counter(row[1] for row in proposals.values())
+        result["review"] = {
+            "proposals": len(proposals), "by_status": dict(statuses),
+            "listed_by_the_reviewer": len(self.seen), "approved_acknowledged": len(self.approved),
+            "rejected_acknowledged": len(self.rejected),
+            "approved_versions_recorded": sum(count for _op, count in applied),
+            "proposal_ttl_s": self.args.proposal_ttl,
+        }
+        result["must_be_zero"].update({
+            "proposals_lost": len(lost),
+            "proposals_applied_twice": len(twice),
+            "models_with_two_pending_proposals": len(pending),
+            "proposals_without_a_completed_refresh": len(orphans),
+            "pages_not_from_their_last_approval": len(not_approved),
+        })
+        result["details"].update({"proposals_lost": lost[:10], "applied_twice": twice[:10],
+                                  "two_pending": [p[0] for p in pending][:10],
+                                  "orphan_proposals": orphans[:10],
+                                  "pages_not_approved": not_approved[:10]})
+        return result
 
 
 def failures(result: dict[str, Any]) -> list[str]:
@@ -989,9 +1119,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="network cuts instead: a worker behind proxies to PostgreSQL and "
                              "the broker, cut off while it runs a refresh (CutRun)")
     parser.add_argument("--cut-count", type=int, default=3)
+    parser.add_argument("--cut-mode", choices=("hold", "refuse"), default="hold",
+                        help="hold: the bytes wait in the proxies and arrive late; refuse: "
+                             "connections reset and new ones refused until the heal")
     parser.add_argument("--cut-seconds", type=float, default=15.0,
                         help="how long a cut holds the bytes (above the lock TTL and the "
                              "sweep's silence threshold of the chaos timings)")
+    parser.add_argument("--review", action="store_true",
+                        help="every model under review, a reviewer approving and rejecting its "
+                             "proposals during the faults (ReviewRun)")
+    parser.add_argument("--proposal-ttl", type=float, default=20.0,
+                        help="with --review: seconds a proposal waits before it expires")
     args = parser.parse_args(argv)
     if args.cuts:
         args.models, args.workers = min(args.models, 10), max(args.workers, 2)
@@ -1012,7 +1150,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    result = (CutRun(args) if args.cuts else Chaos(args)).run()
+    runner = CutRun if args.cuts else ReviewRun if args.review else Chaos
+    result = runner(args).run()
     print(write_json(result, args.json))
     bad = failures(result)
     if bad:

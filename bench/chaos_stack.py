@@ -311,6 +311,10 @@ class CutLinks:
         self.postgres.hold()
         self.broker.hold()
 
+    def refuse(self) -> None:
+        self.postgres.refuse()
+        self.broker.refuse()
+
     def heal(self) -> None:
         self.postgres.heal()
         self.broker.heal()
