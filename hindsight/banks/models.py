@@ -107,6 +107,10 @@ class MemoryUnit(MemoryColumns):
         indexes = [
             models.Index(fields=["bank", "updated_at"], name="memory_bank_updated_idx"),
             models.Index(fields=["bank", "fact_type", "updated_at"], name="memory_bank_type_upd_idx"),
+            # A document's memories (its page, its deletion, a retain that replaces it); only
+            # the memories retained with a document are in it.
+            models.Index(fields=["bank", "document_id"], name="memory_bank_document_idx",
+                         condition=models.Q(document_id__isnull=False)),
             # Bank first (btree_gin): a bank's bitmap is its own rows, not every bank's matches.
             GinIndex(fields=["bank", "tags"], name="memory_bank_tags_gin"),
             GinIndex(fields=["bank", "search_vector"], name="memory_bank_fts_gin"),
