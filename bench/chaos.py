@@ -1012,6 +1012,26 @@ class ReviewRun(Chaos):
                     with self.t.lock:
                         self.rejected[pid] = reason
 
+    def check_models(self) -> tuple[list[str], list[str]]:
+        """An edit under review is kept when the model asks the new query and the page answers
+        it, or a proposal made after the edit does (the reviewer may have rejected that one: the
+        page then still answers the old query, as it should)."""
+        torn, _lost = super().check_models()
+        proposed = {(mm, query) for mm, query in self.db_rows(
+            "SELECT m.mental_model_id, p.source_query FROM review_mentalmodelproposal p "
+            "JOIN mentalmodels_mentalmodel m ON m.uid = p.model_id WHERE m.bank_id = ANY(%s)",
+            [self.banks])}
+        rows = {mm: (query, last) for mm, query, last in self.db_rows(
+            "SELECT mental_model_id, source_query, last_refresh_source_query "
+            "FROM mentalmodels_mentalmodel WHERE bank_id = ANY(%s)", [self.banks])}
+        lost_edits = [
+            f"{mm}: source_query={rows.get(mm, (None, None))[0]!r} "
+            f"last_refresh={rows.get(mm, (None, None))[1]!r}, no proposal asks {expected!r}"
+            for (_bank, mm), expected in self.t.patches.items()
+            if rows.get(mm, (None, None))[0] != expected
+            or (rows[mm][1] != expected and (mm, expected) not in proposed)]
+        return torn, lost_edits
+
     def drain(self) -> float:
         seconds = super().drain()
         for bank, mm_id, _kind in self.models:  # what is left, approved after the faults
