@@ -7,8 +7,7 @@ server applies elsewhere: the version this server reads; a mental model's id
 (``mental_model_id_problem``) and its trigger (``trigger_normalize``: crons, the
 refresh_after_consolidation / refresh_cron exclusion, ``fact_types: []``, ``tag_groups``,
 ``response_schema``); the config values (``bankconfig.validate_updates``); no blank name, text or
-query; no id or name twice; no NUL character or lone surrogate (PostgreSQL cannot store
-either).
+query; no id or name twice; no NUL character (PostgreSQL cannot store one).
 
 A manifest with problems is ``ManifestInvalid``: a 422 in FastAPI's shape listing every one,
 as every body here is answered (upstream answers a 400 with the same problems in one string).
@@ -127,19 +126,14 @@ def _schema_problems(data: Any) -> list[dict[str, object]]:
 
 
 def _text_problems(data: Any, loc: Loc) -> Iterator[dict[str, object]]:
-    """Strings PostgreSQL cannot store: a NUL character, a lone surrogate (not UTF-8)."""
+    """Strings PostgreSQL cannot store: a NUL character (a lone surrogate never gets this far:
+    the body's parser refuses it, ``hindsight.infra.edge.parsers``)."""
     stack: list[tuple[Any, Loc]] = [(data, loc)]
     while stack:
         value, where = stack.pop()
         if isinstance(value, str):
             if "\x00" in value:
                 yield problem("null_characters", where)
-            elif not value.isascii():
-                try:
-                    value.encode("utf-8")
-                except UnicodeEncodeError:
-                    yield _err(where, "Input should be valid UTF-8 text (a lone surrogate is "
-                                      "not)", "string_unicode")
         elif isinstance(value, dict):
             stack.extend((k, where) for k in value)
             stack.extend((v, (*where, k)) for k, v in value.items())

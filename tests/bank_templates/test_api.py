@@ -334,10 +334,9 @@ BAD: list[tuple[Any, list[Any], str]] = [
     ({"version": "1", "directives": [{"name": "A\x00", "content": "x"}]},
      ["directives", 0, "name"], "Null characters are not allowed."),
     ([{"version": "1"}], [], "Input should be a valid dictionary"),
-    ({"version": "1", "directives": [{"name": "A\ud800", "content": "x"}]},
-     ["directives", 0, "name"], "valid UTF-8"),
-    ({"version": "1", "bank": {"memory_defense": {"\ud800": 1}}}, ["bank", "memory_defense"],
-     "valid UTF-8"),
+    # A lone surrogate, in a value or a key: refused by the body's parser, as on every route.
+    ({"version": "1", "directives": [{"name": "A\ud800", "content": "x"}]}, [], "lone surrogate"),
+    ({"version": "1", "bank": {"memory_defense": {"\ud800": 1}}}, [], "lone surrogate"),
     ({"version": "1", "bank": {"default_observation_scopes": "everywhere"}},
      ["bank", "default_observation_scopes"], "Input should be 'per_tag'"),
     ({"version": "1", "directives": [{"name": "", "content": "x"}]}, ["directives", 0, "name"],
