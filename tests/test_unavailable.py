@@ -104,3 +104,19 @@ def test_while_the_broker_is_unreachable_submits_are_accepted_and_run_once_it_is
     wait_until(lambda: set(ops.values_list("status", flat=True)) == {"completed"}, 60,
                message="the operations accepted during the outage ran")
     assert MemoryUnit.objects.filter(bank_id=BANK, text="Alice runs the team").count() == 2
+
+
+@pytest.mark.django_db
+def test_every_connection_notices_a_dropped_network_within_seconds() -> None:
+    """Unacknowledged bytes fail a query after TCP_USER_TIMEOUT_MS and idle connections are
+    probed: libpq's parameters on the live connection (a socket option each: what a real cut
+    does to them needs a network that drops packets, which no test here has)."""
+    from django.db import connection
+
+    from hindsight.project.settings import TCP_USER_TIMEOUT_MS
+
+    connection.ensure_connection()
+    parameters = connection.connection.info.get_parameters()
+    assert parameters["tcp_user_timeout"] == str(TCP_USER_TIMEOUT_MS)
+    assert (parameters["keepalives"], parameters["keepalives_idle"],
+            parameters["keepalives_count"]) == ("1", "10", "3")

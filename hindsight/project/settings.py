@@ -15,6 +15,9 @@ BASE_DIR = Path(__file__).resolve().parent.parent
 HINDSIGHT = embeddings_dimensions_probe(read_config())
 
 
+TCP_USER_TIMEOUT_MS = 15_000
+
+
 def _database(url: str, *, connect_timeout: int) -> dict[str, object]:
     parsed = urlparse(url or "postgresql://postgres@127.0.0.1:5432/hindsight")
     return {
@@ -27,7 +30,12 @@ def _database(url: str, *, connect_timeout: int) -> dict[str, object]:
         "CONN_MAX_AGE": 0,
         # A server that does not answer (a network cut) fails the connection in seconds: a
         # request answers 503 (docs/behaviour.md#unavailable-never-500) instead of hanging.
-        "OPTIONS": {"connect_timeout": connect_timeout},
+        # An open connection the network drops is noticed too: what was sent and not
+        # acknowledged for TCP_USER_TIMEOUT_MS fails the query, and an idle one is probed by
+        # keepalives (Linux's defaults would take hours, or a retransmission timeout of ~15 min).
+        "OPTIONS": {"connect_timeout": connect_timeout, "keepalives": 1,
+                    "keepalives_idle": 10, "keepalives_interval": 5, "keepalives_count": 3,
+                    "tcp_user_timeout": TCP_USER_TIMEOUT_MS},
         "TEST": {"NAME": "test_hindsight"},
     }
 
