@@ -72,8 +72,8 @@ def documents_record(*, bank_id: str, items: Sequence[RetainItem], added: dict[s
             appending = item.update_mode == "append" and document is not None
             if document is None:
                 document = Document(bank_id=bank_id, document_id=doc_id, created_at=stamp)
-            if not appending:
-                document.chunks = []
+            if not appending:  # the document starts over: its text, tags and metadata
+                document.chunks, document.tags, document.metadata = [], [], {}
             append_event(document, document_event(
                 "append" if appending else "retain", stamp, operation_id=operation_id,
                 facts_added=added.get(doc_id, 0), facts_removed=removed.get(doc_id, 0)))

@@ -96,6 +96,14 @@ def test_update_retags_the_memories_and_the_history_shows_it(client: Hindsight,
     assert empty.value.status == 422
 
 
+def test_a_re_sent_document_starts_over(client: Hindsight, retained: str) -> None:
+    client.retain(BANK, "The deploy server is db-3.", document_id=retained, tags=["infra"])
+    document = _run_async(client.documents.get_document(BANK, retained))
+    assert (document.original_text, document.tags, document.memory_unit_count) == (
+        "The deploy server is db-3.", ["infra"], 1)
+    assert document.document_metadata is None
+
+
 def test_reprocess_queues_a_retain_of_the_kept_text(client: Hindsight, retained: str) -> None:
     reprocessed = _run_async(client.documents.reprocess_document(BANK, retained))
     assert isinstance(reprocessed, ReprocessDocumentResponse) and reprocessed.items_count == 2
