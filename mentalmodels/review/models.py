@@ -10,7 +10,10 @@ pending: a partial unique index says so, whatever the timing.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import uuid
+from typing import Any
 
 from django.db import models
 from django.db.models import Q
@@ -27,6 +30,12 @@ class ProposalStatus(models.TextChoices):
 
 
 PROPOSAL_STATUSES: tuple[str, ...] = tuple(ProposalStatus.values)
+
+
+def page_digest(content: str | None, document: Any) -> str:
+    """What a version of a page is, for "is this still the page the proposal was made from?"."""
+    text = json.dumps([content or "", document], sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 class MentalModelProposal(models.Model):

@@ -5,7 +5,8 @@ from __future__ import annotations
 import uuid
 
 from hindsight.infra.errors import NotFound
-from mentalmodels.review.models import MentalModelProposal, ProposalStatus
+from mentalmodels.models import MentalModel
+from mentalmodels.review.models import MentalModelProposal, ProposalStatus, page_digest
 from mentalmodels.selectors import mental_model_get
 
 
@@ -30,5 +31,12 @@ def proposal_get(*, bank_id: str, mental_model_id: str,
 
 
 def proposal_pending(*, model_uid: int) -> bool:
-    return MentalModelProposal.objects.filter(model_id=model_uid,
-                                              status=ProposalStatus.PENDING).exists()
+    """Whether an approvable proposal of the model waits: pending, and made from the page the
+    model holds now (one a restore or a clear has left behind holds nothing back; approving it
+    is refused). One query when none is pending, two otherwise."""
+    base = (MentalModelProposal.objects.filter(model_id=model_uid, status=ProposalStatus.PENDING)
+            .values_list("base_digest", flat=True).first())
+    if base is None:
+        return False
+    page = MentalModel.objects.filter(uid=model_uid).values_list("content", "document").first()
+    return page is not None and base == page_digest(*page)

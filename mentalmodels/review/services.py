@@ -10,8 +10,6 @@ superseded the proposal, and approving it is refused.
 from __future__ import annotations
 
 import copy
-import hashlib
-import json
 import uuid
 from datetime import datetime, timedelta
 from typing import Any
@@ -27,7 +25,7 @@ from hindsight.infra.vocabulary import RefreshMode
 from mentalmodels.document.diff import PageVersion, page_diff
 from mentalmodels.events import mental_model_refreshed
 from mentalmodels.models import MentalModel, VersionCause
-from mentalmodels.review.models import MentalModelProposal, ProposalStatus
+from mentalmodels.review.models import MentalModelProposal, ProposalStatus, page_digest
 from mentalmodels.services import (
     history_record_version,
     mental_model_refresh_submit,
@@ -43,12 +41,6 @@ CANCELLED_FOR_REVIEW = "cancelled: a proposal of this model waits for review"
 SUPERSEDED_BY_NEWER = "superseded by a newer proposal"
 SUPERSEDED_BY_CHANGE = "the page changed since this proposal was made"
 REASON_MAX_CHARS = 2000
-
-
-def page_digest(content: str | None, document: Any) -> str:
-    """What a version is, for "is this still the version the proposal was made from?"."""
-    text = json.dumps([content or "", document], sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def review_required(*, model: MentalModel) -> bool:

@@ -89,6 +89,9 @@ def test_one_refresh_in_the_worker_runs_these_statements(model):
         "INSERT llm_llmrequest", "recall banks_memoryunit",
         "INSERT llm_llmrequest", "recall banks_memoryunit",
         "INSERT llm_llmrequest",
+        # Whether the change is applied or proposed: the bank's mental_model_review (the
+        # model's trigger.review is null; docs/behaviour.md#review-before-apply).
+        "SELECT banks_bank",
         # The fenced write: the lease's fence, the model locked, its history (the version and
         # the trim in one statement), the model, the operation's completion — one transaction.
         "BEGIN", "SELECT operations_lease", "SELECT mentalmodels_mentalmodel",

@@ -13,8 +13,7 @@ from mentalmodels.document.diff import PageVersion, page_diff
 from mentalmodels.document.structure import split
 from mentalmodels.models import MentalModel
 from mentalmodels.refresh.records import Report
-from mentalmodels.review.models import MentalModelProposal
-from mentalmodels.review.services import page_digest
+from mentalmodels.review.models import MentalModelProposal, page_digest
 from tests.mentalmodels.fenced import refresh_run
 from tests.mentalmodels.test_pipeline import answer_with
 

@@ -186,6 +186,25 @@ def test_a_restore_makes_a_pending_proposal_unapprovable(bank, scripted_llm, rev
     assert model.content == OLD
 
 
+def test_a_proposal_left_behind_by_a_restore_holds_back_no_automatic_refresh(
+    bank, scripted_llm, reviewed
+):
+    model = reviewed
+    proposal_approve(bank_id=bank.id, mental_model_id="team",
+                     proposal_id=propose(scripted_llm, model).id)
+    make_memory(bank, "Bob joined the team", tags=["team"], embed=True)  # stale again
+    propose(scripted_llm, model, NEWER)
+    model.refresh_from_db()
+    assert mental_model_refresh_auto(model=model, reason="cron").action == SKIPPED_REVIEW
+    mental_model_restore(bank_id=bank.id, mental_model_id="team",
+                         version_id=MentalModelHistory.objects.get(model=model).id)
+    model.refresh_from_db()
+    # Still pending (approving it would be refused), but no longer approvable: the restored
+    # page is stale and its automatic refreshes run.
+    assert MentalModelProposal.objects.filter(model=model, status="pending").exists()
+    assert mental_model_refresh_auto(model=model, reason="cron").action == "queued"
+
+
 def test_proposals_expire_by_the_beat_and_at_approval(bank, scripted_llm, reviewed, settings):
     settings.HINDSIGHT = dataclasses.replace(settings.HINDSIGHT,
                                              mental_model_proposal_ttl_seconds=60.0)
