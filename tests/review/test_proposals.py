@@ -15,7 +15,9 @@ from hindsight.banks.budget import BudgetSpent
 from hindsight.banks.models import Bank
 from hindsight.infra.errors import Conflict, FieldError
 from hindsight.infra.llm.models import LLMRequest
+from hindsight.infra.tagscope import TagScope
 from mentalmodels.models import MentalModel, MentalModelHistory
+from mentalmodels.reflect.mm_search import mental_models_search
 from mentalmodels.refresh import pipeline
 from mentalmodels.review.models import MentalModelProposal
 from mentalmodels.review.services import (
@@ -84,6 +86,14 @@ def test_a_refresh_under_review_proposes_and_leaves_the_page_and_its_staleness(
     assert model.last_memory_seen_at == watermark and model.last_refreshed_at is not None
     assert stale_flags([model])[model.uid]
     assert not MentalModelHistory.objects.filter(model=model).exists()
+
+
+def test_reflect_reads_the_current_page_while_a_proposal_waits(bank, scripted_llm, reviewed):
+    model = reviewed
+    propose(scripted_llm, model)
+    search = mental_models_search(bank_id=bank.id, query="standups", scope=TagScope())
+    [found] = [r.model for r in search.ranked if r.model.mental_model_id == "team"]
+    assert found.content == OLD
 
 
 def test_approve_applies_the_proposal_as_a_version_of_its_own(bank, scripted_llm, reviewed):
