@@ -25,7 +25,7 @@ from hindsight.banks.models import (
 )
 from hindsight.banks.operation_types import BankOperationType
 from hindsight.infra.errors import NotFound
-from hindsight.infra.tagscope import TagScope, scope_sql
+from hindsight.infra.tagscope import TagScope, includes_untagged, scope_sql
 from hindsight.infra.vocabulary import (
     EXTRACTED_FACT_TYPES,
     FactType,
@@ -304,25 +304,65 @@ def documents_list(*, bank_id: str, q: str | None = None, tags: list[str] | None
                    start: datetime | None = None, end: datetime | None = None,
                    limit: int = 100, offset: int = 0) -> tuple[list[Document], int]:
     """A page of the bank's documents, the last written first, each with ``memory_unit_count``
-    (its facts), and the total the filters select. ``q``: a substring of the id or the text."""
+    (its facts), and the total the filters select. ``q``: a substring of the id or the text.
+
+    A document only memories name (a bank transfer brings no document rows) is listed too,
+    untagged and without a text, its times its memories' (``document_get`` reads it so)."""
     bank_get(bank_id=bank_id)
-    qs = Document.objects.filter(bank_id=bank_id)
-    if q:
-        qs = qs.extra(where=["(banks_document.document_id ILIKE %s OR "
-                             "array_to_string(banks_document.chunks, ' ') ILIKE %s)"],
-                      params=[f"%{_like(q)}%", f"%{_like(q)}%"])
-    if tags or tags_match == "exact":
-        where, params = scope_sql(TagScope(tags=tuple(tags or ()), tags_match=tags_match),
-                                  alias="banks_document")
-        if where != "TRUE":
-            qs = qs.extra(where=[where], params=params)
     order = time_field or "updated_at"
+    if order not in DOCUMENT_TIME_FIELDS:
+        raise ValueError(f"time_field must be one of {DOCUMENT_TIME_FIELDS}")
+    rows_where = ["d.bank_id = %s"]
+    rows_params: list[Any] = [bank_id]
+    named_where = ["m.bank_id = %s", "m.document_id IS NOT NULL"]
+    named_params: list[Any] = [bank_id]
+    if q:
+        pattern = f"%{_like(q)}%"
+        rows_where.append("(d.document_id ILIKE %s OR array_to_string(d.chunks, ' ') ILIKE %s)")
+        rows_params += [pattern, pattern]
+        named_where.append("m.document_id ILIKE %s")
+        named_params.append(pattern)
+    untagged = True
+    if tags or tags_match == "exact":
+        scope = TagScope(tags=tuple(tags or ()), tags_match=tags_match)
+        where, where_params = scope_sql(scope, alias="d")
+        rows_where.append(where)
+        rows_params += where_params
+        untagged = includes_untagged(scope)
+    window: list[str] = []
+    window_params: list[Any] = []
     if start:
-        qs = qs.filter(**{f"{order}__gte": start})
+        window.append(f"{order} >= %s")
+        window_params.append(start)
     if end:
-        qs = qs.filter(**{f"{order}__lt": end})
-    total = qs.count()
-    page = list(qs.order_by(f"-{order}", "-id")[offset: offset + limit])
+        window.append(f"{order} < %s")
+        window_params.append(end)
+    branches = [f"SELECT d.document_id, d.created_at, d.updated_at FROM banks_document d "
+                f"WHERE {' AND '.join(rows_where)}"]
+    params: list[Any] = [*rows_params]
+    if untagged:
+        branches.append(
+            "SELECT m.document_id, min(m.created_at), max(m.updated_at) FROM banks_memoryunit m "
+            f"WHERE {' AND '.join(named_where)} AND NOT EXISTS (SELECT 1 FROM banks_document d "
+            "WHERE d.bank_id = m.bank_id AND d.document_id = m.document_id) "
+            "GROUP BY m.document_id")
+        params += named_params
+    sql = (f"SELECT document_id, created_at, updated_at, count(*) OVER () FROM "
+           f"({' UNION ALL '.join(branches)}) AS u (document_id, created_at, updated_at)"
+           f"{' WHERE ' + ' AND '.join(window) if window else ''} "
+           f"ORDER BY {order} DESC, document_id DESC LIMIT %s OFFSET %s")
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [*params, *window_params, limit, offset])
+        listed = cursor.fetchall()
+    total = listed[0][3] if listed else (
+        0 if offset == 0 else documents_list(bank_id=bank_id, q=q, tags=tags,
+                                             tags_match=tags_match, time_field=time_field,
+                                             start=start, end=end, limit=1, offset=0)[1])
+    rows = {d.document_id: d for d in Document.objects.filter(
+        bank_id=bank_id, document_id__in=[r[0] for r in listed])}
+    page = [rows.get(doc) or Document(bank_id=bank_id, document_id=doc, created_at=created,
+                                      updated_at=updated)
+            for doc, created, updated, _ in listed]
     counts = _document_fact_counts(bank_id, [d.document_id for d in page])
     for document in page:
         document.memory_unit_count = sum(counts.get(document.document_id, {}).values())

@@ -22,6 +22,7 @@ from hindsight_client_api.models import (
 
 from hindsight.banks.models import MemoryChange, MemoryUnit
 from operations.models import Operation
+from tests.factories import make_memory
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -127,3 +128,25 @@ def test_delete_takes_the_memories_with_it(client: Hindsight, retained: str) -> 
     with pytest.raises(ApiException) as missing:
         _run_async(client.documents.delete_document(BANK, retained))
     assert missing.value.status == 404
+
+
+def test_a_document_only_memories_name_is_listed_and_read_without_a_text(
+        client: Hindsight, retained: str) -> None:
+    # A bank transfer writes memories with their document id and no document row.
+    make_memory(BANK, "Imported fact.", document_id="imported")
+    listed = _run_async(client.documents.list_documents(BANK))
+    assert listed.total == 3 and listed.items[0].id == "imported"
+    imported = listed.items[0]
+    assert (imported.memory_unit_count, imported.tags, imported.text_length) == (1, [], 0)
+    assert [d.id for d in _run_async(client.documents.list_documents(
+        BANK, q="impo")).items] == ["imported"]
+    assert "imported" not in [d.id for d in _run_async(
+        client.documents.list_documents(BANK, tags=["ops"])).items]
+    page = _run_async(client.documents.list_documents(BANK, limit=1, offset=1))
+    assert page.total == 3 and len(page.items) == 1
+    assert _run_async(client.documents.list_documents(BANK, offset=9)).total == 3
+    document = _run_async(client.documents.get_document(BANK, "imported"))
+    assert document.original_text is None and document.memory_unit_count == 1
+    with pytest.raises(ApiException) as refused:
+        _run_async(client.documents.reprocess_document(BANK, "imported"))
+    assert refused.value.status == 404
