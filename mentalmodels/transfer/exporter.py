@@ -9,7 +9,9 @@ time and written entry by entry into a local file; nothing grows with the bank b
 Memories become upstream's documents: the facts of one ``document_id`` are one document, in
 ``(created_at, id)`` order, and the facts retained without a document ride in synthetic
 documents of ``UNDOCUMENTED_PER_DOCUMENT`` named ``UNDOCUMENTED_PREFIX…`` (this server's import
-gives them no document id back). An observation names its sources by ``(document, ordinal)``,
+gives them no document id back). A document's ``Document`` row (its text as chunks, tags,
+metadata, retain parameters) rides in its entry, read with its first fact; a row no live fact
+names is written after them, with no facts. An observation names its sources by ``(document, ordinal)``,
 which the same numbering computes in SQL; one whose sources are gone is left out and counted.
 """
 
@@ -24,7 +26,7 @@ from typing import IO, Any
 
 from django.db import connection, transaction
 
-from hindsight.banks.models import Bank, InvalidatedMemoryUnit
+from hindsight.banks.models import Bank, Document, InvalidatedMemoryUnit
 from hindsight.infra.llm.models import LLMRequest
 from hindsight.infra.vocabulary import FactType
 from hindsight.webhooks.models import Webhook
@@ -72,7 +74,29 @@ _NUMBERED_FACTS = f"""
           WHERE u.bank_id = %s AND u.fact_type <> '{FactType.OBSERVATION}') m
 """
 
-_FACTS_SQL = _NUMBERED_FACTS + " ORDER BY m.document_id NULLS LAST, m.rn"
+# A document's row rides on its first fact only (the join matches ``rn = 0``), so its text is
+# read once however many facts the document has.
+_DOCUMENT_COLUMNS = ("d.id, d.chunks, d.content_hash, d.retain_params, d.tags, d.metadata, "
+                     "d.created_at, d.updated_at")
+_FACTS_SQL = f"""
+    SELECT f.*, {_DOCUMENT_COLUMNS}
+    FROM ({_NUMBERED_FACTS}) f
+    LEFT JOIN banks_document d
+        ON f.rn = 0 AND d.bank_id = %s AND d.document_id = f.document_id
+    ORDER BY f.document_id NULLS LAST, f.rn
+"""
+_FACT_COLUMNS = 17
+
+# The document rows no live fact names (every fact deleted or invalidated, or none extracted).
+_FACTLESS_DOCUMENTS_SQL = f"""
+    SELECT d.document_id, {_DOCUMENT_COLUMNS}
+    FROM banks_document d
+    WHERE d.bank_id = %s AND NOT EXISTS (
+        SELECT 1 FROM banks_memoryunit u
+        WHERE u.bank_id = d.bank_id AND u.document_id = d.document_id
+          AND u.fact_type <> '{FactType.OBSERVATION}')
+    ORDER BY d.document_id
+"""
 
 _OBSERVATIONS_SQL = f"""
     WITH f AS MATERIALIZED ({_NUMBERED_FACTS})
@@ -109,9 +133,35 @@ def _string_metadata(metadata: Any) -> dict[str, str]:
     return {str(k): v if isinstance(v, str) else archive.dumps(v).decode() for k, v in metadata.items()}
 
 
+def _document_head(doc: str, row: tuple[Any, ...] | None, first_fact_created_at: Any, *,
+                   undocumented: bool = False) -> dict[str, Any]:
+    """A document entry's fields but its facts: a document with a row carries the row as
+    upstream names it (``original_text``, ``chunks`` of ``{chunk_index, chunk_text}``,
+    ``retain_params``, ``tags``, ``created_at``, ``content_hash``, ``updated_at``) and this
+    server's ``metadata``; one only memories name carries no text
+    (docs/behaviour.md#bank-transfer)."""
+    if row is None or row[0] is None:
+        return {"id": doc, "original_text": None,
+                "retain_params": {"hindsight": {"undocumented": True}} if undocumented else None,
+                "tags": [], "created_at": first_fact_created_at, "chunks": []}
+    _pk, chunks, content_hash, retain_params, tags, metadata, created_at, updated_at = row
+    chunks = list(chunks or [])
+    return {
+        "id": doc,
+        # Joined as the document's own reads join it (``Document.original_text``).
+        "original_text": Document(chunks=chunks).original_text if chunks else None,
+        "retain_params": _json(retain_params) or None, "tags": list(tags or []),
+        "created_at": created_at,
+        "chunks": [{"chunk_index": index, "chunk_text": text} for index, text in enumerate(chunks)],
+        "content_hash": content_hash or None, "updated_at": updated_at,
+        "metadata": _json(metadata) or {},
+    }
+
+
 def _fact(row: tuple[Any, ...]) -> dict[str, Any]:
     (uid, text, context, fact_type, tags, _document_id, metadata, entities, occurred_start,
-     occurred_end, mentioned_at, consolidated_at, created_at, updated_at, _rn, _doc, _ordinal) = row
+     occurred_end, mentioned_at, consolidated_at, created_at, updated_at, _rn, _doc,
+     _ordinal) = row[:_FACT_COLUMNS]
     metadata = _json(metadata)
     fact = {
         "text": text, "source_id": str(uid), "fact_type": fact_type, "context": context or "",
@@ -143,12 +193,11 @@ class _Exporter:
     def documents(self) -> None:
         total = self.bank.memories.exclude(fact_type=FactType.OBSERVATION).count()
         facts = documents = 0
-        for doc, group in itertools.groupby(_rows(_FACTS_SQL, [self.bank.id]), key=lambda r: r[15]):
+        for doc, group in itertools.groupby(_rows(_FACTS_SQL, [self.bank.id, self.bank.id]),
+                                            key=lambda r: r[15]):
             first = next(group)
-            head = {"id": doc, "original_text": None,
-                    "retain_params": ({"hindsight": {"undocumented": True}}
-                                      if first[5] is None else None),
-                    "tags": [], "created_at": first[12], "chunks": []}
+            head = _document_head(doc, first[_FACT_COLUMNS:], first[12],
+                                  undocumented=first[5] is None)
             with self.writer.entry(f"{archive.DOCUMENTS_PREFIX}{documents:06d}.json") as out:
                 # The facts are streamed into the document's list, never held together.
                 out.write(archive.dumps(head)[:-1] + b', "facts": [')
@@ -160,6 +209,10 @@ class _Exporter:
                         self.progress({"phase": "export", "facts_written": facts,
                                        "facts_total": total})
                 out.write(b"]}")
+            documents += 1
+        for row in _rows(_FACTLESS_DOCUMENTS_SQL, [self.bank.id]):
+            head = {**_document_head(row[0], row[1:], None), "facts": []}
+            self.writer.write_json(f"{archive.DOCUMENTS_PREFIX}{documents:06d}.json", head)
             documents += 1
         self.counts.update(document_count=documents, fact_count=facts)
 

@@ -9,8 +9,9 @@ Three passes over the archive, each reading it entry by entry:
    (no network call holds a lock), into a local file of float32 vectors in archive order. No LLM
    is called.
 3. **Write** in one transaction: the bank, the memories (their vectors read back from the file
-   in the same order), the models, their history, the tree, the directives, the request log.
-   A failure anywhere rolls all of it back: no half bank is left.
+   in the same order) and their documents' rows (each written as its entry is read), the
+   models, their history, the tree, the directives, the request log. A failure anywhere rolls
+   all of it back: no half bank is left.
 
 Ids: memories get new ids, derived (uuid5 under a namespace drawn per import) from their place
 in the archive, so an observation's ``(document, ordinal)`` sources and a model's evidence are
@@ -28,6 +29,7 @@ are stamped now, like any write.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -44,7 +46,7 @@ from django.db import IntegrityError, connection, transaction
 from psycopg.types.json import Jsonb
 
 from hindsight.banks import bankconfig
-from hindsight.banks.models import Bank, InvalidatedMemoryUnit, MemoryUnit
+from hindsight.banks.models import Bank, Document, InvalidatedMemoryUnit, MemoryUnit
 from hindsight.banks.services import bank_config_update, bank_id_validate
 from hindsight.banks.tokens import count_tokens_to_store
 from hindsight.banks.writeclock import hold_bank_write_lock
@@ -68,6 +70,8 @@ MODES = (RESTORE, MERGE)
 CONFLICT_RULES = ("skip", "replace", "new-id")
 _EMBED_BATCH = 256
 _WRITE_BATCH = 500
+# Document rows hold their whole text: written a few at a time.
+_DOCUMENT_BATCH = 50
 _COPY_MEMORIES = (
     "COPY banks_memoryunit (id, bank_id, text, context, fact_type, tags, document_id, metadata, "
     "entities, occurred_start, occurred_end, mentioned_at, source_memory_ids, consolidated_at, "
@@ -312,13 +316,18 @@ class _Import:
 
     # -- the memories, in archive order (both the embed and the write pass read them so) -----------
 
-    def memories(self) -> Iterator[tuple[str, dict[str, Any], str | None, uuid.UUID]]:
-        """``(kind, item, document_id, new_id)``: every fact, then every observation."""
+    def memories(self, on_document: Callable[[dict[str, Any], str | None], None] | None = None,
+                 ) -> Iterator[tuple[str, dict[str, Any], str | None, uuid.UUID]]:
+        """``(kind, item, document_id, new_id)``: every fact, then every observation;
+        ``on_document(document, document_id)`` runs before each document's facts (the
+        document id None: a synthetic document of facts retained without one)."""
         for document in self.reader.iter_documents():
             doc = document["id"]
             params = document.get("retain_params")
             undocumented = (doc.startswith(UNDOCUMENTED_PREFIX) and isinstance(params, dict)
                             and (params.get("hindsight") or {}).get("undocumented") is True)
+            if on_document is not None:
+                on_document(document, None if undocumented else doc)
             for ordinal, fact in enumerate(document.get("facts") or []):
                 yield "fact", fact, None if undocumented else doc, self.fact_id(doc, ordinal)
         for index, observation in enumerate(self.reader.iter_array(archive.OBSERVATIONS)):
@@ -416,8 +425,52 @@ class _Import:
                 created_at=self._capped(row["created_at"], "banks.json created_at"))
 
     def _conflicting(self, doc: str) -> bool:
-        return MemoryUnit.objects.filter(bank_id=self.plan.target_bank_id, document_id=doc).exclude(
-            fact_type=FactType.OBSERVATION).exists()
+        """The bank holds the document: its row, or a live fact naming it."""
+        bank_id = self.plan.target_bank_id
+        return Document.objects.filter(bank_id=bank_id, document_id=doc).exists() or \
+            MemoryUnit.objects.filter(bank_id=bank_id, document_id=doc).exclude(
+                fact_type=FactType.OBSERVATION).exists()
+
+    def _document_row(self, document: dict[str, Any], doc: str) -> Document | None:
+        """The ``Document`` row an archive's document writes (docs/behaviour.md#bank-transfer),
+        or None for one that carries no text, chunks or row time (only its facts name it).
+
+        Its chunks are the archive's chunk texts in ``chunk_index`` order when they join into
+        its ``original_text`` as this server joins them; otherwise the text is one chunk (one
+        retain item, what a reprocess retains again)."""
+        where = f"document {doc!r}"
+        text = document.get("original_text")
+        if text is not None and not isinstance(text, str):
+            raise ArchiveInvalid(f"{where}: original_text must be a string or null")
+        carried = document.get("chunks") or []
+        if not isinstance(carried, list) or not all(
+                isinstance(c, dict) and isinstance(c.get("chunk_text"), str)
+                and isinstance(c.get("chunk_index"), int) for c in carried):
+            raise ArchiveInvalid(f"{where}: chunks must be a list of "
+                                 "{chunk_index: integer, chunk_text: string}")
+        chunks = [c["chunk_text"] for c in sorted(carried, key=lambda c: c["chunk_index"])]
+        if text is None and not chunks and document.get("updated_at") is None:
+            return None
+        if text and Document(chunks=chunks).original_text != text:
+            chunks = [text]
+        params = document.get("retain_params")
+        if params is not None and not isinstance(params, dict):
+            raise ArchiveInvalid(f"{where}: retain_params must be an object or null")
+        metadata = document.get("metadata")
+        if metadata is None and isinstance((params or {}).get("metadata"), dict):
+            metadata = (params or {})["metadata"]
+        if metadata is not None and not isinstance(metadata, dict):
+            raise ArchiveInvalid(f"{where}: metadata must be an object")
+        row = Document(bank_id=self.plan.target_bank_id, document_id=doc, chunks=chunks,
+                       retain_params=params or {}, tags=_strings(document.get("tags"), where),
+                       metadata=metadata or {}, events=[])
+        row.content_hash = hashlib.sha256(row.original_text.encode()).hexdigest() if chunks else ""
+        if self.request.mode == MERGE:  # a write into a live bank, stamped as one
+            row.created_at = row.updated_at = self.stamp
+        else:
+            row.created_at = self._capped(document.get("created_at"), where) or self.stamp
+            row.updated_at = self._capped(document.get("updated_at"), where) or row.created_at
+        return row
 
     def _write_memories(self, vectors_path: str) -> dict[str, str]:
         plan, merge = self.plan, self.request.mode == MERGE
@@ -427,7 +480,38 @@ class _Import:
         written: set[uuid.UUID] | None = set() if merge else None  # a merge's sources may be skipped
         decisions: dict[str, str | None] = {}
         pending: list[list[Any]] = []
-        facts = observations = skipped_documents = skipped_observations = 0
+        rows: list[Document] = []
+        facts = observations = skipped_documents = skipped_observations = document_rows = 0
+
+        def flush_documents() -> None:
+            nonlocal document_rows
+            try:
+                with transaction.atomic():
+                    Document.objects.bulk_create(rows)
+            except IntegrityError as exc:
+                raise ArchiveInvalid(f"two documents share an id ({exc})") from exc
+            document_rows += len(rows)
+            rows.clear()
+
+        def on_document(document: dict[str, Any], doc: str | None) -> None:
+            """The document's row, under the id its facts are written with (a merge decides
+            it here, so a document without facts follows document_conflict too)."""
+            nonlocal skipped_documents
+            if doc is None:
+                return
+            if merge:
+                if doc in decisions:
+                    raise ArchiveInvalid(f"document {doc!r} appears twice in the archive")
+                decided = decisions[doc] = self._merge_decision(doc)
+                if decided is None:
+                    skipped_documents += 1
+                    return
+                doc = decided
+            row = self._document_row(document, doc)
+            if row is not None:
+                rows.append(row)
+                if len(rows) >= _DOCUMENT_BATCH:
+                    flush_documents()
 
         def flush() -> None:
             # COPY, in the transaction: a row built by the ORM cost more than its embedding.
@@ -438,16 +522,13 @@ class _Import:
             pending.clear()
 
         with open(vectors_path, "rb") as vectors:
-            for kind, item, doc, new_id in self.memories():
+            for kind, item, doc, new_id in self.memories(on_document):
                 raw = vectors.read(row_bytes)
                 if len(raw) != row_bytes:
                     raise ArchiveInvalid("the archive changed while it was imported")
                 where = f"{kind} {item.get('source_id') or new_id}"
                 if kind == "fact" and merge and doc is not None:
-                    if doc not in decisions:
-                        decisions[doc] = self._merge_decision(doc)
-                        skipped_documents += decisions[doc] is None
-                    if decisions[doc] is None:
+                    if decisions[doc] is None:  # decided by on_document, before its facts
                         continue
                     doc = decisions[doc]
                 sources: list[uuid.UUID] = []
@@ -500,8 +581,11 @@ class _Import:
                 raise ArchiveInvalid("the archive changed while it was imported")
         if pending:
             flush()
+        if rows:
+            flush_documents()
         self.decisions = decisions
         self.counts.update(facts_imported=facts, observations_imported=observations,
+                           document_rows_imported=document_rows,
                            documents_skipped=skipped_documents,
                            observations_skipped=skipped_observations,
                            documents_imported=sum(1 for v in decisions.values() if v is not None)
@@ -560,6 +644,7 @@ class _Import:
         if rule == "replace":
             MemoryUnit.objects.filter(bank_id=self.plan.target_bank_id, document_id=doc).exclude(
                 fact_type=FactType.OBSERVATION).delete()
+            Document.objects.filter(bank_id=self.plan.target_bank_id, document_id=doc).delete()
             return doc
         return str(uuid.uuid4())
 
