@@ -26,7 +26,9 @@ from mentalmodels.directives.models import Directive
 from mentalmodels.knowledge.api import serializers as kb
 from mentalmodels.knowledge.models import KnowledgeNode, NodeKind
 from mentalmodels.reflect.serializers import ReflectRequestSerializer
+from mentalmodels.review.api import serializers as review
 from tests.factories import make_bank, make_mental_model, make_operation
+from tests.review.helpers import make_proposal
 from tests.strategies import any_json
 
 pytestmark = pytest.mark.django_db
@@ -35,6 +37,7 @@ B = "/v1/default/banks/edge"
 OP = "11111111-1111-1111-1111-111111111111"
 PAGE = "kp-" + "0" * 32
 DIRECTIVE = "22222222-2222-2222-2222-222222222222"
+PROPOSAL = "33333333-3333-3333-3333-333333333333"
 
 # Every list endpoint with a page: its path (limit and offset are in the query string).
 LISTS = [
@@ -75,6 +78,10 @@ BODIES: list[tuple[str, str, dict[str, Any], Any]] = [
      directives.CreateDirectiveRequestSerializer),
     ("patch", f"{B}/directives/{DIRECTIVE}", {}, directives.UpdateDirectiveRequestSerializer),
     ("post", f"{B}/import", {"version": "1"}, templates.BankTemplateManifestSerializer),
+    ("post", f"{B}/mental-models/m1/restore", {"version_id": 1},
+     review.RestoreMentalModelRequestSerializer),
+    ("post", f"{B}/mental-models/m1/proposals/{PROPOSAL}/reject", {"reason": "r"},
+     review.RejectProposalRequestSerializer),
 ]
 
 # A string field, an integer field with a lower bound, per body endpoint that has them.
@@ -104,6 +111,7 @@ def api() -> APIClient:
                                  mental_model=model)
     make_operation(bank_id="edge", id=OP, status="completed")
     Directive.objects.create(id=DIRECTIVE, bank_id="edge", name="n", content="c")
+    make_proposal(model, id=PROPOSAL)
     return APIClient(raise_request_exception=False)
 
 
@@ -127,7 +135,7 @@ def test_every_documented_body_is_in_the_table(api):
     # The property test below covers BODIES: an endpoint of the document with a request body
     # that BODIES lacks would never be fuzzed field by field (the node PATCH once was).
     ids = {"bank_id": "edge", "mental_model_id": "m1", "node_id": PAGE,
-           "directive_id": DIRECTIVE}
+           "directive_id": DIRECTIVE, "proposal_id": PROPOSAL}
     document = api.get("/openapi.json").json()
     documented = {(method, re.sub(r"\{(\w+)\}", lambda m: ids[m.group(1)], path))
                   for path, item in document["paths"].items() for method, op in item.items()
