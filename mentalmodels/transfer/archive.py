@@ -4,8 +4,9 @@ safely and written entry by entry (docs/behaviour.md#bank-transfer).
 Entries, as upstream names them (its importer reads these and no others):
 
 - ``manifest.json`` — the descriptor (``archive_type: "bank"``, counts, the scope it carries);
-- ``documents/NNNNNN.json`` — one document each: its facts (text, type, tags, dates, metadata,
-  entities, the source id mental-model evidence cites, consolidation state), never a vector;
+- ``documents/NNNNNN.json`` — one document each: its row (text and chunks, tags, retain
+  parameters, times) and its facts (text, type, tags, dates, metadata, entities, the source id
+  mental-model evidence cites, consolidation state), never a vector;
 - ``observations.json`` — consolidated observations, each naming its sources as
   ``(document_id, fact_index)`` pairs of the facts above;
 - ``banks.json``, ``directives.json``, ``webhooks.json`` — the bank's row (its config
@@ -16,7 +17,8 @@ Entries, as upstream names them (its importer reads these and no others):
 - ``history/llm_requests.json``, ``history/audit_log.json`` — with ``include_history``.
 
 What this server adds rides where upstream does not look, so its importer ignores it: keys of
-its own on a fact or a row (a fact's ``updated_at``, a model's retry state), and entries under
+its own on a fact or a row (a fact's ``updated_at``, a document's ``metadata``, a model's
+retry state), and entries under
 ``hindsight/``. Row files are written ``decoded`` (JSON values as JSON).
 
 Reading refuses, naming the problem: a file that is not a ZIP or is cut short, an entry whose
