@@ -109,6 +109,14 @@ def _show(settings: Settings, output: Output | None, body: Any,
     else:
         table(body)
 
+def _answer(settings: Settings, output: Output | None, result: Any, text: str) -> None:
+    """The server's answer as JSON, or one line saying what was done."""
+    if settings.output_for(output) is Output.json:
+        render.emit_json(result)
+    else:
+        render.message(text)
+
+
 def _settings(ctx: typer.Context) -> Settings:
     settings = ctx.find_object(Settings)
     assert settings is not None

@@ -23,8 +23,8 @@ from hindsight.surfaces.cli import render
 from hindsight.surfaces.cli.app import (
     Bank,
     ModelId,
-    Output,
     OutputOpt,
+    _answer,
     _settings,
     _show,
     mental_model_app,
@@ -33,13 +33,6 @@ from hindsight.surfaces.cli.app import (
 ProposalId = Annotated[str, typer.Argument(metavar="PROPOSAL_ID", show_default=False,
                                            help="A proposal's id (see `proposals`).")]
 STATUSES = ("pending", "approved", "rejected", "superseded", "expired")
-
-
-def _answer(settings: Any, output: Output | None, result: Any, text: str) -> None:
-    if settings.output_for(output) is Output.json:
-        render.emit_json(result)
-    else:
-        render.message(text)
 
 
 def _counts(changes: dict[str, Any]) -> str:
