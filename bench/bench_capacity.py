@@ -97,13 +97,13 @@ class CapacityLLM(ChaosLLM):
         self.seconds = 0.0
         self.in_flight = 0
         self.peak = 0
-        self.calls = 0
+        self.chat_calls = 0
         self.guard = threading.Lock()
 
     def respond(self, body: dict[str, Any]) -> Reply:
         with self.guard:
             self.in_flight += 1
-            self.calls += 1
+            self.chat_calls += 1
             self.peak = max(self.peak, self.in_flight)
             seconds = self.seconds
         try:
@@ -122,7 +122,7 @@ class CapacityLLM(ChaosLLM):
 
     def phase(self, seconds: float) -> None:
         with self.guard:
-            self.seconds, self.peak, self.calls = seconds, 0, 0
+            self.seconds, self.peak, self.chat_calls = seconds, 0, 0
 
 
 # ---------------------------------------------------------------------------------------------
@@ -482,7 +482,7 @@ class Capacity:
             "elapsed_seconds": round(elapsed, 2),
             "refreshes_per_second": round(len(op_ids) / elapsed, 2),
             "chat_in_flight_peak": self.llm.peak,
-            "llm_calls_per_refresh": round(self.llm.calls / len(op_ids), 2),
+            "llm_calls_per_refresh": round(self.llm.chat_calls / len(op_ids), 2),
             "cpu_per_refresh": round(cpu / len(op_ids), 4),
             "cpu_per_refresh_by_role": {
                 role: round((roles_after[role] - roles_before.get(role, 0.0)) / len(op_ids), 4)
