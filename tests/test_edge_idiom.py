@@ -14,11 +14,15 @@ import re
 from typing import Any
 
 import pytest
+from django.utils import timezone
 from hypothesis import HealthCheck, given, settings
 from rest_framework.test import APIClient
 
 from hindsight.banks import serializers as banks
+from hindsight.banks.models import Document
 from hindsight.infra.edge.problems import problem_message, problem_type
+from hindsight.webhooks.api import serializers as webhooks
+from hindsight.webhooks.models import Webhook
 from mentalmodels.api import serializers as mm
 from mentalmodels.bank_templates import serializers as templates
 from mentalmodels.directives.api import serializers as directives
@@ -27,7 +31,7 @@ from mentalmodels.knowledge.api import serializers as kb
 from mentalmodels.knowledge.models import KnowledgeNode, NodeKind
 from mentalmodels.reflect.serializers import ReflectRequestSerializer
 from mentalmodels.review.api import serializers as review
-from tests.factories import make_bank, make_mental_model, make_operation
+from tests.factories import make_bank, make_memory, make_mental_model, make_operation
 from tests.review.helpers import make_proposal
 from tests.strategies import any_json
 
@@ -38,6 +42,9 @@ OP = "11111111-1111-1111-1111-111111111111"
 PAGE = "kp-" + "0" * 32
 DIRECTIVE = "22222222-2222-2222-2222-222222222222"
 PROPOSAL = "33333333-3333-3333-3333-333333333333"
+MEMORY = "44444444-4444-4444-4444-444444444444"
+WEBHOOK = "55555555-5555-5555-5555-555555555555"
+DOCUMENT = "doc-1"
 
 # Every list endpoint with a page: its path (limit and offset are in the query string).
 LISTS = [
@@ -78,6 +85,15 @@ BODIES: list[tuple[str, str, dict[str, Any], Any]] = [
      directives.CreateDirectiveRequestSerializer),
     ("patch", f"{B}/directives/{DIRECTIVE}", {}, directives.UpdateDirectiveRequestSerializer),
     ("post", f"{B}/import", {"version": "1"}, templates.BankTemplateManifestSerializer),
+    # Two fields each: "at least one" holds when the fuzzed one is sent as null (absent).
+    ("patch", f"{B}/memories/{MEMORY}", {"tags": ["t"], "metadata": {"k": "v"}},
+     banks.UpdateMemoryRequestSerializer),
+    ("patch", f"{B}/documents/{DOCUMENT}", {"tags": ["t"], "observation_scopes": "per_tag"},
+     banks.UpdateDocumentRequestSerializer),
+    ("post", f"{B}/webhooks", {"url": "https://example.com/hook"},
+     webhooks.CreateWebhookRequestSerializer),
+    ("patch", f"{B}/webhooks/{WEBHOOK}", {"enabled": False},
+     webhooks.UpdateWebhookRequestSerializer),
     ("post", f"{B}/mental-models/m1/restore", {"version_id": 1},
      review.RestoreMentalModelRequestSerializer),
     ("post", f"{B}/mental-models/m1/proposals/{PROPOSAL}/reject", {"reason": "r"},
@@ -112,6 +128,10 @@ def api() -> APIClient:
     make_operation(bank_id="edge", id=OP, status="completed")
     Directive.objects.create(id=DIRECTIVE, bank_id="edge", name="n", content="c")
     make_proposal(model, id=PROPOSAL)
+    make_memory("edge", "A fact.", id=MEMORY, document_id=DOCUMENT)
+    Document.objects.create(bank_id="edge", document_id=DOCUMENT, chunks=["A fact."],
+                            created_at=timezone.now(), updated_at=timezone.now())
+    Webhook.objects.create(id=WEBHOOK, bank_id="edge", url="https://example.com/hook")
     return APIClient(raise_request_exception=False)
 
 
@@ -135,7 +155,8 @@ def test_every_documented_body_is_in_the_table(api):
     # The property test below covers BODIES: an endpoint of the document with a request body
     # that BODIES lacks would never be fuzzed field by field (the node PATCH once was).
     ids = {"bank_id": "edge", "mental_model_id": "m1", "node_id": PAGE,
-           "directive_id": DIRECTIVE, "proposal_id": PROPOSAL}
+           "directive_id": DIRECTIVE, "proposal_id": PROPOSAL, "memory_id": MEMORY,
+           "document_id": DOCUMENT, "webhook_id": WEBHOOK}
     document = api.get("/openapi.json").json()
     documented = {(method, re.sub(r"\{(\w+)\}", lambda m: ids[m.group(1)], path))
                   for path, item in document["paths"].items() for method, op in item.items()
