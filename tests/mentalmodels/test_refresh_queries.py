@@ -93,10 +93,12 @@ def test_one_refresh_in_the_worker_runs_these_statements(model):
         # model's trigger.review is null; docs/behaviour.md#review-before-apply).
         "SELECT banks_bank",
         # The fenced write: the lease's fence, the model locked, its history (the version and
-        # the trim in one statement), the model, the operation's completion — one transaction.
+        # the trim in one statement), the model, whether a webhook takes the page event (none:
+        # no delivery row), the operation's completion — one transaction.
         "BEGIN", "SELECT operations_lease", "SELECT mentalmodels_mentalmodel",
         "WITH mentalmodels_mentalmodelhistory",
-        "UPDATE mentalmodels_mentalmodel", "UPDATE operations_operation", "COMMIT",
+        "UPDATE mentalmodels_mentalmodel", "SELECT webhooks_webhook",
+        "UPDATE operations_operation", "COMMIT",
         # After the commit and the lock's release: the key's next pending operation.
         "SELECT operations_operation",
     ]
