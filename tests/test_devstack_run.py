@@ -129,7 +129,7 @@ def _retained_on_the_cpu_worker(base_url: str, probe: Any) -> None:
           .find(b'"completed"') >= 0, 60, "the async retain to complete")
     ran = {node.split("@")[0]: stats["total"].get("operations.run", 0)
            for node, stats in (probe.control.inspect(timeout=2.0).stats() or {}).items()}
-    assert ran == {"celery": 0, "cpu": 1, "webhooks": 0}, ran
+    assert ran == {"celery": 0, "cpu": 1}, ran
 
 
 SESSION_PROBE = """
@@ -183,23 +183,22 @@ def test_run_starts_embedded_servers_api_worker_and_beat_and_stops_on_ctrl_c(tmp
 
         # Not the current app: later tests in this process publish through current_app.
         probe = Celery(broker=servers["redis_url"], set_as_current=False)
-        # Three workers: the LLM-bound one, the CPU queue's (retain, consolidation) and the
-        # webhook queue's (deliveries).
+        # Two workers: the LLM-bound one, and the CPU queue's (retain, consolidation) that also
+        # consumes the webhook queue (deliveries).
         def all_answer() -> list[dict[str, Any]] | None:
             replies = probe.control.ping(timeout=1.0)
-            return replies if len(replies) == 3 else None
+            return replies if len(replies) == 2 else None
 
-        replies = _wait(all_answer, 90, "the three workers to answer ping")
-        assert {node.split("@")[0] for reply in replies for node in reply} == {
-            "celery", "cpu", "webhooks"}
+        replies = _wait(all_answer, 90, "the two workers to answer ping")
+        assert {node.split("@")[0] for reply in replies for node in reply} == {"celery", "cpu"}
         # A shell that ran `eval "$(… env)"` publishes to, and would consume, the very queues
         # this run's two workers consume.
         exported = dict(re.findall(r"^export (\w+)=(\S+)$", printed, re.MULTILINE))
         consumed = {node.split("@")[0]: [queue["name"] for queue in queues] for node, queues in
                     (probe.control.inspect(timeout=2.0).active_queues() or {}).items()}
         assert consumed == {"celery": [exported["HINDSIGHT_API_TASK_QUEUE"]],
-                            "cpu": [exported["HINDSIGHT_API_WORKER_CPU_QUEUE"]],
-                            "webhooks": [exported["HINDSIGHT_API_TASK_QUEUE"] + ".webhooks"]
+                            "cpu": [exported["HINDSIGHT_API_WORKER_CPU_QUEUE"],
+                                    exported["HINDSIGHT_API_TASK_QUEUE"] + ".webhooks"],
                             }, consumed
         _retained_on_the_cpu_worker(base_url, probe)
         _wait(lambda: b"beat: Starting" in log_path.read_bytes(), 60, "celery-beat")

@@ -123,16 +123,21 @@ def run(args: argparse.Namespace) -> int:
         # fewer, about 70 MB, where this worker is the only one that could run it.
         stack.start_worker(concurrency=args.worker_concurrency, name="worker", alone=False,
                            beat_thread=True)
+        webhook_queue = config.webhook_queue or f"{config.task_queue}.webhooks"
         if cpu_queue:
             # Retains and consolidations (CPU in the worker: embedding, vector math) in a process
-            # of their own, so they never hold the refresh slots' interpreter lock.
-            stack.start_worker(concurrency=cpu_slots, queue=cpu_queue, name="worker-cpu",
+            # of their own, so they never hold the refresh slots' interpreter lock; webhook
+            # deliveries there too, in slots of their own beside the CPU queue's (a slow
+            # receiver holds one of those, never a refresh's), instead of a third interpreter
+            # (docs/operating.md#memory).
+            stack.start_worker(concurrency=cpu_slots + config.webhook_worker_concurrency,
+                               queue=f"{cpu_queue},{webhook_queue}", name="worker-cpu",
                                alone=False, hostname="cpu")
-        # Webhook deliveries in a process of their own (a slow receiver holds one of its
-        # slots, never a refresh's): HINDSIGHT_API_WEBHOOK_QUEUE, else <task queue>.webhooks.
-        stack.start_worker(concurrency=config.webhook_worker_concurrency, pool="threads",
-                           queue=config.webhook_queue or f"{config.task_queue}.webhooks",
-                           name="worker-webhooks", alone=False, hostname="webhooks")
+        else:
+            # One worker for every job: deliveries still get a process of their own.
+            stack.start_worker(concurrency=config.webhook_worker_concurrency, pool="threads",
+                               queue=webhook_queue, name="worker-webhooks", alone=False,
+                               hostname="webhooks")
         # Said once gunicorn answers there: a port lost to someone else since the check above
         # ends the run instead of announcing an address that serves something else.
         stack.wait_answering()
