@@ -7,12 +7,14 @@ broker returns."""
 from __future__ import annotations
 
 import re
+import socket
 import time
 
 import pytest
 
 from hindsight.devstack.servers import EmbeddedValkey, free_port
 from operations.models import COMPLETED, PENDING, Operation
+from operations.probe import heartbeat_path, probe_check
 from tests.operations.helpers import job_log, statuses, submit_job
 from tests.workers import use_broker, wait_until
 
@@ -70,11 +72,17 @@ def test_every_operation_completes_across_a_broker_restart(
 
 
 def test_a_worker_whose_broker_stays_away_keeps_retrying_and_serves_again_when_it_returns(
-    worker_factory, own_broker, settings
+    worker_factory, own_broker, settings, tmp_path
 ) -> None:
+    """And its probe says so (docs/operating.md, Probes): the event loop waits on the broker's
+    reconnection, so the heartbeat stops while the broker is away and resumes with it."""
     worker_factory.redis_url = own_broker.url
+    directory = tmp_path / "probe"
     with use_broker(settings, own_broker.url):
-        worker = worker_factory(concurrency=1)
+        worker = worker_factory(concurrency=1,
+                                env={"HINDSIGHT_API_WORKER_PROBE_DIR": str(directory)})
+        heartbeat = heartbeat_path(directory, f"{worker.name}@{socket.gethostname()}")
+        wait_until(heartbeat.exists, timeout=30, interval=0.1, message="the first heartbeat")
         own_broker.kill()
 
         def retries() -> list[tuple[float, str]]:
@@ -89,11 +97,18 @@ def test_a_worker_whose_broker_stays_away_keeps_retrying_and_serves_again_when_i
         # No bound: Celery's default (100) ends the worker with an "Unrecoverable error".
         assert {bound for _, bound in retries()} == {"None"}
         assert "Unrecoverable error" not in worker.log()
+        # Four retries take well over 5 s: no beat since the broker went.
+        assert time.time() - heartbeat.stat().st_mtime > 5
+        assert not probe_check(directory, node=None, max_age=5).alive
 
         restarted = EmbeddedValkey(own_broker.data_dir, own_broker.port, durable=False)
         restarted.start()
         own_broker.process = restarted.process  # the fixture stops whichever runs
+        returned = time.time()
         op = submit_job(key="after-outage", effect=True)
         wait_until(lambda: Operation.objects.get(id=op.id).status == COMPLETED, timeout=60,
                    interval=0.5, message="the job sent once the broker is back")
         assert worker.alive()
+        wait_until(lambda: heartbeat.stat().st_mtime > returned, timeout=30, interval=0.2,
+                   message="the heartbeat to resume")
+        assert probe_check(directory, node=None, max_age=5).alive

@@ -14,9 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from hindsight.devstack.servers import EmbeddedValkey, free_port
 from operations.probe import heartbeat_path, heartbeat_touch, probe_check
-from tests.workers import REPO_ROOT, use_broker
+from tests.workers import REPO_ROOT
 
 
 def probe(directory: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -93,31 +92,3 @@ def test_the_check_reads_the_named_node_or_the_youngest_heartbeat(tmp_path):
     assert not stale.alive and "older than 30 s" in stale.message
     assert not probe_check(tmp_path, node="c@h", max_age=30).alive
     assert not probe_check(tmp_path / "empty", node=None, max_age=30).alive
-
-
-def test_the_heartbeat_stops_while_the_broker_is_away_and_resumes_when_it_returns(
-    worker_factory, tmp_path, settings
-):
-    """What docs/operating.md says of a broker outage: the loop waits on its reconnection."""
-    broker = EmbeddedValkey(tmp_path / "broker", free_port(), durable=False)
-    broker.start()
-    try:
-        worker_factory.redis_url = broker.url
-        directory = tmp_path / "probe"
-        with use_broker(settings, broker.url):
-            worker = worker_factory(env={"HINDSIGHT_API_WORKER_PROBE_DIR": str(directory)},
-                                    name="outage")
-            path = heartbeat_path(directory, f"{worker.name}@{socket.gethostname()}")
-            wait_for(path.exists)
-            broker.kill()
-            time.sleep(8)
-            assert time.time() - path.stat().st_mtime > 5  # no beat since
-            assert probe(directory, "--max-age", "5").returncode == 1
-            back = EmbeddedValkey(broker.data_dir, broker.port, durable=False)
-            back.start()
-            broker.process = back.process
-            returned = time.time()
-            wait_for(lambda: beat_after(path, returned), timeout=60)
-            assert probe(directory, "--max-age", "5").returncode == 0
-    finally:
-        broker.stop()

@@ -4,6 +4,7 @@ and parked (its operation and when it frees), never that it was stored
 
 from __future__ import annotations
 
+import contextvars
 from typing import Any
 
 import pytest
@@ -18,14 +19,24 @@ from tests.factories import make_bank
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
+def _sync_retain(api: HindsightApi, **arguments: Any) -> Any:
+    """The tool called with this bank's backend, in a context of its own: the backend (a context
+    variable) must not outlive the call, or a later test in this process would find it, its
+    client closed."""
+    def call() -> Any:
+        set_backend(ToolBackend(api=api, default_bank=BANK))
+        return sync_retain(**arguments)
+
+    return contextvars.copy_context().run(call)
+
+
 def test_sync_retain_on_a_spent_bank_answers_accepted_with_the_parked_operation(
     live_server: Any, scripted_llm: Any,
 ) -> None:
     make_bank(BANK, config={"llm_token_budget_per_day": 100})
     spend(BANK, 120, hours_ago=1)
     with HindsightApi(live_server.url) as api:
-        set_backend(ToolBackend(api=api, default_bank=BANK))
-        answer = sync_retain(content="Dana joined and prefers email.")
+        answer = _sync_retain(api, content="Dana joined and prefers email.")
     assert answer["status"] == "accepted" and "budget" in answer["message"], answer
     assert answer["parked"]["reason"] == "llm_token_budget" and answer["parked"]["until"]
     op = Operation.objects.get(id=answer["operation_id"])
@@ -34,7 +45,6 @@ def test_sync_retain_on_a_spent_bank_answers_accepted_with_the_parked_operation(
 
     # Verbatim spends nothing: stored at once, as before.
     with HindsightApi(live_server.url) as api:
-        set_backend(ToolBackend(api=api, default_bank=BANK))
-        stored = sync_retain(content="Erin joined in May.", strategy="verbatim")
+        stored = _sync_retain(api, content="Erin joined in May.", strategy="verbatim")
     assert stored == {"status": "completed", "message": "Memory stored successfully",
                       "items_count": 1}
