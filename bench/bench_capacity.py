@@ -30,7 +30,7 @@ It prints the figures next to upstream 1.1.0's as measured earlier on a 2-core m
 (``WORKER_MAX_SLOTS=64``, ``UPSTREAM`` below) — or, with ``--upstream``, next to upstream
 measured in the same run (``UpstreamCapacity``: hindsight-api-slim 1.1.0 from its own virtualenv,
 ``--upstream-venv``, against an embedded PostgreSQL and the same scripted LLM) — with the ratios
-and the targets (≥ 3× refreshes/s, ≤ 1.5× peak PSS, ≤ ⅓ CPU per refresh).
+and the targets (≥ 5× refreshes/s, ≤ 1.0× peak PSS, ≤ 0.4× CPU per refresh).
 
     .venv/bin/python -m bench.bench_capacity
     .venv/bin/python -m bench.bench_capacity --upstream   # and upstream 1.1.0, same run
@@ -706,9 +706,9 @@ def report(result: dict[str, Any]) -> str:
         cpu_high = result["cpu_per_refresh"] / reference["cpu_per_refresh"][0]
         against = "upstream measured in this run" if theirs else "upstream's least favourable run"
         lines += ["", f"targets against {against}: "
-                  f"refreshes/s ≥ 3× ({rps_low:.2f}×: {'met' if rps_low >= 3 else 'NOT met'}), "
-                  f"peak PSS ≤ 1.5× ({pss_high:.2f}×: {'met' if pss_high <= 1.5 else 'NOT met'}), "
-                  f"CPU/refresh ≤ ⅓ ({cpu_high:.2f}×: {'met' if cpu_high <= 1 / 3 else 'NOT met'})"]
+                  f"refreshes/s ≥ 5× ({rps_low:.2f}×: {'met' if rps_low >= 5 else 'NOT met'}), "
+                  f"peak PSS ≤ 1.0× ({pss_high:.2f}×: {'met' if pss_high <= 1.0 else 'NOT met'}), "
+                  f"CPU/refresh ≤ 0.4× ({cpu_high:.2f}×: {'met' if cpu_high <= 0.4 else 'NOT met'})"]
     return "\n".join(lines)
 
 
