@@ -22,8 +22,8 @@ from hindsight.infra.vocabulary import LIST_TAGS_MATCH_MODES
 from hindsight.surfaces.cli import render
 from hindsight.surfaces.cli.app import (
     Bank,
-    Output,
     OutputOpt,
+    _answer,
     _settings,
     _show,
     _tags,
@@ -60,13 +60,6 @@ def _directives(body: dict[str, Any]) -> None:
          ("content", [d["content"] for d in items])],
         keep_first=["name", "priority", "content", "active", "tags"],
     ))
-
-
-def _answer(settings: Any, output: Output | None, result: Any, text: str) -> None:
-    if settings.output_for(output) is Output.json:
-        render.emit_json(result)
-    else:
-        render.message(text)
 
 
 @directive_app.command("list")

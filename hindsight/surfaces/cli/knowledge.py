@@ -32,6 +32,7 @@ from hindsight.surfaces.cli.app import (
     Output,
     OutputOpt,
     WaitOpt,
+    _answer,
     _create_and_follow,
     _settings,
     _show,
@@ -87,14 +88,6 @@ def _hits(body: dict[str, Any]) -> None:
         render.out.print(f"  {' '.join(hit['snippet'].split())[:160]}", markup=False)
     if not body["results"]:
         render.message("no pages match")
-
-
-def _answer(settings: Any, output: Output | None, result: Any, text: str) -> None:
-    """The server's answer as JSON, or one line saying what was done."""
-    if settings.output_for(output) is Output.json:
-        render.emit_json(result)
-    else:
-        render.message(text)
 
 
 def _bundle(body: dict[str, Any]) -> None:

@@ -20,7 +20,15 @@ import typer
 
 from hindsight.infra.vocabulary import WEBHOOK_EVENTS
 from hindsight.surfaces.cli import render
-from hindsight.surfaces.cli.app import Bank, Output, OutputOpt, _settings, _show, _tags, _true_false
+from hindsight.surfaces.cli.app import (
+    Bank,
+    OutputOpt,
+    _answer,
+    _settings,
+    _show,
+    _tags,
+    _true_false,
+)
 
 webhook_app = typer.Typer(help="Webhooks: a bank's events sent to a URL of yours, signed.",
                           no_args_is_help=True)
@@ -66,13 +74,6 @@ def _deliveries(body: dict[str, Any]) -> None:
     ))
     if body.get("next_cursor"):
         render.message(f"more: --cursor {body['next_cursor']}")
-
-
-def _answer(settings: Any, output: Output | None, result: Any, text: str) -> None:
-    if settings.output_for(output) is Output.json:
-        render.emit_json(result)
-    else:
-        render.message(text)
 
 
 def _headers(values: list[str] | None) -> dict[str, str]:
