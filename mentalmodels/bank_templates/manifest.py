@@ -15,7 +15,7 @@ as every body here is answered (upstream answers a 400 with the same problems in
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,6 +23,7 @@ import jsonschema
 
 from hindsight.banks import bankconfig
 from hindsight.infra.edge.problems import expected, problem
+from hindsight.infra.edge.serializers import nul_errors
 from hindsight.infra.errors import FieldError, FieldErrors
 from mentalmodels.bank_templates.schema import CURRENT_VERSION, manifest_schema
 from mentalmodels.services import mental_model_id_problem
@@ -125,22 +126,6 @@ def _schema_problems(data: Any) -> list[dict[str, object]]:
     return errors
 
 
-def _text_problems(data: Any, loc: Loc) -> Iterator[dict[str, object]]:
-    """Strings PostgreSQL cannot store: a NUL character (a lone surrogate never gets this far:
-    the body's parser refuses it, ``hindsight.infra.edge.parsers``)."""
-    stack: list[tuple[Any, Loc]] = [(data, loc)]
-    while stack:
-        value, where = stack.pop()
-        if isinstance(value, str):
-            if "\x00" in value:
-                yield problem("null_characters", where)
-        elif isinstance(value, dict):
-            stack.extend((k, where) for k in value)
-            stack.extend((v, (*where, k)) for k, v in value.items())
-        elif isinstance(value, list):
-            stack.extend((v, (*where, i)) for i, v in enumerate(value))
-
-
 def _blank(item: dict[str, Any], key: str, loc: Loc) -> list[dict[str, object]]:
     if not item[key].strip():
         return [problem("blank", (*loc, key))]
@@ -210,7 +195,7 @@ def manifest_parse(data: Any) -> Manifest:
     """The manifest ``data`` (decoded JSON) describes, or ``ManifestInvalid`` with every problem."""
     if not isinstance(data, dict):
         raise ManifestInvalid([problem("dict_type", [])])
-    errors = _schema_problems(data) or list(_text_problems(data, ()))
+    errors = _schema_problems(data) or nul_errors(data, [])
     if errors:
         raise ManifestInvalid(errors)
     errors = _version_problems(data["version"])
