@@ -105,16 +105,22 @@ def refresh_persist(plan: Plan, decided: Outcome, trace: dict[str, Any], job: Jo
                 setattr(model, key, value)
             fields += list(embedding)
         if content_changes or (decided.document is not None and decided.document != model.document):
-            # docs/behaviour.md#the-document: what is stored renders to what is read, on every write.
-            document = decided.document if decided.document is not None else (
-                split(model.content).as_json() if model.content else None)
-            if render_json(document) != model.content:
-                raise RuntimeError("refusing to store a document that does not render the content")
-            model.document = document
+            model.document = _document_of(decided)
             fields.append("document")
         model.save(update_fields=fields)
         mental_model_refreshed(before=plan.model, after=model, operation_id=job.operation.id,
                                outcome=decided.outcome, mode=plan.effective_mode)
+
+
+def _document_of(decided: Outcome) -> dict[str, Any] | None:
+    """The structured document to store (or propose) with ``decided.content``: the refresh's own,
+    else the content split afresh. docs/behaviour.md#the-document: what is stored renders to what
+    is read, on every write."""
+    document = decided.document if decided.document is not None else (
+        split(decided.content).as_json() if decided.content else None)
+    if render_json(document) != decided.content:
+        raise RuntimeError("refusing to store a document that does not render the content")
+    return document
 
 
 def _propose(plan: Plan, decided: Outcome, trace: dict[str, Any], job: Job,
@@ -123,10 +129,7 @@ def _propose(plan: Plan, decided: Outcome, trace: dict[str, Any], job: Job,
     review; a document that only gained ids reads the same and is stored as usual)."""
     if decided.content == (model.content or ""):
         return False
-    document = decided.document if decided.document is not None else (
-        split(decided.content).as_json() if decided.content else None)
-    if render_json(document) != decided.content:
-        raise RuntimeError("refusing to propose a document that does not render the content")
+    document = _document_of(decided)
     proposal_record(
         model=model,
         content=decided.content,
