@@ -740,14 +740,12 @@ class _Import:
 
     def _write_directives(self) -> None:
         plan = self.plan
-        ids = [str(d.get("id")) for d in plan.directives if _UUID.fullmatch(str(d.get("id") or ""))]
-        taken = {str(i) for i in Directive.objects.filter(id__in=ids).values_list("id", flat=True)}
+        id_of = _ids_kept(Directive, plan.directives)
         units = []
         for row in plan.directives:
             where = f"directive {row.get('name')!r}"
-            keep = _UUID.fullmatch(str(row.get("id") or "")) and str(row["id"]) not in taken
             units.append(Directive(
-                id=uuid.UUID(str(row["id"])) if keep else uuid.uuid4(),
+                id=id_of(row),
                 bank_id=plan.target_bank_id, name=row["name"], content=row["content"],
                 priority=int(row.get("priority") or 0), is_active=bool(row.get("is_active", True)),
                 tags=_strings(row.get("tags"), where),
@@ -770,14 +768,12 @@ class _Import:
         """A bank's webhooks come back as they were: the URL, the secret, the events, enabled
         or not (the SSRF guard still checks every delivery)."""
         plan = self.plan
-        ids = [str(w.get("id")) for w in plan.webhooks if _UUID.fullmatch(str(w.get("id") or ""))]
-        taken = {str(i) for i in Webhook.objects.filter(id__in=ids).values_list("id", flat=True)}
+        id_of = _ids_kept(Webhook, plan.webhooks)
         units = []
         for row in plan.webhooks:
             where = f"webhook {row.get('url')!r}"
-            keep = _UUID.fullmatch(str(row.get("id") or "")) and str(row["id"]) not in taken
             units.append(Webhook(
-                id=uuid.UUID(str(row["id"])) if keep else uuid.uuid4(),
+                id=id_of(row),
                 bank_id=plan.target_bank_id, url=row["url"], secret=row.get("secret") or None,
                 event_types=_strings(row.get("event_types"), where),
                 enabled=bool(row.get("enabled", True)), http_config=row["http_config"],
@@ -893,3 +889,15 @@ def bank_import(*, path: str, request: ImportRequest, progress: Progress | None 
         finally:
             os.unlink(vectors_path)
 
+
+def _ids_kept(model: Any, rows: list[dict[str, Any]]) -> Callable[[dict[str, Any]], uuid.UUID]:
+    """Each row's id: the archive's when it is a UUID no row of ``model`` holds yet (one query
+    for them all), else a new one."""
+    ids = [str(r.get("id")) for r in rows if _UUID.fullmatch(str(r.get("id") or ""))]
+    taken = {str(i) for i in model.objects.filter(id__in=ids).values_list("id", flat=True)}
+
+    def id_of(row: dict[str, Any]) -> uuid.UUID:
+        raw = str(row.get("id") or "")
+        return uuid.UUID(raw) if _UUID.fullmatch(raw) and raw not in taken else uuid.uuid4()
+
+    return id_of
