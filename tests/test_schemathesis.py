@@ -124,10 +124,14 @@ def _known_ids_half_the_time(context: Any, path_parameters: dict[str, Any]) -> A
 
 
 def _resolve_known_ids(case: Any) -> None:
+    marked = {key: value[len(_MARK):] for key, value in (case.path_parameters or {}).items()
+              if isinstance(value, str) and value.startswith(_MARK)}
+    if not marked:  # the rows matter only to a case that points at them
+        return
     ids = _seed()
-    for key, value in list((case.path_parameters or {}).items()):
-        if isinstance(value, str) and value.startswith(_MARK) and value[len(_MARK):] in ids:
-            case.path_parameters[key] = ids[value[len(_MARK):]]
+    for key, name in marked.items():
+        if name in ids:
+            case.path_parameters[key] = ids[name]
 
 
 # Loaded at import (one pytest item per operation): the document is generated in-process and

@@ -51,9 +51,14 @@ def _valid(schema: dict[str, Any]) -> Any:
             "object": {}}.get(schema.get("type"), "x")
 
 
+# One server for every call, as the API's MCP endpoint keeps one per tool set (building one
+# registers every tool's argument model: a tenth of a second each time).
+SERVER = build_server()
+
+
 def _tools() -> dict[str, dict[str, Any]]:
     async def main() -> dict[str, dict[str, Any]]:
-        return {t.name: t.input_schema for t in await build_server().list_tools()}
+        return {t.name: t.input_schema for t in await SERVER.list_tools()}
 
     return anyio.run(main)
 
@@ -98,7 +103,7 @@ def _call(name: str, cases: list[tuple[str, Any]]) -> tuple[str, list[tuple[Any,
     async def main() -> list[tuple[str, Any, bool, str, bool]]:
         set_backend(ToolBackend(api=api))  # type: ignore[arg-type]  # the recording fake
         answers = []
-        async with Client(build_server(), read_timeout_seconds=30) as client:
+        async with Client(SERVER, read_timeout_seconds=30) as client:
             alone = await client.call_tool(name, base)
             answers.append(("", None, alone.is_error, alone.content[0].text, bool(api.calls)))
             for arg, value in cases:
