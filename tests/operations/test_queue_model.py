@@ -39,10 +39,10 @@ def _db_now():
         return cursor.fetchone()[0]
 
 
-def _one(key: str, status: str) -> Operation | None:
-    rows = list(Operation.objects.filter(dedupe_key=key, status=status))
-    assert len(rows) <= 1, f"{len(rows)} {status} operations for {key}"
-    return rows[0] if rows else None
+def _one(rows: list[Operation], key: str, status: str) -> Operation | None:
+    matching = [op for op in rows if op.dedupe_key == key and op.status == status]
+    assert len(matching) <= 1, f"{len(matching)} {status} operations for {key}"
+    return matching[0] if matching else None
 
 
 @pytest.mark.django_db
@@ -69,11 +69,14 @@ def test_queue_invariants_hold_for_any_sequence_of_actions(steps, settings, sent
         recovery_threshold_seconds=30.0)
     Operation.objects.all().delete()
     Bank.objects.get_or_create(id="hb")
+    # Every row, read once after each step: the invariants are checked on it, and it is the
+    # state the next step starts from (nothing else writes in between).
+    rows = list(Operation.objects.all())
 
     for step in steps:
         kind, key = step[0], step[1]
-        pending_before = _one(key, PENDING)
-        processing_before = _one(key, PROCESSING)
+        pending_before = _one(rows, key, PENDING)
+        processing_before = _one(rows, key, PROCESSING)
 
         if kind == "submit":
             automatic, parked = step[2], step[3]
@@ -141,13 +144,14 @@ def test_queue_invariants_hold_for_any_sequence_of_actions(steps, settings, sent
                 heartbeat_at=_db_now() - timedelta(seconds=31))
             report = operations_recover()
             assert processing_before.id in [r.operation.id for r in report.recovered]
-            assert _one(key, PROCESSING) is None
+            assert _one(list(Operation.objects.all()), key, PROCESSING) is None
 
         # Invariants after every step, for every key.
+        rows = list(Operation.objects.all())
         for k in KEYS:
-            _one(k, PENDING)
-            _one(k, PROCESSING)
-        for op in Operation.objects.all():
+            _one(rows, k, PENDING)
+            _one(rows, k, PROCESSING)
+        for op in rows:
             assert op.retry_count <= MAX_RETRIES
             if op.status in (COMPLETED, FAILED, CANCELLED):
                 assert op.completed_at is not None
