@@ -12,7 +12,8 @@ every call in 50–300 ms. Then, for ``--duration`` seconds, over the HTTP API:
 - faults: SIGKILL of worker children (each holding a refresh, caught waiting on its LLM; some
   right after a PATCH superseded that refresh, ``--edit-kills``) and of whole worker processes
   (a new one is started each time), one broker restart (Valkey killed, its queue lost with it)
-  and one PostgreSQL crash-restart (immediate shutdown).
+  and one PostgreSQL crash-restart (immediate shutdown). A worker process that ends by itself
+  (a broker restart can end one) is named in the faults and replaced at once.
 
 Then it drains and prints the report; every count marked ``must be 0`` that is not makes the
 exit code 1. What each count means:
@@ -41,18 +42,19 @@ exit code 1. What each count means:
 
 ``--cuts`` runs network cuts instead (``CutRun``): one worker reaches PostgreSQL and the broker
 only through ``bench.netcut`` proxies. ``--cut-count`` times, while that worker runs a refresh
-(caught waiting on its LLM), both proxies hold its bytes for ``--cut-seconds`` — longer than its
-key lock's TTL and the sweep's silence threshold — then deliver them, late. Its peers must take
-the refresh over while it is cut off; its late statements must never land: no answer the LLM
-gave the cut worker for that model from the cut on may ever be the model's content (a stale
-write); it must serve again after the heal (LLM answers to it, for other models); nothing may be
-stuck after the drain. Reported: the takeover times (cut → the refresh's lease named by a peer,
+(caught waiting on its LLM), both proxies hold its bytes for ``--cut-seconds`` (with
+``--heal-when-done``: until a peer has taken the refresh over and finished it, at most that long)
+— longer than its key lock's TTL and the sweep's silence threshold — then deliver them, late.
+Its peers must take the refresh over while it is cut off; its late statements must never land:
+no answer the LLM gave the cut worker for that model from the cut on may ever be the model's
+content (a stale write); it must serve again after the heal (LLM answers to it, for other
+models); nothing may be stuck after the drain. Reported: the takeover times (cut → the refresh's lease named by a peer,
 or the operation final).
 
     .venv/bin/python -m bench.chaos                   # 50 models, 150 s, 3 workers
     .venv/bin/python -m bench.chaos --quick           # the bounded size (make test runs it)
     .venv/bin/python -m bench.chaos --models 20 --duration 60 --workers 2 --seed 3 --json r.json
-    .venv/bin/python -m bench.chaos --cuts --quick    # one 12 s cut (make test runs it)
+    .venv/bin/python -m bench.chaos --cuts --quick    # one cut, at most 12 s (make test runs it)
     .venv/bin/python -m bench.chaos --review --quick  # the load and faults with review on
 
 ``--review`` runs the same load and faults with every model under review (``ReviewRun``; the
@@ -131,6 +133,7 @@ class Chaos:
         self.banks = ["chaos-a", "chaos-b"]
         self.models: list[tuple[str, str, str]] = []  # (bank, id, kind)
         self.stop_load = threading.Event()
+        self.ended: set[int] = set()  # worker processes whose end is known (killed here)
 
     # HTTP ------------------------------------------------------------------------------------
 
@@ -328,6 +331,7 @@ class Chaos:
             pids = {worker.pid, *(p for p, w in children.items() if w is worker)}
             held = {pid: holders[pid] for pid in pids if pid in holders}
             started = time.time()
+            self.ended.add(worker.pid)
             worker.kill()
             self.stack.start_worker()
             what = f"SIGKILL worker process {worker.name} ({len(held)} refresh(es) held)"
@@ -385,6 +389,7 @@ class Chaos:
             workers = {w.pid: w for w in self.stack.live_workers()}
             started = time.time()
             if pid in workers:  # a threads-pool worker runs its jobs in its own process
+                self.ended.add(pid)
                 workers[pid].kill()
                 self.stack.start_worker()
             else:
@@ -438,8 +443,26 @@ class Chaos:
         while not self.stop_monitor.wait(0.1):
             try:
                 self._check_recoveries()
+                self._replace_exited_workers()
             except Exception as exc:  # keep measuring; say why a sample was missed
                 log(f"recovery monitor: {exc!r}")
+
+    def _replace_exited_workers(self) -> None:
+        """A worker process that ended by itself (none of the faults here ends one without
+        starting another) is named in the faults and replaced, as a deployment's supervisor
+        would: a broker restart can end a worker (Celery's "Unrecoverable error"), and without
+        a replacement the rest of the load would run, and the faults after it would be looked
+        for, with no worker at all."""
+        for worker in list(self.stack.workers):
+            if worker.pid in self.ended or worker.alive():
+                continue
+            self.ended.add(worker.pid)
+            what = (f"worker process {worker.name} exited by itself "
+                    f"(code {worker.process.returncode}); replaced")
+            with self.t.lock:
+                self.t.faults.append(what)
+            log(what)
+            self.stack.start_worker()
 
     def _check_recoveries(self) -> None:
         with self.t.lock:
@@ -514,7 +537,7 @@ class Chaos:
                                 "WHERE status IN ('pending', 'processing')")
             if rows and rows[0][0] == 0:
                 break
-            time.sleep(0.5)
+            time.sleep(0.2)
         self.drained_at = self.db_rows("SELECT clock_timestamp()")[0][0]
         return time.monotonic() - started
 
@@ -707,7 +730,7 @@ class Chaos:
         self.stop_monitor = threading.Event()
         try:
             log(f"starting the stack in {self.scratch}")
-            self.stack.start(self.args.workers)
+            self.stack.start(self.args.workers, api_workers=self.args.api_workers)
             log(f"stack up: API {self.stack.base_url}, {self.args.workers} worker(s) "
                 f"x {self.args.concurrency}")
             self.create_models()
@@ -726,7 +749,7 @@ class Chaos:
                 result["llm_outage"] = self.outage()
             return result
         finally:
-            self.stack.stop()
+            self.stack.discard()
             self.llm.server.stop()
 
 
@@ -742,7 +765,7 @@ class Cut:
     fence: int  # the cut worker's claim
     pids: set[int]  # the cut worker's processes (a prefork pool's children claim)
     started: float = 0.0
-    healed: float = 0.0
+    healed: float = 0.0  # ``--cut-seconds`` later, or sooner with ``--heal-when-done``
     takeover_s: float | None = None  # cut → a peer's claim of the refresh (or it is final)
     final_status: str | None = None
 
@@ -760,8 +783,7 @@ class CutRun(Chaos):
         stack = self.stack
         stack.start_servers()
         stack.migrate(verbosity=0)
-        stack.start_api(workers=2, threads=4, timeout=60, log_level="warning",
-                        access_log=str(stack.access_log), access_format="%(m)s %(U)s %(s)s")
+        stack.start_chaos_api(self.args.api_workers)
         stack.start_beat(max_interval=1)
         for _ in range(max(1, self.args.workers - 1)):
             stack.start_worker()
@@ -837,13 +859,19 @@ class CutRun(Chaos):
                     or (lease[0] and holder_pid(lease[0]) not in cut.pids)):
                 cut.takeover_s = time.time() - cut.started
                 log(f"taken over after {cut.takeover_s:.1f} s (holder {lease[0]}, {lease[2]})")
+            # Once a peer finished the refresh (the cut worker, cut off, can end nothing), the
+            # held bytes arrive after its write, as they would after the whole cut.
+            if (self.args.heal_when_done and cut.takeover_s is not None
+                    and lease is not None and lease[2] in FINAL):
+                break
             time.sleep(0.1)
         self.links.heal()
         cut.healed = time.time()
-        log("healed: what was held delivered, connections accepted again")
+        log(f"healed after {cut.healed - cut.started:.1f} s: what was held delivered, "
+            "connections accepted again")
         cut.final_status = self.wait_final(cut.operation, 60)
         self.cuts.append(cut)
-        self.t.faults.append(f"cut {cut.model} for {self.args.cut_seconds:g} s")
+        self.t.faults.append(f"cut {cut.model} for {cut.healed - cut.started:.1f} s")
 
     def serve_again(self, healed: float, timeout: float = 45.0) -> int:
         """Refreshes of the models no cut touched, in bursts, until the cut worker answers
@@ -910,7 +938,7 @@ class CutRun(Chaos):
             passed = not failures(result)
             return result
         finally:
-            self.stack.stop()
+            self.stack.discard()
             if self.links is not None:
                 self.links.stop()
             self.llm.server.stop()
@@ -937,6 +965,7 @@ class CutRun(Chaos):
             "faults": self.t.faults,
             "cuts": [{"model": c.model, "operation": c.operation, "cut_worker_fence": c.fence,
                       "takeover_s": None if c.takeover_s is None else round(c.takeover_s, 2),
+                      "held_s": round(c.healed - c.started, 2),
                       "final_status": c.final_status} for c in self.cuts],
             "takeover_s": {"p50": round(statistics.median(times), 2) if times else None,
                            "max": round(max(times), 2) if times else None},
@@ -1116,6 +1145,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--duration", type=float, default=150.0, help="seconds of load")
     parser.add_argument("--workers", type=int, default=3, help="worker processes (2-4)")
     parser.add_argument("--concurrency", type=int, default=2, help="pool slots each")
+    parser.add_argument("--api-workers", type=int, default=2,
+                        help="gunicorn processes of the API (8 request threads in all)")
     parser.add_argument("--pool", choices=("prefork", "threads"), default="prefork",
                         help="the workers' Celery pool; threads: a child kill becomes a "
                              "worker-process kill (a thread cannot be killed alone)")
@@ -1134,7 +1165,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--quick", action="store_true",
                         help="the bounded size: 6 models, 25 s, 2 workers, one child kill, one "
                              "kill after an edit, one broker restart, no PostgreSQL restart, no "
-                             "worker-process kill")
+                             "worker-process kill, one API process; with --cuts: 4 models, one "
+                             "cut of at most 12 s, healed once a peer finished its refresh")
     parser.add_argument("--cuts", action="store_true",
                         help="network cuts instead: a worker behind proxies to PostgreSQL and "
                              "the broker, cut off while it runs a refresh (CutRun)")
@@ -1145,6 +1177,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--cut-seconds", type=float, default=15.0,
                         help="how long a cut holds the bytes (above the lock TTL and the "
                              "sweep's silence threshold of the chaos timings)")
+    parser.add_argument("--heal-when-done", action="store_true",
+                        help="heal a cut as soon as a peer has taken its refresh over and "
+                             "finished it (at most --cut-seconds)")
     parser.add_argument("--review", action="store_true",
                         help="every model under review, a reviewer approving and rejecting its "
                              "proposals during the faults (ReviewRun)")
@@ -1156,13 +1191,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         args.postgres_restart = False  # no crash-restart here: a throw-away PostgreSQL
         if args.quick:
             args.models, args.workers, args.cut_count, args.cut_seconds = 4, 2, 1, 12.0
-            args.drain_timeout = 60.0
+            args.drain_timeout, args.api_workers, args.heal_when_done = 60.0, 1, True
         return args
     if args.quick:
         args.models, args.duration, args.workers, args.refreshes = 6, 25.0, 2, 2
         args.child_kills, args.worker_kills, args.postgres_restart = 1, 0, False
         args.edit_kills = 1
-        args.paused_seconds, args.drain_timeout = 4.0, 60.0
+        args.paused_seconds, args.drain_timeout, args.api_workers = 4.0, 60.0, 1
     if args.pool == "threads":
         args.worker_kills, args.child_kills = args.worker_kills + args.child_kills, 0
     return args

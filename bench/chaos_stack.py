@@ -240,16 +240,22 @@ class Stack(devstack.Stack):
         self.pool = pool
         self.access_log = scratch / "access.log"  # "METHOD /path STATUS", one line a request
 
-    def start(self, workers: int) -> None:
+    def start(self, workers: int, api_workers: int = 2) -> None:
         self.start_servers()
         self.migrate(verbosity=0)
-        self.start_api(workers=2, threads=4, timeout=60, log_level="warning",
-                       access_log=str(self.access_log), access_format="%(m)s %(U)s %(s)s")
+        self.start_chaos_api(api_workers)
         self.start_beat(max_interval=1)
         for _ in range(workers):
             self.start_worker()
         self.wait_healthy(90)
         self.wait_workers_ready()
+
+    def start_chaos_api(self, processes: int = 2) -> None:
+        """The API under gunicorn: eight request threads in all, over ``processes`` processes
+        (each imports the whole service: one is a second of CPU less to start)."""
+        self.start_api(workers=processes, threads=max(1, 8 // processes), timeout=60,
+                       log_level="warning", access_log=str(self.access_log),
+                       access_format="%(m)s %(U)s %(s)s")
 
     def start_worker(  # type: ignore[override]
         self, env: dict[str, str] | None = None
@@ -261,6 +267,15 @@ class Stack(devstack.Stack):
         """A worker that reaches PostgreSQL and the broker only through ``links`` and names
         itself to the LLM as ``CUT_SENDER`` (its requests are told apart)."""
         return self.start_worker(env=links.env(self))
+
+    def discard(self) -> None:
+        """The end of a throw-away run, its report made: every process SIGKILLed (a warm
+        shutdown of the workers alone takes seconds, and nothing is left to check), then the
+        servers stopped."""
+        for process in self.processes():
+            with contextlib.suppress(Exception):
+                process.kill()
+        self.stop()
 
     def children(self) -> dict[int, devstack.Process]:
         return {child: w for w in self.live_workers() for child in w.children()}

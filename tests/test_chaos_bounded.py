@@ -1,11 +1,12 @@
 """The chaos run at its bounded size (``python -m bench.chaos --quick``), as part of ``make test``.
 
-Its own stack (embedded PostgreSQL and Valkey, gunicorn, two Celery worker processes of two
-prefork children, beat, the scripted LLM at 50–300 ms), six models (full, tagged, delta,
-``refresh_after_consolidation``, cron with a rate floor) refreshed in rounds while retains
-arrive, a SIGKILL of a worker child holding a refresh, another right after a PATCH superseded
-its refresh, one broker restart, PATCHes during refreshes and an LLM outage. Every count that
-must be 0 is asserted 0, so a regression names the guarantee it broke. About a minute on 2
+Its own stack (embedded PostgreSQL and Valkey, gunicorn with one process, two Celery worker
+processes of two prefork children, beat, the scripted LLM at 50–300 ms), six models (full,
+tagged, delta, ``refresh_after_consolidation``, cron with a rate floor) refreshed in rounds
+while retains arrive, a SIGKILL of a worker child holding a refresh, another right after a
+PATCH superseded its refresh, one broker restart, PATCHes during refreshes and an LLM outage.
+(A worker process the broker restart ends is named in the faults and replaced.) Every count
+that must be 0 is asserted 0, so a regression names the guarantee it broke. About 50 s on 2
 cores.
 """
 
