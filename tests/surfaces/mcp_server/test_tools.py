@@ -10,6 +10,7 @@ data so every clone checks it without upstream installed.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import anyio
@@ -335,6 +336,7 @@ def _kind(tool: Any) -> str:
     return DESTRUCTIVE if hints.destructive_hint else WRITE
 
 
+@functools.cache  # the tools a server offers: building one is ~0.1 CPU-second
 def _listed(one_bank: bool) -> dict[str, Any]:
     async def main() -> dict[str, Any]:
         return {t.name: t for t in await build_server(one_bank=one_bank).list_tools()}
