@@ -46,6 +46,9 @@ app.config_from_object("django.conf:settings", namespace="CELERY")
 # from a step restarted on the closed connection), and a deployment whose broker was away that
 # long has no worker left when it returns.
 app.conf.broker_connection_max_retries = None
+# And a broker lost while a message is unacknowledged (a task running, or prefetched) does not end
+# the worker either (``hindsight.project.consumer``).
+app.conf.worker_consumer = "hindsight.project.consumer:Consumer"
 app.autodiscover_tasks()
 
 # Import after the app exists: the step module needs nothing of Django.
