@@ -74,9 +74,25 @@ def _start(env: dict[str, str], log_path: Path, web_workers: int = 1,
         )
 
 
+def _manage_started(env: dict[str, str], *args: str) -> subprocess.Popen[str]:
+    """``manage.py ARGS`` started, not awaited: each sets Django up for seconds, which the
+    start-up test spends on its other checks of the stack meanwhile."""
+    return subprocess.Popen([sys.executable, "manage.py", *args], cwd=ROOT, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _finished(started: subprocess.Popen[str]) -> subprocess.CompletedProcess[str]:
+    try:
+        stdout, stderr = started.communicate(timeout=120)
+    except subprocess.TimeoutExpired:
+        started.kill()
+        started.communicate()
+        raise
+    return subprocess.CompletedProcess(started.args, started.returncode, stdout, stderr)
+
+
 def _manage(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=120)
+    return _finished(_manage_started(env, *args))
 
 
 def _get(url: str, opener: urllib.request.OpenerDirector | None = None
@@ -115,6 +131,12 @@ def _admin_login(base: str, username: str, password: str) -> tuple[urllib.reques
     return opener, jar
 
 
+def _inspect(probe: Any) -> Any:
+    """Asks the run's two workers (the ping census found them): the answer is back once both
+    replied, not after a fixed collection window."""
+    return probe.control.inspect(timeout=10.0, limit=2)
+
+
 def _retained_on_the_cpu_worker(base_url: str, probe: Any) -> None:
     """An async retain runs on the CPU queue's worker, none on the other (Celery's own count of
     the tasks each worker ran)."""
@@ -128,11 +150,17 @@ def _retained_on_the_cpu_worker(base_url: str, probe: Any) -> None:
     _wait(lambda: _get(f"{base_url}/v1/default/banks/devstack-cpu/operations/{operation_id}")[2]
           .find(b'"completed"') >= 0, 60, "the async retain to complete")
     ran = {node.split("@")[0]: stats["total"].get("operations.run", 0)
-           for node, stats in (probe.control.inspect(timeout=2.0).stats() or {}).items()}
+           for node, stats in (_inspect(probe).stats() or {}).items()}
     assert ran == {"celery": 0, "cpu": 1}, ran
 
 
-SESSION_PROBE = """
+# In a manage.py shell of another shell, nothing exported: the system checks, those that read
+# the database included (as `manage.py check --database default`: a failure raises, the shell
+# exits non-zero), pass against this run's servers, and a session the API made is valid here.
+# One Django start for both.
+STACK_PROBE = """
+from django.core.management import call_command
+call_command("check", databases=["default"])
 from django.contrib.auth import get_user_model
 from django.contrib.sessions.backends.db import SessionStore
 session = SessionStore(session_key={key!r})
@@ -161,12 +189,19 @@ def test_run_starts_embedded_servers_api_worker_and_beat_and_stops_on_ctrl_c(tmp
         blocker.close()
         blocked = False
     process = _start(env, log_path, web_workers=2)
+    # manage.py runs of another shell, started at once and awaited where their results count.
+    manage_runs: list[subprocess.Popen[str]] = []
     try:
         _wait(lambda: _health(port) or process.poll() is not None, 180, "the API")
         assert process.poll() is None, log_path.read_text()[-3000:]
         blocker.close()
         servers = json.loads((data_dir / "servers.json").read_text())
         assert servers["pid"] == process.pid
+        # manage.py in another shell, nothing exported: it finds this run's servers and key.
+        making = _manage_started({**env, "DJANGO_SUPERUSER_PASSWORD": "pw-for-test-only"},
+                                 "createsuperuser", "--noinput", "--username", "admin",
+                                 "--email", "admin@example.com")
+        manage_runs.append(making)
         printed = subprocess.run(
             [sys.executable, "-m", "hindsight.devstack", "env"], cwd=ROOT, env=env,
             capture_output=True, text=True, check=True,
@@ -195,12 +230,25 @@ def test_run_starts_embedded_servers_api_worker_and_beat_and_stops_on_ctrl_c(tmp
         # this run's two workers consume.
         exported = dict(re.findall(r"^export (\w+)=(\S+)$", printed, re.MULTILINE))
         consumed = {node.split("@")[0]: [queue["name"] for queue in queues] for node, queues in
-                    (probe.control.inspect(timeout=2.0).active_queues() or {}).items()}
+                    (_inspect(probe).active_queues() or {}).items()}
         assert consumed == {"celery": [exported["HINDSIGHT_API_TASK_QUEUE"]],
                             "cpu": [exported["HINDSIGHT_API_WORKER_CPU_QUEUE"],
                                     exported["HINDSIGHT_API_TASK_QUEUE"] + ".webhooks"],
                             }, consumed
         _retained_on_the_cpu_worker(base_url, probe)
+
+        made = _finished(making)
+        assert made.returncode == 0, made.stderr
+        # One key for every process: a session the API made is valid in another process
+        # (a manage.py shell), and every request of the session is let in, whichever of the
+        # two gunicorn workers answers it.
+        opener, jar = _admin_login(base_url, "admin", "pw-for-test-only")
+        session_key = next(c.value for c in jar if c.name == "sessionid")
+        probing = _manage_started(env, "shell", "-c", STACK_PROBE.format(key=session_key))
+        manage_runs.append(probing)
+        statuses = [_get(f"{base_url}/admin/", opener)[0] for _ in range(12)]
+        assert statuses == [200] * 12
+
         _wait(lambda: b"beat: Starting" in log_path.read_bytes(), 60, "celery-beat")
         # Beat's schedules (declared in code, created at migrate) reach the worker through Redis.
         _wait(lambda: b"operations.release_due" in log_path.read_bytes()
@@ -218,23 +266,9 @@ def test_run_starts_embedded_servers_api_worker_and_beat_and_stops_on_ctrl_c(tmp
                 assert asset.startswith("/static/"), asset
                 assert _get(base_url + asset)[0] == 200, asset
 
-        # manage.py in another shell, nothing exported: it finds this run's servers and key.
-        checked = _manage(env, "check", "--database", "default")
-        assert checked.returncode == 0, checked.stderr
-        made = _manage({**env, "DJANGO_SUPERUSER_PASSWORD": "pw-for-test-only"},
-                       "createsuperuser", "--noinput", "--username", "admin",
-                       "--email", "admin@example.com")
-        assert made.returncode == 0, made.stderr
-
-        # One key for every process: a session the API made is valid in another process
-        # (a manage.py shell), and every request of the session is let in, whichever of the
-        # two gunicorn workers answers it.
-        opener, jar = _admin_login(base_url, "admin", "pw-for-test-only")
-        session_key = next(c.value for c in jar if c.name == "sessionid")
-        probed = _manage(env, "shell", "-c", SESSION_PROBE.format(key=session_key))
+        probed = _finished(probing)
+        assert probed.returncode == 0, probed.stderr
         assert probed.stdout.strip().splitlines()[-1:] == ["OK"], probed.stdout + probed.stderr
-        statuses = [_get(f"{base_url}/admin/", opener)[0] for _ in range(12)]
-        assert statuses == [200] * 12
 
         # gunicorn's control socket lives with this checkout's data, not in ~/.gunicorn.
         socket_path = reachable_base(data_dir) / "gunicorn.ctl"
@@ -269,6 +303,10 @@ def test_run_starts_embedded_servers_api_worker_and_beat_and_stops_on_ctrl_c(tmp
         assert process.wait(60) == 0
     finally:
         blocker.close()
+        for started in manage_runs:
+            if started.poll() is None:
+                started.kill()
+                started.communicate()
         if process.poll() is None:
             # Its own shutdown stops gunicorn, the worker, beat and the servers; a SIGKILL
             # would leave them all running, orphaned.
