@@ -17,6 +17,8 @@ Payload keys (all optional):
 - ``wall``: the wall timeout of this job, in seconds;
 - ``finish_sleep``: seconds to wait inside ``job.finishing()`` (past the wall timeout: the
   alarm is disarmed there, so the job still completes);
+- ``finish_wake``: a Redis key that ends the ``finish_sleep`` wait early once it exists (a test
+  lets the job go on as soon as it has seen what it waited for);
 - ``effect``: write the effect row in the same transaction as the completion;
 - ``raise_on_fence_lost``: default true — false makes the handler swallow ``FenceLost`` (to check
   that the engine still refuses to complete).
@@ -33,6 +35,7 @@ from hindsight.infra.llm import get_llm
 from operations import walltimeout
 from operations.errors import FenceLost, OperationFailure
 from operations.jobs import Job
+from operations.locks import redis_client
 from operations.registry import register
 
 TEST_JOB = "test.job"
@@ -101,7 +104,7 @@ class TestJobHandler:
             try:
                 with job.finishing():
                     if payload.get("finish_sleep"):
-                        time.sleep(float(payload["finish_sleep"]))
+                        _finish_wait(float(payload["finish_sleep"]), payload.get("finish_wake"))
                     if payload.get("effect"):
                         with connection.cursor() as cursor:
                             cursor.execute(
@@ -141,6 +144,16 @@ class TestJobHandler:
                 cursor.execute(_END, [outcome, log_id])
         except Exception:  # a broken connection (wall timeout) must not hide the real error
             connection.close()
+
+
+def _finish_wait(seconds: float, wake: str | None) -> None:
+    """Sleep ``seconds``, or until the Redis key ``wake`` exists; the database session stays
+    idle inside the completion's transaction all the while."""
+    deadline = time.monotonic() + seconds
+    while (left := deadline - time.monotonic()) > 0:
+        if wake and redis_client().exists(wake):
+            return
+        time.sleep(min(left, 0.05))
 
 
 class TestCpuJobHandler(TestJobHandler):
