@@ -1,27 +1,29 @@
-"""Child process of the coalescing test: N threads, each with its own database connection,
-submit M times for one key starting at a shared wall-clock instant; prints the ids as JSON.
+"""Child process of the coalescing test: starts Django once, then forks PROCESSES processes; in
+each, THREADS threads, each with its own database connection, submit PER_THREAD times for one
+key. Every thread connects first and all start together (a barrier across the processes).
+Prints one JSON report: the processes' ids, every id the submits returned, any errors.
 
-Run: python -m tests.operations.coalesce_child KEY THREADS PER_THREAD START_AT
+Forked, not started: each is an OS process of its own with its own connections, as the test
+needs, without paying Django's start-up once per process (about a CPU-second each).
+
+Run: python -m tests.operations.coalesce_child KEY PROCESSES THREADS PER_THREAD
 (environment: HINDSIGHT_API_DATABASE_URL / _REDIS_URL / _TASK_QUEUE of the test).
 """
 
 from __future__ import annotations
 
 import json
+import multiprocessing
 import os
 import sys
 import threading
-import time
+from typing import Any
+
+# How long a thread waits for the others to connect before the run counts as failed.
+START_TIMEOUT_SECONDS = 60.0
 
 
-def main() -> None:
-    key, threads, per_thread, start_at = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), float(
-        sys.argv[4]
-    )
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "hindsight.project.settings")
-    import django
-
-    django.setup()
+def submitting_process(key: str, threads: int, per_thread: int, start: Any, reports: Any) -> None:
     from django.db import connection
 
     from operations.queue import operation_submit
@@ -29,13 +31,11 @@ def main() -> None:
     ids: list[str] = []
     errors: list[str] = []
     guard = threading.Lock()
-    barrier = threading.Barrier(threads)
 
     def submitter() -> None:
         try:
             connection.ensure_connection()
-            barrier.wait()
-            time.sleep(max(0.0, start_at - time.time()))
+            start.wait(START_TIMEOUT_SECONDS)
             for _ in range(per_thread):
                 result = operation_submit(
                     bank_id="coalesce-bank", operation_type="test.job", dedupe_key=key,
@@ -44,17 +44,48 @@ def main() -> None:
                 with guard:
                     ids.append(str(result.operation.id))
         except Exception as exc:  # reported to the parent, which fails the test
+            start.abort()  # the other threads stop waiting for one that will never come
             with guard:
                 errors.append(repr(exc))
         finally:
             connection.close()
 
-    workers = [threading.Thread(target=submitter) for _ in range(threads)]
-    for t in workers:
-        t.start()
-    for t in workers:
-        t.join()
-    print(json.dumps({"ids": ids, "errors": errors}))
+    try:
+        workers = [threading.Thread(target=submitter) for _ in range(threads)]
+        for t in workers:
+            t.start()
+        for t in workers:
+            t.join()
+    finally:  # the parent waits for one report per process
+        reports.put({"pid": os.getpid(), "ids": ids, "errors": errors})
+
+
+def main() -> None:
+    key, processes, threads, per_thread = sys.argv[1], *map(int, sys.argv[2:5])
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "hindsight.project.settings")
+    import django
+
+    django.setup()  # no connection opened yet: each forked process opens its own
+    import operations.queue  # noqa: F401  (imported once, before the fork)
+
+    context = multiprocessing.get_context("fork")
+    start = context.Barrier(processes * threads)
+    reports = context.SimpleQueue()
+    children = [context.Process(target=submitting_process,
+                                args=(key, threads, per_thread, start, reports))
+                for _ in range(processes)]
+    for child in children:
+        child.start()
+    received = [reports.get() for _ in children]  # before joining: a full pipe would block them
+    for child in children:
+        child.join()
+    lost = [child.exitcode for child in children if child.exitcode != 0]
+    print(json.dumps({
+        "pids": [r["pid"] for r in received],
+        "ids": [i for r in received for i in r["ids"]],
+        "errors": [e for r in received for e in r["errors"]]
+        + [f"a process exited with {code}" for code in lost],
+    }))
 
 
 if __name__ == "__main__":

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 
 import pytest
 from django.db import IntegrityError, transaction
@@ -25,29 +24,24 @@ def test_concurrent_submits_from_many_processes_create_exactly_one_pending_opera
     apply_test_settings(settings, task_queue="coalesce-test-nobody-consumes")
     Bank.objects.create(id="coalesce-bank")
     env = WorkerFactory(tmp_path, settings).env()
-    start_at = time.time() + 6.0  # every child connected and waiting by then
-    children = [
-        subprocess.Popen(
-            [sys.executable, "-m", "tests.operations.coalesce_child", "hot-key", str(THREADS),
-             str(PER_THREAD), str(start_at)],
-            cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        )
-        for _ in range(PROCESSES)
-    ]
-    ids: list[str] = []
+    # One child starts Django and forks the PROCESSES submitting processes (coalesce_child).
+    child = subprocess.Popen(
+        [sys.executable, "-m", "tests.operations.coalesce_child", "hot-key", str(PROCESSES),
+         str(THREADS), str(PER_THREAD)],
+        cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )
     try:
-        for child in children:
-            out, err = child.communicate(timeout=120)
-            assert child.returncode == 0, err.decode()[-2000:]
-            report = json.loads(out.decode().strip().splitlines()[-1])
-            assert report["errors"] == []
-            ids.extend(report["ids"])
+        out, err = child.communicate(timeout=120)
+        assert child.returncode == 0, err.decode()[-2000:]
+        report = json.loads(out.decode().strip().splitlines()[-1])
+        assert report["errors"] == []
+        ids = report["ids"]
     finally:
-        for child in children:
-            if child.poll() is None:
-                child.kill()
+        if child.poll() is None:
+            child.kill()
         _purge_queue(env["HINDSIGHT_API_REDIS_URL"], "coalesce-test-nobody-consumes")
 
+    assert len(set(report["pids"]) - {child.pid}) == PROCESSES  # processes of their own
     assert len(ids) == PROCESSES * THREADS * PER_THREAD
     pending = list(Operation.objects.filter(dedupe_key="hot-key"))
     assert len(pending) == 1 and pending[0].status == PENDING
