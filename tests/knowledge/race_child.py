@@ -1,31 +1,36 @@
-"""Child process of the tree race test: moves folder MOVER under folder TARGET and back to the
-root, ITERATIONS times, starting at a shared wall-clock instant; prints a JSON report.
+"""Child process of the tree race test: starts Django once, then forks two processes: one moves
+folder A under folder B and back to the root, the other B under A and back, ITERATIONS times
+each, both starting together (a barrier, once each is connected); prints their two JSON reports
+as a list.
 
 ``service`` moves through ``knowledge_node_update`` (the tree lock, then the checks); ``raw``
 writes the rows past the services — it reads the tree, sees no cycle, waits a moment (the window
 a racing writer needs) and updates ``parent_id``: only the database's trigger stands between two
 such writers and a cycle.
 
-Run: python -m tests.knowledge.race_child MODE BANK MOVER TARGET ITERATIONS START_AT
+Forked, not started: each racer is an OS process of its own with its own connection, without
+paying Django's start-up twice.
+
+Run: python -m tests.knowledge.race_child MODE BANK A B ITERATIONS
 (environment: HINDSIGHT_API_DATABASE_URL of the test).
 """
 
 from __future__ import annotations
 
 import json
+import multiprocessing
 import os
 import sys
 import time
+from typing import Any
+
+# How long a racer waits for the other to connect before the run counts as failed.
+START_TIMEOUT_SECONDS = 60.0
 
 
-def main() -> None:
-    mode, bank, mover, target = sys.argv[1:5]
-    iterations, start_at = int(sys.argv[5]), float(sys.argv[6])
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "hindsight.project.settings")
-    import django
-
-    django.setup()
-    from django.db import IntegrityError, transaction
+def race(mode: str, bank: str, mover: str, target: str, iterations: int, start: Any,
+         reports: Any) -> None:
+    from django.db import IntegrityError, connection, transaction
 
     from hindsight.infra.errors import BadRequest
     from mentalmodels.knowledge.models import KnowledgeNode
@@ -47,22 +52,56 @@ def main() -> None:
         knowledge_node_update(bank_id=bank, node_id=mover, update=NodeUpdate(parent_id=parent))
 
     do_move = raw_move if mode == "raw" else service_move
-    report = {"moved": 0, "refused_by_check": 0, "refused_by_database": 0, "errors": []}
-    time.sleep(max(0.0, start_at - time.time()))
-    for _ in range(iterations):
-        for parent in (target, None):
-            try:
-                do_move(parent)
-                report["moved"] += 1
-            except BadRequest:
-                report["refused_by_check"] += 1
-            except IntegrityError as exc:
-                if "cycle" not in str(exc):
-                    report["errors"].append(str(exc))
-                report["refused_by_database"] += 1
-            except Exception as exc:  # reported to the parent, which fails the test
-                report["errors"].append(repr(exc))
-    print(json.dumps(report))
+    report: dict[str, Any] = {"pid": os.getpid(), "moved": 0, "refused_by_check": 0,
+                              "refused_by_database": 0, "errors": []}
+    try:
+        connection.ensure_connection()
+        start.wait(START_TIMEOUT_SECONDS)
+        for _ in range(iterations):
+            for parent in (target, None):
+                try:
+                    do_move(parent)
+                    report["moved"] += 1
+                except BadRequest:
+                    report["refused_by_check"] += 1
+                except IntegrityError as exc:
+                    if "cycle" not in str(exc):
+                        report["errors"].append(str(exc))
+                    report["refused_by_database"] += 1
+                except Exception as exc:  # reported to the parent, which fails the test
+                    report["errors"].append(repr(exc))
+    except Exception as exc:  # not connected, or the other racer never came
+        start.abort()  # the other racer stops waiting for one that will never come
+        report["errors"].append(repr(exc))
+    finally:
+        connection.close()
+        reports.put(report)
+
+
+def main() -> None:
+    mode, bank, a, b = sys.argv[1:5]
+    iterations = int(sys.argv[5])
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "hindsight.project.settings")
+    import django
+
+    django.setup()  # no connection opened yet: each forked racer opens its own
+    import mentalmodels.knowledge.services  # noqa: F401  (imported once, before the fork)
+
+    context = multiprocessing.get_context("fork")
+    start = context.Barrier(2)
+    reports = context.SimpleQueue()
+    racers = [context.Process(target=race, args=(mode, bank, mover, target, iterations, start,
+                                                  reports))
+              for mover, target in ((a, b), (b, a))]
+    for racer in racers:
+        racer.start()
+    received = [reports.get() for _ in racers]  # before joining: a full pipe would block them
+    for racer in racers:
+        racer.join()
+    for racer in racers:
+        if racer.exitcode != 0:
+            received[0]["errors"].append(f"a racer exited with {racer.exitcode}")
+    print(json.dumps(received))
 
 
 if __name__ == "__main__":
