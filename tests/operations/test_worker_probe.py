@@ -38,6 +38,10 @@ def beat_after(path: Path, since: float) -> bool:
     return path.exists() and path.stat().st_mtime > since
 
 
+def older_than(path: Path, seconds: float) -> bool:
+    return time.time() - path.stat().st_mtime > seconds
+
+
 @pytest.mark.parametrize("pool", ["threads", "prefork"])
 def test_the_probe_passes_for_a_running_worker_and_fails_once_it_stopped(
     worker_factory, tmp_path, pool
@@ -68,7 +72,9 @@ def test_a_frozen_worker_fails_the_probe_until_it_resumes_and_a_killed_one_for_g
     wait_for(path.exists)
     os.kill(worker.pid, signal.SIGSTOP)  # its loop stops turning; the process is still there
     try:
-        time.sleep(4)
+        # Its last beat grows old (a beat every 2 s: within 3 s of the freeze; a worker still
+        # beating never gets there).
+        wait_for(lambda: older_than(path, 3))
         frozen = probe(directory, "--node", node, "--max-age", "3")
         assert frozen.returncode == 1 and "older than 3 s" in frozen.stderr
     finally:
@@ -77,7 +83,7 @@ def test_a_frozen_worker_fails_the_probe_until_it_resumes_and_a_killed_one_for_g
     wait_for(lambda: beat_after(path, resumed))
     assert probe(directory, "--node", node, "--max-age", "3").returncode == 0
     worker.kill()  # SIGKILL: nothing removes the file, it only grows old
-    time.sleep(4)
+    wait_for(lambda: older_than(path, 3))
     assert path.exists()
     assert probe(directory, "--node", node, "--max-age", "3").returncode == 1
 
