@@ -56,6 +56,7 @@ class ProbeHeartbeat(bootsteps.StartStopStep):
         path = probe.heartbeat_path(probe.probe_dir(settings.HINDSIGHT.worker_probe_dir),
                                     worker.hostname)
         self.path = path
+        hub.call_soon(self._beat)  # on the loop's first turn: ready passes the probe at once
         hub.call_repeatedly(probe.HEARTBEAT_INTERVAL_SECONDS, self._beat)
 
     def _beat(self) -> None:
