@@ -123,10 +123,13 @@ def _known_ids_half_the_time(context: Any, path_parameters: dict[str, Any]) -> A
     return st.sampled_from([path_parameters, known])
 
 
-def _resolve_known_ids(case: Any) -> None:
+def _resolve_known_ids(case: Any, *, seed_always: bool = False) -> None:
+    """Swap the markers for the seeded rows' ids. ``seed_always``: make the rows for a case that
+    points at none of them too (the stateful phase: the links a sequence can follow depend on
+    them); the fuzzing phase makes them only for a case that points at them."""
     marked = {key: value[len(_MARK):] for key, value in (case.path_parameters or {}).items()
               if isinstance(value, str) and value.startswith(_MARK)}
-    if not marked:  # the rows matter only to a case that points at them
+    if not (marked or seed_always):
         return
     ids = _seed()
     for key, name in marked.items():
@@ -280,7 +283,7 @@ class _Workflow(stateful_schema.as_state_machine()):  # type: ignore[misc]
         super().teardown()
 
     def before_call(self, case: Any) -> None:
-        _resolve_known_ids(case)
+        _resolve_known_ids(case, seed_always=True)
 
     def after_call(self, response: Any, case: Any) -> None:
         SENT["stateful"] += 1

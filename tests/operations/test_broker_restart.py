@@ -2,17 +2,32 @@
 mid-load: every operation still completes — messages lost with it are re-sent by recovery,
 submits made while it was down are sent by recovery once it is back. A worker whose broker
 stays away keeps retrying, further apart each time, without a bound, and serves again once the
-broker returns."""
+broker returns.
+
+A broker that dies while a worker holds a message it has not acknowledged (a task running
+with ``acks_late``, or one prefetched) does not end the worker either. Celery 5.7 "collects"
+the lost connection, which drops its transport's settings, and a later acknowledgement or the
+restore of unacknowledged messages in the close built a Redis client from them: an
+AttributeError, which the worker took for an "Unrecoverable error" (seen in the chaos run's
+broker restarts). The worker's consumer (``hindsight.project.consumer``) keeps the settings, so
+those fail as connection errors do; the last three tests show the crash and its absence on a
+real connection."""
 
 from __future__ import annotations
 
+import logging
 import re
 import socket
 import time
+from typing import Any
 
 import pytest
+from kombu import Connection, Exchange, Queue
+from kombu.common import ignore_errors
 
 from hindsight.devstack.servers import EmbeddedValkey, free_port
+from hindsight.project.celery import app
+from hindsight.project.consumer import Consumer, collect_keeping_settings
 from operations.models import COMPLETED, PENDING, Operation
 from operations.probe import heartbeat_path, probe_check
 from tests.operations.helpers import job_log, statuses, submit_job
@@ -27,6 +42,12 @@ def own_broker(tmp_path):
     server.start()
     yield server
     server.stop()
+
+
+def _restart(broker: EmbeddedValkey) -> None:
+    restarted = EmbeddedValkey(broker.data_dir, broker.port, durable=False)
+    restarted.start()
+    broker.process = restarted.process  # the fixture stops whichever runs
 
 
 def test_every_operation_completes_across_a_broker_restart(
@@ -52,9 +73,7 @@ def test_every_operation_completes_across_a_broker_restart(
                 Operation.objects.get(id=op.id).status == PENDING for op in during
             )
             time.sleep(1.0)
-            restarted = EmbeddedValkey(own_broker.data_dir, own_broker.port, durable=False)
-            restarted.start()
-            own_broker.process = restarted.process  # the fixture stops whichever runs
+            _restart(own_broker)
             after = [submit_job(key=f"a{i}", sleep=0.1, effect=True) for i in range(5)]
             ops = [op.id for op in before + during + after]
 
@@ -105,9 +124,7 @@ def test_a_worker_whose_broker_stays_away_keeps_retrying_and_serves_again_when_i
         assert time.time() - heartbeat.stat().st_mtime > 5
         assert not probe_check(directory, node=None, max_age=5).alive
 
-        restarted = EmbeddedValkey(own_broker.data_dir, own_broker.port, durable=False)
-        restarted.start()
-        own_broker.process = restarted.process  # the fixture stops whichever runs
+        _restart(own_broker)
         returned = time.time()
         op = submit_job(key="after-outage", effect=True)
         wait_until(lambda: Operation.objects.get(id=op.id).status == COMPLETED, timeout=60,
@@ -116,3 +133,73 @@ def test_a_worker_whose_broker_stays_away_keeps_retrying_and_serves_again_when_i
         wait_until(lambda: heartbeat.stat().st_mtime > returned, timeout=30, interval=0.2,
                    message="the heartbeat to resume")
         assert probe_check(directory, node=None, max_age=5).alive
+
+
+def _delivered_then_lost(broker: EmbeddedValkey) -> tuple[Connection, Any]:
+    """A connection holding a delivered, unacknowledged message (a task running with
+    ``acks_late``) when its broker dies; and that message."""
+    connection = Connection(broker.url)
+    channel = connection.default_channel
+    queue = Queue("jobs", Exchange("jobs"), "jobs", channel=channel)
+    queue.declare()
+    connection.Producer().publish({"job": 1}, exchange=queue.exchange, routing_key="jobs")
+    delivered: list[Any] = []
+    consumer = connection.Consumer([queue], callbacks=[lambda body, m: delivered.append(m)],
+                                   channel=channel)
+    consumer.qos(prefetch_count=1)
+    consumer.consume()
+    connection.drain_events(timeout=5)
+    assert delivered and channel.qos._delivered  # delivered, not acknowledged
+    broker.kill()
+    return connection, delivered[0]
+
+
+def test_the_worker_uses_the_guarded_consumer() -> None:
+    assert app.conf.worker_consumer == "hindsight.project.consumer:Consumer"
+    assert "on_connection_error_after_connected" in vars(Consumer)
+
+
+def _collect_stopping_early(connection: Connection) -> None:
+    """Make ``connection.collect()`` leave what the worker's crash traces show a collect left
+    behind on the dead broker: the channel's client pool released, then (the close failing
+    there, which Celery ignores) the transport's settings dropped, the channel not closed."""
+    channel = connection.default_channel
+
+    def collect(*args: Any, **kwargs: Any) -> None:
+        channel._disconnect_pools()  # type: ignore[attr-defined]  # the Redis channel's
+        connection._do_close_transport()
+
+    connection.collect = collect  # type: ignore[method-assign]
+
+
+def test_a_task_finishing_after_its_broker_was_lost_acknowledges_without_a_crash(
+        own_broker) -> None:
+    errors = Connection(own_broker.url).connection_errors  # what Celery's ack ignores
+    connection, message = _delivered_then_lost(own_broker)
+    _collect_stopping_early(connection)
+    connection.collect(socket_timeout=0.1)  # as Celery does with a lost connection
+    with pytest.raises(AttributeError, match="hostname"):  # the worker's "Unrecoverable error"
+        message.ack_log_error(logging.getLogger("test"), errors)
+
+    _restart(own_broker)
+    connection, message = _delivered_then_lost(own_broker)
+    _collect_stopping_early(connection)
+    collect_keeping_settings(connection)
+    connection.collect(socket_timeout=0.1)
+    message.ack_log_error(logging.getLogger("test"), errors)  # a connection error, logged
+
+
+def test_closing_a_lost_connection_that_still_holds_the_message_does_not_crash(
+        own_broker) -> None:
+    connection, _ = _delivered_then_lost(own_broker)
+    _collect_stopping_early(connection)
+    connection.collect(socket_timeout=0.1)
+    with pytest.raises(AttributeError, match="hostname"):  # restoring the message: the crash
+        ignore_errors(connection, connection.close)
+
+    _restart(own_broker)
+    connection, _ = _delivered_then_lost(own_broker)
+    _collect_stopping_early(connection)
+    collect_keeping_settings(connection)
+    connection.collect(socket_timeout=0.1)
+    ignore_errors(connection, connection.close)  # the restore fails as a connection error
