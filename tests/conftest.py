@@ -38,7 +38,6 @@ LONG_TESTS = (
     "tests/test_llm_outage.py",
     "tests/operations/test_broker_restart.py",
     "tests/operations/test_worker_probe.py",
-    "tests/operations/test_workers.py::test_a_worker_session_idle_inside_a_transaction",
     "tests/compat/test_client_webhooks.py",
     "tests/webhooks/test_delivery.py",
     "tests/webhooks/test_slow_receiver.py",

@@ -111,8 +111,6 @@ PRIVATE_WORKER_TESTS: dict[str, str] = {
     "tests/operations/test_workers.py::"
     "test_killed_worker_job_is_recovered_and_its_effect_written_exactly_once":
         "SIGKILLs its worker mid-job and starts another",
-    "tests/operations/test_fast_recovery.py":
-        "SIGKILLs pool processes and times the recovered claim",
     "tests/compat/test_client_worker_lost.py": "SIGKILLs the pool process running a refresh",
     "tests/operations/test_threads_pool.py::"
     "test_a_killed_threads_worker_is_recovered_by_its_peer_within_seconds":
