@@ -45,7 +45,7 @@ browser:
 # tests/compat_node installs its pinned npm client itself (npm ci from its lockfile; needs Node >= 20).
 # pytest-xdist: PYTEST_WORKERS processes (measured on 2 cores: the suite waits on servers more
 # than it computes).
-PYTEST_WORKERS ?= 3
+PYTEST_WORKERS ?= 4
 
 test: install browser
 	$(VENV)/bin/ruff check .
