@@ -233,14 +233,13 @@ def test_real_celery_beat_releases_a_parked_job_through_the_declared_schedule(
 
 
 def test_database_keeps_one_running_job_per_key_when_redis_loses_the_lock(
-    worker_factory, settings
+    worker_factory,
 ) -> None:
     from operations.locks import LOCK_PREFIX, redis_client
-    from tests.workers import apply_test_settings
 
-    # The timings of the other two-slot workers of this file (their lock is shorter, and this
-    # test deletes it anyway): they serve this test as they are.
-    apply_test_settings(settings, lock_ttl_seconds=1.0, heartbeat_seconds=0.3)
+    # A configuration whose queue this one worker alone consumes: the refusal is read from its
+    # log (the two-slot workers of the overlap test above share a queue, and either could take
+    # the second job).
     worker = worker_factory(concurrency=2)
     first = submit_job(key="guard", sleep=2.0)
     wait_until(lambda: job_log([first.id]), timeout=20, message="first job start")
