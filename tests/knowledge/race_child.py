@@ -18,17 +18,15 @@ Run: python -m tests.knowledge.race_child MODE BANK A B ITERATIONS
 from __future__ import annotations
 
 import json
-import multiprocessing
 import os
 import sys
 import time
 from typing import Any
 
-# How long a racer waits for the other to connect before the run counts as failed.
-START_TIMEOUT_SECONDS = 60.0
+from tests.racers import START_TIMEOUT_SECONDS, django_once, race
 
 
-def race(mode: str, bank: str, mover: str, target: str, iterations: int, start: Any,
+def mover(mode: str, bank: str, mover: str, target: str, iterations: int, start: Any,
          reports: Any) -> None:
     from django.db import IntegrityError, connection, transaction
 
@@ -81,26 +79,10 @@ def race(mode: str, bank: str, mover: str, target: str, iterations: int, start: 
 def main() -> None:
     mode, bank, a, b = sys.argv[1:5]
     iterations = int(sys.argv[5])
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "hindsight.project.settings")
-    import django
-
-    django.setup()  # no connection opened yet: each forked racer opens its own
-    import mentalmodels.knowledge.services  # noqa: F401  (imported once, before the fork)
-
-    context = multiprocessing.get_context("fork")
-    start = context.Barrier(2)
-    reports = context.SimpleQueue()
-    racers = [context.Process(target=race, args=(mode, bank, mover, target, iterations, start,
-                                                  reports))
-              for mover, target in ((a, b), (b, a))]
-    for racer in racers:
-        racer.start()
-    received = [reports.get() for _ in racers]  # before joining: a full pipe would block them
-    for racer in racers:
-        racer.join()
-    for racer in racers:
-        if racer.exitcode != 0:
-            received[0]["errors"].append(f"a racer exited with {racer.exitcode}")
+    django_once("mentalmodels.knowledge.services")
+    received, lost = race(mover, [(mode, bank, a, b, iterations), (mode, bank, b, a, iterations)],
+                          parties=2)
+    received[0]["errors"].extend(f"a racer exited with {code}" for code in lost)
     print(json.dumps(received))
 
 

@@ -13,14 +13,12 @@ Run: python -m tests.operations.coalesce_child KEY PROCESSES THREADS PER_THREAD
 from __future__ import annotations
 
 import json
-import multiprocessing
 import os
 import sys
 import threading
 from typing import Any
 
-# How long a thread waits for the others to connect before the run counts as failed.
-START_TIMEOUT_SECONDS = 60.0
+from tests.racers import START_TIMEOUT_SECONDS, django_once, race
 
 
 def submitting_process(key: str, threads: int, per_thread: int, start: Any, reports: Any) -> None:
@@ -62,24 +60,9 @@ def submitting_process(key: str, threads: int, per_thread: int, start: Any, repo
 
 def main() -> None:
     key, processes, threads, per_thread = sys.argv[1], *map(int, sys.argv[2:5])
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "hindsight.project.settings")
-    import django
-
-    django.setup()  # no connection opened yet: each forked process opens its own
-    import operations.queue  # noqa: F401  (imported once, before the fork)
-
-    context = multiprocessing.get_context("fork")
-    start = context.Barrier(processes * threads)
-    reports = context.SimpleQueue()
-    children = [context.Process(target=submitting_process,
-                                args=(key, threads, per_thread, start, reports))
-                for _ in range(processes)]
-    for child in children:
-        child.start()
-    received = [reports.get() for _ in children]  # before joining: a full pipe would block them
-    for child in children:
-        child.join()
-    lost = [child.exitcode for child in children if child.exitcode != 0]
+    django_once("operations.queue")
+    received, lost = race(submitting_process, [(key, threads, per_thread)] * processes,
+                          parties=processes * threads)
     print(json.dumps({
         "pids": [r["pid"] for r in received],
         "ids": [i for r in received for i in r["ids"]],
