@@ -47,9 +47,15 @@ browser:
 # than it computes).
 PYTEST_WORKERS ?= 4
 
+# While mypy checks the types (one core), the other core compiles the project and has pytest
+# collect once, which caches each test module with its asserts rewritten: the xdist workers then
+# read those files instead of each compiling and rewriting all of them. The shell may forbid
+# writing bytecode (PYTHONDONTWRITEBYTECODE); here it is allowed, for these caches only.
 test: install browser
 	$(VENV)/bin/ruff check .
-	$(VENV)/bin/mypy
+	( PYTHONDONTWRITEBYTECODE= $(PY) -m compileall -q hindsight tests bench && \
+	  PYTHONDONTWRITEBYTECODE= $(PY) -m pytest --collect-only -q >/dev/null 2>&1 ) & \
+	  $(VENV)/bin/mypy; typed=$$?; wait $$!; exit $$typed
 	$(VENV)/bin/lint-imports
 	$(PY) -m pytest -n $(PYTEST_WORKERS)
 
