@@ -124,26 +124,30 @@ def _bank_configs(bank_ids: Iterable[str]) -> dict[str, dict[str, Any]]:
 
 
 def _submit_unless_paused(
-    *, model: MentalModel, mode: str | None, not_before: datetime | None
+    *, model: MentalModel, mode: str | None, not_before: datetime | None, now: datetime
 ) -> tuple[str, Any]:
-    """Queue under the model's row lock, re-reading the pause flag.
+    """Queue under the model's row lock, re-reading the pause flag and the failure backoff.
 
-    The final failure of a refresh sets the flag under the same row lock and, in the same
-    transaction, cancels the automatic refreshes of the model: either it commits first (we see
-    the flag and queue nothing) or our refresh exists when it cancels (and is cancelled). A
-    model deleted since it was read gets nothing.
+    The final failure of a refresh sets both under the same row lock and, in the same
+    transaction, cancels (pause) or parks (backoff) the automatic refreshes of the model: either
+    it commits first (we see the flag and queue nothing, or see the backoff and park until it
+    ends) or our refresh exists when it cancels or parks (and is cancelled or parked). A model
+    deleted since it was read gets nothing.
     """
     with transaction.atomic():
         rows = list(
             MentalModel.objects.select_for_update()
             .filter(uid=model.uid)
-            .values_list("last_refresh_failed_at", "last_refresh_failure_transient")
+            .values_list("last_refresh_failed_at", "last_refresh_failure_transient",
+                         "auto_refresh_not_before")
         )
         if not rows:
             return SKIPPED_GONE, None
-        failed_at, transient = rows[0]
+        failed_at, transient, backoff = rows[0]
         if failed_at is not None and not transient:
             return SKIPPED_PAUSED, None
+        if backoff is not None and backoff > now:  # after transient failures (failure_backoff)
+            not_before = max(not_before or backoff, backoff)
         if proposal_pending(model_uid=model.uid):
             return SKIPPED_REVIEW, None
         operation = mental_model_refresh_submit(
@@ -190,10 +194,8 @@ def mental_models_refresh_auto(
             floor_seconds=refresh_floor_seconds(model=model, bank_config=configs.get(model.bank_id)),
             now=now,
         )
-        backoff = model.auto_refresh_not_before  # after transient failures (failure_backoff)
-        if backoff is not None and backoff > now:
-            not_before = max(not_before or backoff, backoff)
-        action, operation = _submit_unless_paused(model=model, mode=mode, not_before=not_before)
+        action, operation = _submit_unless_paused(model=model, mode=mode, not_before=not_before,
+                                                  now=now)
         # Parked: until the window closes, or until the park it folded into ends.
         results.append(AutoRefresh(action=action, operation=operation,
                                    not_before=operation.next_retry_at if action == PARKED else None,

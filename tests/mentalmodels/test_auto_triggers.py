@@ -15,6 +15,7 @@ from django.utils import timezone
 from fakes.llm_server import Reply
 from hindsight.banks.models import Bank
 from mentalmodels.models import MentalModel
+from mentalmodels.refresh.failure_class import FailureClass
 from mentalmodels.services import mental_model_record_failure, mental_model_refresh_request
 from mentalmodels.triggers_auto import (
     PARKED,
@@ -331,6 +332,26 @@ def test_model_paused_after_it_was_read_gets_nothing(bank):
     MentalModel.objects.filter(uid=model.uid).update(last_refresh_failed_at=timezone.now())
     assert mental_model_refresh_auto(model=model, reason=REASON_CONSOLIDATION).action == SKIPPED_PAUSED
     assert not ops(model).exists()
+
+
+@pytest.mark.django_db
+def test_model_failed_transiently_after_it_was_read_gets_its_refresh_parked_until_the_backoff(
+    bank,
+):
+    # The trigger read the model before its refresh failed (as consolidation's trigger does while
+    # a refresh of the model is still in its last attempt): the backoff that failure set must
+    # still hold, or the automatic refresh runs at once against an LLM that is down.
+    make_memory(bank, "fact")
+    model = make_mental_model(bank, "team")  # read before the failure
+    mental_model_record_failure(model_uid=model.uid, reason="llm_error",
+                                exception="APIStatusError: 503", operation_id=None, final=True,
+                                failure=FailureClass(transient=True))
+    backoff = MentalModel.objects.get(uid=model.uid).auto_refresh_not_before
+    assert backoff is not None and backoff > timezone.now()
+    assert model.auto_refresh_not_before is None  # the stale read the trigger holds
+    result = mental_model_refresh_auto(model=model, reason=REASON_CONSOLIDATION)
+    assert result.action == PARKED
+    assert result.operation.next_retry_at == backoff
 
 
 @pytest.mark.django_db
