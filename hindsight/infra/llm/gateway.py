@@ -58,16 +58,15 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jsonschema
-import openai
 from django.conf import settings
-from openai.types.chat import ChatCompletion
 
 from hindsight.infra import metrics
 from hindsight.infra.db import connection_release_to_pool
 from hindsight.infra.errors import LLMNotConfigured
+from hindsight.infra.lazy import LazyModule
 from hindsight.infra.llm import servers
 from hindsight.infra.llm.answers import find_json, strip_reasoning, tool_arguments
 from hindsight.infra.llm.context import LLMContext, count_in_tallies, current_llm_context
@@ -87,6 +86,11 @@ from hindsight.infra.llm.types import (
     ToolCall,
     Usage,
 )
+
+if TYPE_CHECKING:
+    import openai
+else:
+    openai = LazyModule("openai")  # imported at the first use (hindsight.infra.lazy)
 
 logger = logging.getLogger("hindsight.infra.llm")
 
@@ -641,7 +645,8 @@ def _refuses_reasoning_effort(model: str) -> bool:
     return any(prefix in name for prefix in _NON_REASONING_MODELS)
 
 
-def _chat_completion(client: openai.OpenAI, request: dict[str, Any]) -> ChatCompletion:
+def _chat_completion(client: openai.OpenAI, request: dict[str, Any]
+                     ) -> openai.types.chat.ChatCompletion:
     """POST one chat completion through the SDK's client, as ``create(**request)`` would.
 
     ``create()`` runs the SDK's TypedDict transform over every message and tool schema, a
@@ -654,7 +659,7 @@ def _chat_completion(client: openai.OpenAI, request: dict[str, Any]) -> ChatComp
     body = {key: request[key] for key in _CHAT_BODY_ORDER if key in request}
     if len(body) + 1 != len(request) or "timeout" not in request:
         return client.chat.completions.create(**request)
-    return client.post("/chat/completions", cast_to=ChatCompletion, body=body,
+    return client.post("/chat/completions", cast_to=openai.types.chat.ChatCompletion, body=body,
                        options={"timeout": request["timeout"],
                                 "security": {"bearer_auth": True}})
 
