@@ -1,7 +1,7 @@
 """Modules imported on first use: for an import that costs every process's start more than it
 gives a process that never uses it.
 
-The openai SDK is the one such import: about 0.45 s of CPU and 45 MB to import, at every Django
+The openai SDK is the one such import: about 0.4 s of CPU and 28 MB to import, at every Django
 start (``manage.py`` commands, each gunicorn and Celery process), though only a process that
 calls an LLM or the OpenAI-compatible embedder needs it. Its users name it through
 ``LazyModule``; the first attribute read imports it.
