@@ -53,7 +53,7 @@ PYTEST_WORKERS ?= 4
 # writing bytecode (PYTHONDONTWRITEBYTECODE); here it is allowed, for these caches only.
 test: install browser
 	$(VENV)/bin/ruff check .
-	( PYTHONDONTWRITEBYTECODE= $(PY) -m compileall -q hindsight tests bench && \
+	( PYTHONDONTWRITEBYTECODE= $(PY) -m compileall -q hindsight tests bench; \
 	  PYTHONDONTWRITEBYTECODE= $(PY) -m pytest --collect-only -q >/dev/null 2>&1 ) & \
 	  $(VENV)/bin/mypy; typed=$$?; wait $$!; exit $$typed
 	$(VENV)/bin/lint-imports
