@@ -27,8 +27,10 @@ pytestmark = pytest.mark.integration
 BANK = "failure-class-bank"
 API = f"/v1/default/banks/{BANK}"
 ATTEMPTS = 1 + TEST_TIMINGS["worker_max_retries"]  # per operation, LLM_MAX_RETRIES=0
-BACKOFF = {"HINDSIGHT_API_MENTAL_MODEL_FAILURE_BACKOFF_SECONDS": "0.5",
-           "HINDSIGHT_API_MENTAL_MODEL_FAILURE_BACKOFF_MAX_SECONDS": "2"}
+# Longer than a round of attempts (~1.5 s with the test timings), so the long-outage test tells
+# a working backoff (12 requests in its 12 s) from none (27, over its bound of 18).
+BACKOFF = {"HINDSIGHT_API_MENTAL_MODEL_FAILURE_BACKOFF_SECONDS": "2",
+           "HINDSIGHT_API_MENTAL_MODEL_FAILURE_BACKOFF_MAX_SECONDS": "8"}
 
 
 class SwitchableLLM(ConsolidatingLLM):
