@@ -13,16 +13,10 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 from hindsight.infra.embeddings.base import Embedder, EmbeddingError, Profile
-from hindsight.infra.lazy import LazyModule
+from hindsight.infra.lazy import openai  # imported at the first use
 from hindsight.infra.llm.retry import backoff_seconds, is_transient
-
-if TYPE_CHECKING:
-    import openai
-else:
-    openai = LazyModule("openai")  # imported at the first use (hindsight.infra.lazy)
 
 REQUEST_BATCH_SIZE = 128
 

@@ -58,7 +58,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import jsonschema
 from django.conf import settings
@@ -66,7 +66,7 @@ from django.conf import settings
 from hindsight.infra import metrics
 from hindsight.infra.db import connection_release_to_pool
 from hindsight.infra.errors import LLMNotConfigured
-from hindsight.infra.lazy import LazyModule
+from hindsight.infra.lazy import openai  # imported at the first use
 from hindsight.infra.llm import servers
 from hindsight.infra.llm.answers import find_json, strip_reasoning, tool_arguments
 from hindsight.infra.llm.context import LLMContext, count_in_tallies, current_llm_context
@@ -86,11 +86,6 @@ from hindsight.infra.llm.types import (
     ToolCall,
     Usage,
 )
-
-if TYPE_CHECKING:
-    import openai
-else:
-    openai = LazyModule("openai")  # imported at the first use (hindsight.infra.lazy)
 
 logger = logging.getLogger("hindsight.infra.llm")
 

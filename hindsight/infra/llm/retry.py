@@ -11,15 +11,8 @@ import math
 import random
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
-from typing import TYPE_CHECKING
 
-from hindsight.infra.lazy import LazyModule
-
-if TYPE_CHECKING:
-    import openai
-else:
-    openai = LazyModule("openai")  # imported at the first use (hindsight.infra.lazy)
-
+from hindsight.infra.lazy import openai  # imported at the first use
 
 BASE_BACKOFF_SECONDS = 0.2
 MAX_BACKOFF_SECONDS = 2.0
