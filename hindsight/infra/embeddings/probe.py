@@ -24,6 +24,7 @@ from hindsight.infra.config import (
     Config,
     ConfigProblem,
 )
+from hindsight.infra.lazy import openai  # imported at the first use
 
 VARIABLE = "HINDSIGHT_API_EMBEDDINGS_OPENAI_DIMENSIONS"
 MAX_DIMENSIONS = 2000  # pgvector's HNSW limit
@@ -33,11 +34,10 @@ PROBE_TIMEOUT_SECONDS = 30.0
 
 
 def probe_dimensions(config: Config) -> int:
-    """Ask the configured model for one vector and return its length (raises on failure)."""
-    # Imported here: the settings import this module, and only a probe needs the SDK (beat,
-    # for one, never does; hindsight.project.settings_beat).
-    import openai  # noqa: PLC0415
-
+    """Ask the configured model for one vector and return its length (raises on failure).
+    The SDK is imported here, at its first use (``hindsight.infra.lazy``): the settings import
+    this module, and only a probe needs it (beat, for one, never does;
+    hindsight.project.settings_beat)."""
     client = openai.OpenAI(
         base_url=config.embeddings_base_url or None,
         api_key=config.embeddings_api_key or "unused",
