@@ -1,7 +1,7 @@
 """Offline token counting for recall's token budget.
 
 Counts word pieces with the local MiniLM tokenizer (``tokenizer.json`` shipped in a pip package,
-see ``hindsight.infra.embeddings.local``); nothing is downloaded. Where that tokenizer is not
+see ``hindsight.infra.embeddings.model_files``); nothing is downloaded. Where that tokenizer is not
 installed, a documented heuristic stands in: one token per four characters, rounded up, which
 over-counts English slightly (the safe side of a budget).
 """
@@ -14,7 +14,7 @@ from typing import Any
 
 from tokenizers import Tokenizer
 
-from hindsight.infra.embeddings.local import tokenizer_path
+from hindsight.infra.embeddings.model_files import tokenizer_path
 
 _lock = threading.Lock()
 _tokenizer: Any = None

@@ -56,9 +56,11 @@ def test_beat_settings_load_none_of_the_service() -> None:
     assert beat["scheduler"] == "django_celery_beat.schedulers:DatabaseScheduler"
     assert beat["queue"] == "beat-probe-queue"
     assert beat["broker"] == "redis://127.0.0.1:1/0"
-    # The project's settings load all of it: what the narrowing saves.
+    # The project's settings load the service: what the narrowing saves. (Not the embedder's
+    # runtime: only the local embedder's first use loads onnxruntime, tests/infra/test_lazy.py.)
     full = _probe("hindsight.project.settings")
-    assert {"operations.engine", "hindsight.infra.llm.gateway", "onnxruntime"} <= set(full["loaded"])
+    assert {"operations.engine", "hindsight.infra.llm.gateway", "mentalmodels.models",
+            "numpy"} <= set(full["loaded"])
 
 
 def test_a_worker_starting_up_loads_no_url_and_no_view() -> None:

