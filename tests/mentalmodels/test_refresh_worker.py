@@ -206,12 +206,14 @@ def test_wall_timeout_through_the_worker_is_a_recorded_failed_attempt(
 ):
     import dataclasses
 
+    # The refresh's own deadline (2 s) ends it before the engine's backstop (1 s later) does,
+    # with room for a fresh worker's first LLM call (it imports the SDK) on a loaded machine.
     settings.HINDSIGHT = dataclasses.replace(
-        settings.HINDSIGHT, reflect_wall_timeout_seconds=1.0, worker_max_retries=0
+        settings.HINDSIGHT, reflect_wall_timeout_seconds=2.0, worker_max_retries=0
     )
     make_memory(bank, "fact", embed=True)
     make_mental_model(bank, "team", content="kept")
-    llm.respond_with(lambda body: Reply.delay(4, Reply.text("too late")))
+    llm.respond_with(lambda body: Reply.delay(6, Reply.text("too late")))
     worker = worker_factory(env=llm.env)
     op_id = APIClient().post(url("team", "refresh"), format="json").json()["operation_id"]
     op = wait_status(op_id, "failed", "completed", timeout=30)
