@@ -28,6 +28,7 @@ import dataclasses
 import os
 import signal
 import socket
+import subprocess
 import threading
 import time
 import uuid
@@ -35,7 +36,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 from urllib.parse import quote
 
 import pytest
@@ -48,6 +49,7 @@ from hindsight.devstack.stack import (
 )
 from hindsight.devstack.stack import stop_together as stack_stop_together
 from hindsight.devstack.state import QUEUE_VARIABLE
+from tests.zygote import Zygote
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SESSION_QUEUE = f"hindsight-test-{os.getpid()}-{uuid.uuid4().hex[:6]}"
@@ -135,7 +137,7 @@ def has_private_workers(nodeid: str) -> bool:
 
 # How many worker (and beat) processes this session started, by kind: the run's summary.
 STARTS: dict[str, int] = {"shared": 0, "private": 0, "beat": 0, "configurations": 0,
-                          "unsettled": 0}
+                          "unsettled": 0, "forked": 0}
 
 # Variables that change from test to test without changing what a worker does.
 _NOT_CONFIGURATION = frozenset({"PYTEST_CURRENT_TEST", "HINDSIGHT_API_TASK_QUEUE"})
@@ -145,16 +147,22 @@ _PRIORITY_SUFFIXES = ("", "\x06\x163", "\x06\x166", "\x06\x169")
 
 def start_worker(
     *, name: str, queue: str, env: dict[str, str], concurrency: int, log_dir: Path,
-    task_queue: str | None = None,
+    task_queue: str | None = None, zygote: Zygote | None = None,
 ) -> WorkerProcess:
     """A worker of the stack's (``hindsight.devstack.stack``) on ``queue``, the pool named in
     ``env`` (``-P prefork`` is "no choice" when it names one). Its settings' task queue is
     ``queue`` too unless ``task_queue`` is given (a CPU queue's worker keeps the task queue's
-    peers)."""
-    return spawn(name, worker_command(queue=queue, concurrency=concurrency, pool="prefork",
-                                      name=name),
-                 env={**env, QUEUE_VARIABLE: task_queue or queue},
-                 log_path=log_dir / f"{name}.log")
+    peers). ``zygote``: forked from it, where it accepts (``tests.zygote``)."""
+    command = worker_command(queue=queue, concurrency=concurrency, pool="prefork", name=name)
+    env = {**env, QUEUE_VARIABLE: task_queue or queue}
+    log_path = log_dir / f"{name}.log"
+    if zygote is not None:
+        assert command[1:3] == ["-m", "celery"], command
+        forked = zygote.spawn(command[3:], env=env, cwd=REPO_ROOT, log_path=log_path)
+        if forked is not None:
+            STARTS["forked"] += 1
+            return WorkerProcess(name, cast("subprocess.Popen[bytes]", forked), log_path)
+    return spawn(name, command, env=env, log_path=log_path)
 
 
 class SharedWorker:
@@ -204,6 +212,7 @@ class WorkerPool:
     def __init__(self, log_dir: Path, redis_url: str, max_configurations: int = 6):
         self.log_dir = log_dir
         self.redis_url = redis_url
+        self.zygote: Zygote | None = None
         self.max_configurations = max_configurations
         self._configurations: dict[tuple[Any, ...], _Configuration] = {}
         self._queues = 0
@@ -230,10 +239,12 @@ class WorkerPool:
         while len(configuration.workers) <= index:
             name = f"{configuration.queue.rsplit('-', 1)[-1]}w{len(configuration.workers) + 1}"
             # Its webhook deliveries too (hindsight.webhooks.outbox.webhook_queue).
+            if self.zygote is None:
+                self.zygote = Zygote(env)
             worker = start_worker(name=name, queue=f"{configuration.queue},"
                                   f"{configuration.queue}.webhooks", env=env,
                                   concurrency=key[0], log_dir=self.log_dir,
-                                  task_queue=configuration.queue)
+                                  task_queue=configuration.queue, zygote=self.zygote)
             configuration.workers.append(worker)
             STARTS["shared"] += 1
             worker.wait_ready()
@@ -270,6 +281,8 @@ class WorkerPool:
             for worker in configuration.workers:
                 worker.signal_group(signal.SIGKILL)
         self._stop(*self._configurations.values())  # reaps them, closes their logs
+        if self.zygote is not None:
+            self.zygote.close()
 
 
 def stop_together(processes: list[WorkerProcess], timeout: float = 5.0) -> None:
@@ -502,7 +515,8 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
     if any(STARTS.values()):
         terminalreporter.write_line(
             f"celery processes started: {STARTS['shared']} shared workers "
-            f"({STARTS['configurations']} configurations; {STARTS['unsettled']} stopped after a "
+            f"({STARTS['configurations']} configurations, {STARTS['forked']} forked from the "
+            f"zygote; {STARTS['unsettled']} stopped after a "
             f"test left them busy), {STARTS['private']} private workers, {STARTS['beat']} beat")
 
 
