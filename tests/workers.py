@@ -15,8 +15,9 @@ use. After the test the worker's queue is emptied and the worker must be idle (n
 reserved) before the database is flushed; one that is not, or that died, is stopped and a later
 test starts a fresh one. Only the tests named in ``PRIVATE_WORKER_TESTS`` (they kill, restart or
 time a worker, or move it to another broker) get workers started for them and stopped after.
-A shared worker is forked from the session's fork server (``tests.zygote``: the libraries
-already loaded, ~0.4 instead of ~1.4 CPU-s a start); a private one is a plain subprocess.
+Workers are forked from the session's fork server (``tests.zygote``: the libraries already
+loaded, ~0.4 instead of ~1.4 CPU-s a start), each then the worker ``celery -A hindsight worker``
+starts; one whose environment the fork server refuses is a plain subprocess.
 
 ``beat`` runs the engine's beat work (``release_due`` + ``recover``) in a background thread of
 the test process every few hundred milliseconds; ``run_beat_once()`` runs it once.
@@ -223,6 +224,12 @@ class WorkerPool:
     def key(env: dict[str, str], concurrency: int) -> tuple[Any, ...]:
         return (concurrency, *sorted((k, v) for k, v in env.items() if k not in _NOT_CONFIGURATION))
 
+    def fork_server(self, env: dict[str, str]) -> Zygote:
+        """The session's fork server, started with the first worker's environment."""
+        if self.zygote is None:
+            self.zygote = Zygote(env)
+        return self.zygote
+
     def queue(self, key: tuple[Any, ...]) -> str:
         if key not in self._configurations:
             self._queues += 1
@@ -241,12 +248,10 @@ class WorkerPool:
         while len(configuration.workers) <= index:
             name = f"{configuration.queue.rsplit('-', 1)[-1]}w{len(configuration.workers) + 1}"
             # Its webhook deliveries too (hindsight.webhooks.outbox.webhook_queue).
-            if self.zygote is None:
-                self.zygote = Zygote(env)
             worker = start_worker(name=name, queue=f"{configuration.queue},"
                                   f"{configuration.queue}.webhooks", env=env,
                                   concurrency=key[0], log_dir=self.log_dir,
-                                  task_queue=configuration.queue, zygote=self.zygote)
+                                  task_queue=configuration.queue, zygote=self.fork_server(env))
             configuration.workers.append(worker)
             STARTS["shared"] += 1
             worker.wait_ready()
@@ -317,11 +322,15 @@ def _drain(redis_url: str, queue: str, workers: list[WorkerProcess], timeout: fl
 
 
 class WorkerFactory:
-    def __init__(self, tmp_path: Path, settings: Any, pool: WorkerPool | None = None):
-        """``pool``: the session's shared workers; None gives the test workers of its own."""
+    def __init__(self, tmp_path: Path, settings: Any, pool: WorkerPool | None = None,
+                 zygote: Callable[[dict[str, str]], Zygote] | None = None):
+        """``pool``: the session's shared workers; None gives the test workers of its own.
+        ``zygote``: the session's fork server for a worker's environment (None: plain
+        subprocesses)."""
         self.tmp_path = tmp_path
         self.settings = settings
         self.pool = pool
+        self.zygote = zygote
         self.workers: list[WorkerProcess | SharedWorker] = []
         self.redis_url: str = settings.HINDSIGHT.redis_url or settings.REDIS_URL
         self._key: tuple[Any, ...] | None = None
@@ -390,7 +399,8 @@ class WorkerFactory:
         name = name or f"w{len(self.workers) + 1}-{uuid.uuid4().hex[:4]}"
         worker = start_worker(name=name, queue=queue or self.settings.HINDSIGHT.task_queue,
                               task_queue=self.settings.HINDSIGHT.task_queue, env=env,
-                              concurrency=concurrency, log_dir=self.tmp_path)
+                              concurrency=concurrency, log_dir=self.tmp_path,
+                              zygote=self.zygote(env) if self.zygote else None)
         self.workers.append(worker)
         self._private.append(worker)
         STARTS["private"] += 1
@@ -474,8 +484,8 @@ def worker_factory(
     testing_handlers.ensure_tables()
     apply_test_settings(settings)
     private = has_private_workers(request.node.nodeid)
-    pool = None if private else request.getfixturevalue("worker_pool")
-    factory = WorkerFactory(tmp_path, settings, pool)
+    pool: WorkerPool = request.getfixturevalue("worker_pool")
+    factory = WorkerFactory(tmp_path, settings, None if private else pool, pool.fork_server)
     _purge_queue(factory.redis_url, SESSION_QUEUE)
     try:
         yield factory
@@ -517,9 +527,9 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
     if any(STARTS.values()):
         terminalreporter.write_line(
             f"celery processes started: {STARTS['shared']} shared workers "
-            f"({STARTS['configurations']} configurations, {STARTS['forked']} forked from the "
-            f"zygote; {STARTS['unsettled']} stopped after a "
-            f"test left them busy), {STARTS['private']} private workers, {STARTS['beat']} beat")
+            f"({STARTS['configurations']} configurations; {STARTS['unsettled']} stopped after a "
+            f"test left them busy), {STARTS['private']} private workers, {STARTS['beat']} beat; "
+            f"{STARTS['forked']} of the workers forked from the fork server")
 
 
 def run_beat_once() -> tuple[list[Any], Any]:

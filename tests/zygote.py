@@ -1,4 +1,4 @@
-"""A fork server for the session's shared Celery workers (``tests.workers``).
+"""A fork server for the session's Celery workers (``tests.workers``).
 
 A worker's start was ~1.4 CPU-seconds on two cores, most of it importing Django, DRF, Celery,
 kombu, redis, psycopg, numpy and the openai SDK; the suite starts dozens. This process imports
@@ -11,8 +11,9 @@ then already loaded, where the project itself imports it at its first LLM call.)
 
 Safe only where the libraries imported here would have seen the same environment: a request
 whose environment differs from this process's in anything but ``OWN_VARIABLES`` is refused,
-and its worker is started as a plain subprocess instead (``Zygote.spawn`` returns None). The
-tests that kill, freeze or time workers (``PRIVATE_WORKER_TESTS``) always get plain ones.
+and its worker is started as a plain subprocess instead (``Zygote.spawn`` returns None).
+Killing, freezing or timing a forked worker is the same as a plain one's: it leads its own
+process group, its pool processes are its children, and its end is reported with its status.
 
 Protocol, one JSON object per line: a request ``{"argv", "env", "cwd", "log"}`` is answered
 ``{"pid": N}`` (or ``{"refused": why}``); a child's end is reported ``{"exited": N, "code": C}``
