@@ -71,7 +71,9 @@ def _child(request: dict[str, Any], channels: tuple[int, ...]) -> None:
     try:
         for fd in channels:
             os.close(fd)
-        for sig in (signal.SIGCHLD, signal.SIGTERM, signal.SIGINT):
+        # A new interpreter's handlers: Ctrl-C raises KeyboardInterrupt, the rest default.
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        for sig in (signal.SIGCHLD, signal.SIGTERM):
             signal.signal(sig, signal.SIG_DFL)
         os.setsid()
         os.chdir(request["cwd"])
