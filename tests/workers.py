@@ -215,7 +215,7 @@ class WorkerPool:
     def __init__(self, log_dir: Path, redis_url: str, max_configurations: int = 6):
         self.log_dir = log_dir
         self.redis_url = redis_url
-        self.zygote: Zygote | None = None
+        self._zygote: Zygote | None = None
         self.max_configurations = max_configurations
         self._configurations: dict[tuple[Any, ...], _Configuration] = {}
         self._queues = 0
@@ -226,9 +226,9 @@ class WorkerPool:
 
     def fork_server(self, env: dict[str, str]) -> Zygote:
         """The session's fork server, started with the first worker's environment."""
-        if self.zygote is None:
-            self.zygote = Zygote(env)
-        return self.zygote
+        if self._zygote is None:
+            self._zygote = Zygote(env)
+        return self._zygote
 
     def queue(self, key: tuple[Any, ...]) -> str:
         if key not in self._configurations:
@@ -288,8 +288,8 @@ class WorkerPool:
             for worker in configuration.workers:
                 worker.signal_group(signal.SIGKILL)
         self._stop(*self._configurations.values())  # reaps them, closes their logs
-        if self.zygote is not None:
-            self.zygote.close()
+        if self._zygote is not None:
+            self._zygote.close()
 
 
 def stop_together(processes: list[WorkerProcess], timeout: float = 5.0) -> None:
@@ -323,14 +323,14 @@ def _drain(redis_url: str, queue: str, workers: list[WorkerProcess], timeout: fl
 
 class WorkerFactory:
     def __init__(self, tmp_path: Path, settings: Any, pool: WorkerPool | None = None,
-                 zygote: Callable[[dict[str, str]], Zygote] | None = None):
+                 fork_server: Callable[[dict[str, str]], Zygote] | None = None):
         """``pool``: the session's shared workers; None gives the test workers of its own.
-        ``zygote``: the session's fork server for a worker's environment (None: plain
+        ``fork_server``: the session's fork server for a worker's environment (None: plain
         subprocesses)."""
         self.tmp_path = tmp_path
         self.settings = settings
         self.pool = pool
-        self.zygote = zygote
+        self.fork_server = fork_server
         self.workers: list[WorkerProcess | SharedWorker] = []
         self.redis_url: str = settings.HINDSIGHT.redis_url or settings.REDIS_URL
         self._key: tuple[Any, ...] | None = None
@@ -400,7 +400,7 @@ class WorkerFactory:
         worker = start_worker(name=name, queue=queue or self.settings.HINDSIGHT.task_queue,
                               task_queue=self.settings.HINDSIGHT.task_queue, env=env,
                               concurrency=concurrency, log_dir=self.tmp_path,
-                              zygote=self.zygote(env) if self.zygote else None)
+                              zygote=self.fork_server(env) if self.fork_server else None)
         self.workers.append(worker)
         self._private.append(worker)
         STARTS["private"] += 1

@@ -177,9 +177,6 @@ class ForkedProcess:
         if self.poll() is None:
             os.kill(self.pid, sig)
 
-    def terminate(self) -> None:
-        self.send_signal(signal.SIGTERM)
-
     def kill(self) -> None:
         self.send_signal(signal.SIGKILL)
 
